@@ -1,0 +1,31 @@
+"""Hato: a self-hosted notification service (inbox, console, API, delivery workers)."""
+from __future__ import annotations
+
+from flask import Flask
+
+from app.config import Config
+
+
+def create_app(test_config: dict | None = None) -> Flask:
+    """Create the app: config, then extensions, then blueprints and CLI. No I/O happens here."""
+    app = Flask(__name__, template_folder="../templates", static_folder="../static")
+    app.config.from_object(Config())
+    if test_config:
+        app.config.update(test_config)
+
+    from app import extensions
+
+    extensions.init_app(app)
+
+    from app import cli, errors, security, templating
+    from app.auth.views import bp as auth_bp
+    from app.inbox.views import bp as inbox_bp
+    from app.health import bp as health_bp
+
+    security.init_app(app)
+    templating.init_app(app)
+    errors.init_app(app)
+    cli.init_app(app)
+    for blueprint in (auth_bp, inbox_bp, health_bp):
+        app.register_blueprint(blueprint)
+    return app

@@ -1,0 +1,80 @@
+"""Sign-in and sign-out."""
+from __future__ import annotations
+
+from flask import Blueprint, current_app, redirect, render_template, request, session, url_for
+from flask_login import current_user, login_required, login_user, logout_user
+from flask_wtf import FlaskForm
+from werkzeug.security import check_password_hash, generate_password_hash
+from wtforms import EmailField, PasswordField
+from wtforms.validators import DataRequired, Length
+
+from app.auth.queries import user_by_email, user_by_id
+from app.extensions import limiter
+from app.extensions import login as login_manager
+
+bp = Blueprint("auth", __name__)
+
+# Compared against when the e-mail is unknown, so both failures take the same time.
+_DUMMY_HASH = generate_password_hash("not-a-real-password", method="scrypt")
+
+
+class LoginForm(FlaskForm):
+    """E-mail and password."""
+
+    email = EmailField("E-mail", validators=[DataRequired(), Length(max=320)])
+    password = PasswordField("Password", validators=[DataRequired(), Length(max=1024)])
+
+
+@login_manager.user_loader
+def load_user(user_id: str):
+    """Return the signed-in user for the session cookie."""
+    return user_by_id(int(user_id)) if user_id.isdigit() else None
+
+
+def safe_next(target: str | None) -> str:
+    """Return target only if it is a same-site relative path; otherwise the inbox."""
+    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return url_for("inbox.index")
+
+
+def _account_key() -> str:
+    return "login-account:" + request.form.get("email", "").strip().lower()
+
+
+def _failed(response) -> bool:
+    return response.status_code == 401
+
+
+def _login_limit() -> str:
+    return current_app.config["LOGIN_RATE_LIMIT"]
+
+
+@bp.route("/login", methods=["GET", "POST"])
+@limiter.limit(_login_limit, methods=["POST"], deduct_when=_failed, error_message="Too many sign-in attempts.")
+@limiter.limit(_login_limit, methods=["POST"], key_func=_account_key, deduct_when=_failed)
+def login():
+    """Show the sign-in form; on a right password start a fresh session."""
+    if current_user.is_authenticated and request.method == "GET":
+        return redirect(safe_next(request.args.get("next")))
+    form = LoginForm()
+    if not form.validate_on_submit():
+        status = 401 if request.method == "POST" and not form.errors.get("csrf_token") else 200
+        return render_template("auth/login.html", form=form, failed=request.method == "POST"), status
+    user = user_by_email(form.email.data)
+    if user is None:
+        check_password_hash(_DUMMY_HASH, form.password.data)
+    if user is None or not user.check_password(form.password.data):
+        return render_template("auth/login.html", form=form, failed=True), 401
+    session.clear()  # a new session on sign-in (no fixation)
+    login_user(user)
+    return redirect(safe_next(request.args.get("next")))
+
+
+@bp.post("/logout")
+@login_required
+def logout():
+    """End the session."""
+    logout_user()
+    session.clear()
+    return redirect(url_for("auth.login"))

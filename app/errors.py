@@ -1,0 +1,80 @@
+"""The app's own error pages (HTML) and RFC 9457 problem documents (JSON API)."""
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, Response, jsonify, render_template, request
+from flask_wtf.csrf import CSRFError
+from werkzeug.exceptions import HTTPException, InternalServerError
+
+log = logging.getLogger(__name__)
+
+MESSAGES = {
+    400: "The request could not be understood.",
+    401: "You need to sign in to see this.",
+    403: "You do not have access to this page.",
+    404: "There is nothing here.",
+    405: "That action is not allowed here.",
+    413: "The request is too large.",
+    415: "That content type is not supported.",
+    422: "The request could not be processed.",
+    429: "Too many attempts. Please wait a minute and try again.",
+    500: "Something went wrong on our side. It has been logged.",
+    503: "The service is temporarily unavailable.",
+}
+
+
+def wants_problem_json() -> bool:
+    """API paths and clients asking for JSON get problem documents instead of HTML pages."""
+    return request.path.startswith("/v1/") or request.accept_mimetypes.best == "application/json"
+
+
+def problem(status: int, detail: str, **extra) -> Response:
+    """Return an RFC 9457 application/problem+json response."""
+    body = {"type": "about:blank", "title": MESSAGES.get(status, "Error"), "status": status, "detail": detail}
+    body.update(extra)
+    response = jsonify(body)
+    response.status_code = status
+    response.mimetype = "application/problem+json"
+    return response
+
+
+def render_error(status: int, detail: str | None = None) -> Response:
+    """Render the error as a page or a problem document, whichever the client expects."""
+    detail = detail or MESSAGES.get(status, "Error")
+    if wants_problem_json():
+        return problem(status, detail)
+    html = render_template("errors/error.html", status=status, title=MESSAGES.get(status, "Error"), detail=detail)
+    return Response(html, status=status, mimetype="text/html")
+
+
+def handle_http_exception(error: HTTPException) -> Response:
+    """Turn any HTTP error into our own page; keep headers such as Retry-After."""
+    if error.code is None:
+        return error
+    detail = error.description if error.code not in (404, 500) else None
+    response = render_error(error.code, detail if error.code in (400, 405, 413, 415, 422) else None)
+    if error.code == 429:
+        retry_after = getattr(error, "retry_after", None)
+        response.headers["Retry-After"] = str(retry_after or 60)
+    return response
+
+
+def handle_csrf_error(error: CSRFError) -> Response:
+    """A missing or stale CSRF token is a 400 with a sentence a person understands."""
+    return render_error(400, "Your session form expired or was not sent from this site. Reload the page and try again.")
+
+
+def handle_unexpected(error: Exception) -> Response:
+    """Log the traceback and show the 500 page; never leak the traceback to the client."""
+    if isinstance(error, HTTPException):
+        return handle_http_exception(error)
+    log.exception("unhandled error on %s %s", request.method, request.path)
+    return render_error(InternalServerError.code)
+
+
+def init_app(app: Flask) -> None:
+    """Register the handlers."""
+    app.register_error_handler(CSRFError, handle_csrf_error)
+    app.register_error_handler(HTTPException, handle_http_exception)
+    app.register_error_handler(Exception, handle_unexpected)

@@ -1,0 +1,129 @@
+"""Inbox reads: the seed article's statements for the badge, the list and announcements."""
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from app.extensions import db
+
+PAGE_SIZE = 20
+# The badge stops counting here and shows "99+" (seed: count at most cap rows per part).
+BADGE_CAP = 100
+
+ACTIVE_ANNOUNCEMENT_SQL = "a.published_at <= now() AND (a.expires_at IS NULL OR a.expires_at > now())"
+
+BADGE_SQL = sa.text(
+    f"""
+SELECT
+  (SELECT count(*) FROM (SELECT 1 FROM notifications
+                         WHERE user_id = :user_id AND read_at IS NULL LIMIT :cap) personal)
+  +
+  (SELECT count(*) FROM (SELECT 1 FROM announcements a
+                         WHERE {ACTIVE_ANNOUNCEMENT_SQL}
+                           AND NOT EXISTS (SELECT 1 FROM announcement_reads r
+                                           WHERE r.announcement_id = a.id AND r.user_id = :user_id)
+                         LIMIT :cap) broadcast) AS badge
+"""
+)
+
+
+def badge_count(user_id: int) -> int:
+    """Return personal unread + unread active announcements, each part capped at BADGE_CAP."""
+    return db.session.execute(BADGE_SQL, {"user_id": user_id, "cap": BADGE_CAP}).scalar_one()
+
+
+def badge_text(count: int) -> str:
+    """What the badge shows: nothing for zero, the number, or 99+."""
+    if count <= 0:
+        return ""
+    return "99+" if count > 99 else str(count)
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """The last row of a page: where the next page starts (keyset, never OFFSET)."""
+
+    created_at: datetime
+    id: int
+
+    def encode(self) -> str:
+        """Return an opaque URL-safe token."""
+        raw = json.dumps([self.created_at.isoformat(), self.id]).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, token: str | None) -> "Cursor | None":
+        """Parse a token from encode(); a malformed token means "first page"."""
+        if not token:
+            return None
+        try:
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+            created_at, row_id = json.loads(raw)
+            return cls(datetime.fromisoformat(created_at), int(row_id))
+        except (ValueError, TypeError, json.JSONDecodeError):
+            return None
+
+
+FILTERS = {
+    "all": "archived_at IS NULL",
+    "unread": "archived_at IS NULL AND read_at IS NULL",
+    "archived": "archived_at IS NOT NULL",
+}
+
+
+def _page_sql(filter_name: str, keyset: bool) -> sa.TextClause:
+    after = "AND (created_at, id) < (:cursor_created_at, :cursor_id)" if keyset else ""
+    return sa.text(
+        f"""
+SELECT id, type, title, body, link_path, read_at IS NULL AS unread, read_at, archived_at, created_at
+FROM notifications
+WHERE user_id = :user_id AND in_app AND {FILTERS[filter_name]}
+  {after}
+ORDER BY created_at DESC, id DESC
+LIMIT :limit
+"""
+    )
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of the inbox list and the cursor of the next page, if there is one."""
+
+    rows: list
+    next_cursor: str | None
+
+
+def notification_page(user_id: int, filter_name: str = "all", cursor: str | None = None,
+                      limit: int = PAGE_SIZE) -> Page:
+    """Return one keyset page of the user's notifications, newest first."""
+    filter_name = filter_name if filter_name in FILTERS else "all"
+    position = Cursor.decode(cursor)
+    params = {"user_id": user_id, "limit": limit + 1}
+    if position:
+        params.update(cursor_created_at=position.created_at, cursor_id=position.id)
+    rows = db.session.execute(_page_sql(filter_name, position is not None), params).mappings().all()
+    has_more = len(rows) > limit
+    rows = rows[:limit]
+    next_cursor = Cursor(rows[-1]["created_at"], rows[-1]["id"]).encode() if has_more else None
+    return Page(rows=list(rows), next_cursor=next_cursor)
+
+
+ANNOUNCEMENTS_SQL = sa.text(
+    f"""
+SELECT a.id, a.title, a.body, a.published_at, r.read_at IS NULL AS unread
+FROM announcements a
+LEFT JOIN announcement_reads r ON r.announcement_id = a.id AND r.user_id = :user_id
+WHERE {ACTIVE_ANNOUNCEMENT_SQL}
+ORDER BY a.published_at DESC
+LIMIT :limit
+"""
+)
+
+
+def active_announcements(user_id: int, limit: int = 20) -> list:
+    """Return the published, unexpired announcements with this user's read state."""
+    return list(db.session.execute(ANNOUNCEMENTS_SQL, {"user_id": user_id, "limit": limit}).mappings())

@@ -1,0 +1,47 @@
+"""Tables, one module per area; import them from here."""
+from app.models.users import ROLES, User
+from app.models.api import ApiKey, IdempotencyKey, LoginLink
+from app.models.delivery import (
+    ATTEMPT_OUTCOMES,
+    SUPPRESSION_REASONS,
+    DeliveryAttempt,
+    EmailSuppression,
+    MessageTemplate,
+    PushSubscription,
+)
+from app.models.notifications import (
+    CHANNELS,
+    DELIVERY_CHANNELS,
+    DELIVERY_STATUSES,
+    PRIORITIES,
+    Announcement,
+    AnnouncementRead,
+    Notification,
+    NotificationDelivery,
+    NotificationPreference,
+    NotificationType,
+)
+
+__all__ = [
+    "ApiKey",
+    "IdempotencyKey",
+    "LoginLink",
+    "ATTEMPT_OUTCOMES",
+    "SUPPRESSION_REASONS",
+    "DeliveryAttempt",
+    "EmailSuppression",
+    "MessageTemplate",
+    "PushSubscription",
+    "ROLES",
+    "User",
+    "CHANNELS",
+    "DELIVERY_CHANNELS",
+    "DELIVERY_STATUSES",
+    "PRIORITIES",
+    "Announcement",
+    "AnnouncementRead",
+    "Notification",
+    "NotificationDelivery",
+    "NotificationPreference",
+    "NotificationType",
+]

@@ -1,0 +1,84 @@
+"""Tables for delivery: attempts, templates, suppressions, push subscriptions."""
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.extensions import db
+
+_tz = sa.DateTime(timezone=True)
+
+ATTEMPT_OUTCOMES = ("sent", "transient", "permanent", "deferred")
+TEMPLATE_CHANNELS = ("in_app", "email", "push")
+SUPPRESSION_REASONS = ("bounce", "complaint", "unsubscribe", "manual")
+
+
+class DeliveryAttempt(db.Model):
+    """One try at sending one delivery: which provider, how long, what happened."""
+
+    __tablename__ = "delivery_attempts"
+    __table_args__ = (
+        sa.CheckConstraint(f"outcome IN {ATTEMPT_OUTCOMES!r}", name="delivery_attempts_outcome"),
+        sa.Index("delivery_attempts_delivery_idx", "delivery_id", "started_at"),
+        sa.Index("delivery_attempts_started_idx", "started_at"),
+    )
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
+    delivery_id: Mapped[int] = mapped_column(
+        sa.BigInteger, sa.ForeignKey("notification_deliveries.id", ondelete="CASCADE")
+    )
+    provider: Mapped[str] = mapped_column(sa.Text)
+    started_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
+    duration_ms: Mapped[int] = mapped_column(sa.Integer, server_default="0")
+    outcome: Mapped[str] = mapped_column(sa.Text)
+    error: Mapped[str | None] = mapped_column(sa.Text)
+
+
+class MessageTemplate(db.Model):
+    """Operator-edited wording for one (type, channel, locale)."""
+
+    __tablename__ = "message_templates"
+    __table_args__ = (
+        sa.UniqueConstraint("type", "channel", "locale", name="message_templates_once"),
+        sa.CheckConstraint(f"channel IN {TEMPLATE_CHANNELS!r}", name="message_templates_channel"),
+    )
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
+    type: Mapped[str] = mapped_column(sa.Text, sa.ForeignKey("notification_types.type", ondelete="CASCADE"))
+    channel: Mapped[str] = mapped_column(sa.Text)
+    locale: Mapped[str] = mapped_column(sa.Text)
+    subject: Mapped[str] = mapped_column(sa.Text, server_default="")
+    body_text: Mapped[str] = mapped_column(sa.Text, server_default="")
+    body_html: Mapped[str] = mapped_column(sa.Text, server_default="")
+    updated_by: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="SET NULL"))
+    updated_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
+
+
+class EmailSuppression(db.Model):
+    """An address that must not receive e-mail, and why."""
+
+    __tablename__ = "email_suppressions"
+    __table_args__ = (sa.CheckConstraint(f"reason IN {SUPPRESSION_REASONS!r}", name="email_suppressions_reason"),)
+
+    address: Mapped[str] = mapped_column(sa.Text, primary_key=True)  # stored lower-cased
+    reason: Mapped[str] = mapped_column(sa.Text)
+    detail: Mapped[str] = mapped_column(sa.Text, server_default="")
+    created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
+
+
+class PushSubscription(db.Model):
+    """A browser's Web Push subscription for one user."""
+
+    __tablename__ = "push_subscriptions"
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    endpoint: Mapped[str] = mapped_column(sa.Text, unique=True)
+    p256dh: Mapped[str] = mapped_column(sa.Text)
+    auth: Mapped[str] = mapped_column(sa.Text)
+    user_agent: Mapped[str] = mapped_column(sa.Text, server_default="")
+    created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
+    last_success_at: Mapped[datetime | None] = mapped_column(_tz)
+    invalidated_at: Mapped[datetime | None] = mapped_column(_tz)

@@ -1,0 +1,58 @@
+"""The users table: end users, operators and admins."""
+from __future__ import annotations
+
+from datetime import datetime, time
+
+import sqlalchemy as sa
+from flask_login import UserMixin
+from sqlalchemy.orm import Mapped, mapped_column
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from app.extensions import db
+
+ROLES = ("member", "operator", "admin")
+
+
+class User(UserMixin, db.Model):
+    """A person who reads an inbox; operators and admins also run the console."""
+
+    __tablename__ = "users"
+    __table_args__ = (
+        sa.CheckConstraint(f"role IN {ROLES!r}", name="users_role"),
+        sa.Index("users_email_key", sa.text("lower(email)"), unique=True),
+    )
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
+    external_id: Mapped[str | None] = mapped_column(sa.Text, unique=True)
+    email: Mapped[str | None] = mapped_column(sa.Text)
+    display_name: Mapped[str] = mapped_column(sa.Text, server_default="")
+    locale: Mapped[str] = mapped_column(sa.Text, server_default="en")
+    timezone: Mapped[str] = mapped_column(sa.Text, server_default="UTC")
+    role: Mapped[str] = mapped_column(sa.Text, server_default="member")
+    password_hash: Mapped[str | None] = mapped_column(sa.Text)
+    quiet_hours_start: Mapped[time | None] = mapped_column(sa.Time)
+    quiet_hours_end: Mapped[time | None] = mapped_column(sa.Time)
+    created_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), server_default=sa.func.now())
+
+    def set_password(self, password: str) -> None:
+        """Store a scrypt hash of password."""
+        self.password_hash = generate_password_hash(password, method="scrypt")
+
+    def check_password(self, password: str) -> bool:
+        """Return whether password matches the stored hash (False when none is set)."""
+        return bool(self.password_hash) and check_password_hash(self.password_hash, password)
+
+    @property
+    def is_operator(self) -> bool:
+        """Operators and admins may use the console."""
+        return self.role in ("operator", "admin")
+
+    @property
+    def is_admin(self) -> bool:
+        """Admins may also manage API keys and roles."""
+        return self.role == "admin"
+
+    @property
+    def name(self) -> str:
+        """What the header shows: the display name, else the e-mail."""
+        return self.display_name or self.email or f"user {self.id}"

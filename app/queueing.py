@@ -1,0 +1,52 @@
+"""The web side's only door to RQ: named priority queues, batch enqueue, Redis-down tolerance."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+from flask import current_app
+from redis.exceptions import RedisError
+from rq import Queue
+from rq.serializers import JSONSerializer
+
+from app.extensions import redis
+
+log = logging.getLogger(__name__)
+
+QUEUE_NAMES = ("high", "default", "low")
+DELIVER_BATCH_JOB = "jobs.delivery.deliver_batch"
+
+
+def get_queue(name: str, connection=None) -> Queue:
+    """Return the RQ queue called name, with the JSON serializer (never pickle)."""
+    if name not in QUEUE_NAMES:
+        raise ValueError(f"unknown queue {name!r}")
+    return Queue(name, connection=connection or redis.client(), serializer=JSONSerializer)
+
+
+def chunks(ids: Sequence[int], size: int) -> Iterable[list[int]]:
+    """Split ids into lists of at most size."""
+    for start in range(0, len(ids), size):
+        yield list(ids[start:start + size])
+
+
+def enqueue_deliveries(priority: str, delivery_ids: Sequence[int]) -> bool:
+    """Enqueue deliver_batch jobs for delivery_ids on the priority queue, in one pipeline.
+
+    Returns False (and logs) when Redis is unreachable: the rows are already committed as
+    `pending`, so the sweeper will enqueue them later; the caller's request still succeeds.
+    """
+    if not delivery_ids:
+        return True
+    queue = get_queue(priority if priority in QUEUE_NAMES else "default")
+    size = current_app.config["DELIVERY_BATCH_SIZE"]
+    try:
+        with queue.connection.pipeline() as pipe:
+            jobs = [Queue.prepare_data(DELIVER_BATCH_JOB, args=(batch,), timeout=600, result_ttl=60)
+                    for batch in chunks(list(delivery_ids), size)]
+            queue.enqueue_many(jobs, pipeline=pipe)
+            pipe.execute()
+    except RedisError as exc:
+        log.warning("could not enqueue %d deliveries (sweeper will): %s", len(delivery_ids), exc)
+        return False
+    return True

@@ -1,0 +1,213 @@
+"""Test harness: one migrated database per run, a rolled-back transaction per test, real Redis.
+
+Warehouse's discipline: migrate once, roll back each test, build rows with factories. Tests that need
+real commits (threads, subprocesses, the browser) are marked `committed` or `e2e`; their tables are
+truncated afterwards instead.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+from urllib.parse import urlsplit
+
+import psycopg
+import pytest
+import redis as redis_lib
+import sqlalchemy as sa
+from itsdangerous import URLSafeTimedSerializer
+from werkzeug.serving import make_server
+
+os.environ.setdefault("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/hato_test")
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
+os.environ.setdefault("SECRET_KEY", "test-secret")
+
+from app import create_app  # noqa: E402
+from app.extensions import db, limiter  # noqa: E402
+from tests.factories import TEST_PASSWORD  # noqa: E402
+
+TEST_CONFIG = {"TESTING": True, "SERVER_NAME": None}
+
+
+def database_name(url: str) -> str:
+    """Return the database name in a postgresql:// URL."""
+    return urlsplit(url).path.lstrip("/")
+
+
+def maintenance_conninfo(url: str) -> str:
+    """Return a libpq conninfo for the `postgres` database on the same server as url."""
+    params = psycopg.conninfo.conninfo_to_dict(url)
+    params["dbname"] = "postgres"
+    return psycopg.conninfo.make_conninfo(**params)
+
+
+def recreate_database(url: str) -> None:
+    """Drop and create the database named in url (it must be a *_test database)."""
+    name = database_name(url)
+    if not name.endswith("_test") and "_test_" not in name:
+        raise RuntimeError(f"refusing to recreate {name!r}: test databases end in _test")
+    with psycopg.connect(maintenance_conninfo(url), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def database_url() -> str:
+    """The test database, recreated and migrated once per run."""
+    url = os.environ["DATABASE_URL"]
+    recreate_database(url)
+    return url
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The test Redis database, flushed once per run (never db 0, never FLUSHALL)."""
+    url = os.environ["REDIS_URL"]
+    client = redis_lib.Redis.from_url(url)
+    if client.connection_pool.connection_kwargs.get("db", 0) == 0:
+        raise RuntimeError("tests use their own Redis database number; REDIS_URL points at db 0")
+    client.flushdb()
+    return url
+
+
+@pytest.fixture(scope="session")
+def app(database_url, redis_url):
+    """The app under test, with the schema migrated to head."""
+    from flask_migrate import upgrade
+
+    application = create_app(dict(TEST_CONFIG))
+    with application.app_context():
+        upgrade()
+    return application
+
+
+def _needs_commits(request) -> bool:
+    return any(request.node.get_closest_marker(m) for m in ("committed", "e2e", "chaos"))
+
+
+def truncate_all(application) -> None:
+    """Empty every table (used after tests that really commit)."""
+    with application.app_context():
+        tables = [t.name for t in reversed(db.metadata.sorted_tables)]
+        db.session.execute(sa.text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
+        db.session.commit()
+        db.session.remove()
+
+
+@pytest.fixture(autouse=True)
+def db_session(request, app):
+    """Run the test inside a transaction that is rolled back afterwards.
+
+    The app's engine is swapped for one connection in an open transaction; the session joins it
+    with savepoints, so code under test may commit() and the test still leaves nothing behind.
+    """
+    if _needs_commits(request):
+        yield None
+        truncate_all(app)
+        return
+    with app.app_context():
+        engines = db.engines
+        engine = engines[None]
+        connection = engine.connect()
+        transaction = connection.begin()
+        engines[None] = connection
+        db.session.remove()
+        db.session.configure(join_transaction_mode="create_savepoint")
+        try:
+            yield db.session
+        finally:
+            db.session.remove()
+            transaction.rollback()
+            connection.close()
+            engines[None] = engine
+
+
+@pytest.fixture(autouse=True)
+def _reset_rate_limits(app):
+    """Each test starts with empty rate-limit windows."""
+    with app.app_context():
+        limiter.reset()
+    yield
+
+
+@pytest.fixture
+def client(app):
+    """A test client."""
+    return app.test_client()
+
+
+def csrf_token_for(app, client) -> str:
+    """Return a valid CSRF token for client's session (what Flask-WTF would render)."""
+    with client.session_transaction() as sess:
+        raw = sess.setdefault("csrf_token", secrets.token_hex(20))
+    return URLSafeTimedSerializer(app.secret_key, salt="wtf-csrf-token").dumps(raw)
+
+
+@pytest.fixture
+def csrf(app, client):
+    """Call csrf() for headers carrying a valid X-CSRFToken for the test client's session."""
+    return lambda: {"X-CSRFToken": csrf_token_for(app, client)}
+
+
+@pytest.fixture
+def login_as(client):
+    """Sign the test client in as user (without going through the form)."""
+
+    def _login(user):
+        with client.session_transaction() as sess:
+            sess["_user_id"] = str(user.id)
+            sess["_fresh"] = True
+        return user
+
+    return _login
+
+
+@pytest.fixture
+def password() -> str:
+    """The password every factory-built user has."""
+    return TEST_PASSWORD
+
+
+# --- live server and browser --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def live_server(database_url, redis_url, app):
+    """A real threaded HTTP server running its own app instance (real commits) on a free port."""
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    live_app = create_app(dict(TEST_CONFIG, BASE_URL=base_url, TESTING=False))
+    server = make_server("127.0.0.1", port, live_app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    live_app.base_url = base_url  # type: ignore[attr-defined]
+    yield live_app
+    server.shutdown()
+    thread.join(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def base_url(live_server) -> str:
+    """pytest-playwright navigates relative URLs against this."""
+    return live_server.base_url
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """Launch Debian's Chromium headless (Playwright's own browser download is not available)."""
+    return {
+        **browser_type_launch_args,
+        "executable_path": os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"),
+        "headless": True,
+        "args": ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage"],
+    }
