@@ -30,8 +30,8 @@ def chunks(ids: Sequence[int], size: int) -> Iterable[list[int]]:
         yield list(ids[start:start + size])
 
 
-def enqueue_deliveries(priority: str, delivery_ids: Sequence[int]) -> bool:
-    """Enqueue deliver_batch jobs for delivery_ids on the priority queue, in one pipeline.
+def enqueue_deliveries(priority: str, channel: str, delivery_ids: Sequence[int]) -> bool:
+    """Enqueue deliver_batch(channel, ids) jobs on the priority queue, in one Redis pipeline.
 
     Returns False (and logs) when Redis is unreachable: the rows are already committed as
     `pending`, so the sweeper will enqueue them later; the caller's request still succeeds.
@@ -42,7 +42,7 @@ def enqueue_deliveries(priority: str, delivery_ids: Sequence[int]) -> bool:
     size = current_app.config["DELIVERY_BATCH_SIZE"]
     try:
         with queue.connection.pipeline() as pipe:
-            jobs = [Queue.prepare_data(DELIVER_BATCH_JOB, args=(batch,), timeout=600, result_ttl=60)
+            jobs = [Queue.prepare_data(DELIVER_BATCH_JOB, args=(channel, batch), timeout=600, result_ttl=60)
                     for batch in chunks(list(delivery_ids), size)]
             queue.enqueue_many(jobs, pipeline=pipe)
             pipe.execute()
