@@ -86,6 +86,7 @@ def app(database_url, redis_url):
     application = create_app(dict(TEST_CONFIG))
     with application.app_context():
         upgrade()
+    application.limiter_state = (limiter._storage, limiter._limiter)  # type: ignore[attr-defined]
     return application
 
 
@@ -132,7 +133,12 @@ def db_session(request, app):
 
 @pytest.fixture(autouse=True)
 def _reset_rate_limits(app):
-    """Each test starts with empty rate-limit windows."""
+    """Each test starts with empty rate-limit windows on the test Redis.
+
+    Flask-Limiter keeps one storage per Limiter object, and a test that builds a second app (say,
+    with an unreachable Redis) re-points it; restore the main app's storage first.
+    """
+    limiter._storage, limiter._limiter = app.limiter_state
     with app.app_context():
         limiter.reset()
     yield
