@@ -1,6 +1,15 @@
 """Tables, one module per area; import them from here."""
 from app.models.users import ROLES, User
 from app.models.api import ApiKey, IdempotencyKey, LoginLink
+from app.models.console import (
+    AUDIENCE_KINDS,
+    CAMPAIGN_STATUSES,
+    AuditEntry,
+    BulkOperation,
+    Campaign,
+    CampaignRecipient,
+    TemplateVersion,
+)
 from app.models.delivery import (
     ATTEMPT_OUTCOMES,
     SUPPRESSION_REASONS,
@@ -23,6 +32,13 @@ from app.models.notifications import (
 )
 
 __all__ = [
+    "AUDIENCE_KINDS",
+    "CAMPAIGN_STATUSES",
+    "AuditEntry",
+    "BulkOperation",
+    "Campaign",
+    "CampaignRecipient",
+    "TemplateVersion",
     "ApiKey",
     "IdempotencyKey",
     "LoginLink",

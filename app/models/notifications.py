@@ -41,6 +41,7 @@ class Notification(db.Model):
         sa.UniqueConstraint("user_id", "dedupe_key", name="notifications_dedupe"),
         sa.Index("notifications_list_idx", "user_id", sa.text("created_at DESC"), sa.text("id DESC")),
         sa.Index("notifications_unread_idx", "user_id", postgresql_where=sa.text("read_at IS NULL")),
+        sa.Index("notifications_campaign_idx", "campaign_id", postgresql_where=sa.text("campaign_id IS NOT NULL")),
     )
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
@@ -53,7 +54,7 @@ class Notification(db.Model):
     read_at: Mapped[datetime | None] = mapped_column(_tz)
     created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
     data: Mapped[dict] = mapped_column(JSONB, server_default=sa.text("'{}'::jsonb"))
-    campaign_id: Mapped[int | None] = mapped_column(sa.BigInteger)
+    campaign_id: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("campaigns.id", ondelete="SET NULL"))
     archived_at: Mapped[datetime | None] = mapped_column(_tz)
     # False when the user turned in-app off for the type: the row anchors e-mail/push deliveries but is
     # born read (so it never enters the unread index) and is hidden from every inbox list.
@@ -64,13 +65,20 @@ class Announcement(db.Model):
     """A broadcast to everyone: one row, never copied per user."""
 
     __tablename__ = "announcements"
-    __table_args__ = (sa.Index("announcements_published_idx", sa.text("published_at DESC")),)
+    __table_args__ = (
+        sa.Index("announcements_published_idx", sa.text("published_at DESC")),
+        sa.CheckConstraint("body_format IN ('plain', 'markdown')", name="announcements_body_format"),
+    )
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
     title: Mapped[str] = mapped_column(sa.Text)
     body: Mapped[str] = mapped_column(sa.Text)
     published_at: Mapped[datetime] = mapped_column(_tz)
     expires_at: Mapped[datetime | None] = mapped_column(_tz)
+    body_format: Mapped[str] = mapped_column(sa.Text, server_default="plain")  # plain | markdown
+    created_by: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
+    updated_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
 
 
 class AnnouncementRead(db.Model):
