@@ -1,5 +1,5 @@
 """Migrations: one head, and upgrade → downgrade → upgrade works on an empty database."""
-import os
+from urllib.parse import urlsplit
 
 import sqlalchemy as sa
 from alembic.script import ScriptDirectory
@@ -26,7 +26,7 @@ def _tables(url: str) -> set[str]:
 
 
 def test_upgrade_downgrade_upgrade(database_url):
-    url = database_url.rsplit("/", 1)[0] + "/hato_migrations_test"
+    url = urlsplit(database_url)._replace(path="/hato_migrations_test").geturl()
     recreate_database(url)
     scratch = create_app(dict(TEST_CONFIG, SQLALCHEMY_DATABASE_URI=sqlalchemy_url(url)))
     with scratch.app_context():

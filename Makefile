@@ -1,0 +1,34 @@
+# Hato — the README's commands. `make run` starts everything; `make test` runs the whole suite.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: install run test bench lint clean
+
+install: $(STAMP)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall only when requirements.txt is newer than the stamp.
+$(STAMP): requirements.txt | $(PY)
+	$(PY) -m pip install -q -r requirements.txt
+	touch $(STAMP)
+
+run: install
+	$(PY) -m app.devstack run
+
+test: install
+	$(PY) -m app.devstack test -- $(PYTEST_ARGS)
+
+bench: install
+	$(PY) -m app.devstack bench
+
+lint: install
+	$(PY) -m compileall -q app jobs tests
+
+# Removes the embedded PostgreSQL/Redis data, the dev secret key and the mail sink's maildir.
+clean:
+	rm -rf var

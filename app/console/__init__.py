@@ -1,0 +1,1 @@
+"""The operator console: announcements, types, templates, suppressions, API keys, users, audit log."""
