@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
+from zoneinfo import available_timezones
 
 import sqlalchemy as sa
 
@@ -67,3 +69,54 @@ def channels_on(user_ids: Iterable[int], type_: str) -> dict[int, set[str]]:
         if cell.send:
             bucket.add(cell.channel)
     return result
+
+
+# --- the preference screen ------------------------------------------------------------------------
+
+CHANNEL_LABELS = {"in_app": "In-app", "email": "Email", "push": "Push"}
+
+TYPES_SQL = sa.text(
+    """
+SELECT type, label, description, mandatory, default_in_app, default_email, default_push
+FROM notification_types
+WHERE (CAST(:type AS text) IS NULL OR type = CAST(:type AS text))
+ORDER BY type
+"""
+)
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    """One notification type on the screen: its label and its resolved cell per channel."""
+
+    type: str
+    label: str
+    description: str
+    mandatory: bool
+    cells: dict[str, Resolved]
+
+
+def notification_type(type_: str):
+    """Return one type's label, defaults and mandatory flag, or None if there is no such type."""
+    return db.session.execute(TYPES_SQL, {"type": type_}).mappings().first()
+
+
+def matrix(user_id: int) -> list[MatrixRow]:
+    """Return every type × channel for the user, resolved by resolve() (the statement delivery uses)."""
+    cells: dict[str, dict[str, Resolved]] = {}
+    for cell in resolve([user_id]):
+        cells.setdefault(cell.type, {})[cell.channel] = cell
+    types = db.session.execute(TYPES_SQL, {"type": None}).mappings()
+    return [MatrixRow(t["type"], t["label"], t["description"], t["mandatory"], cells[t["type"]]) for t in types]
+
+
+def cell(user_id: int, type_: str, channel: str) -> Resolved | None:
+    """Return one resolved (type, channel) cell for the user."""
+    return next((c for c in resolve([user_id], type_) if c.channel == channel), None)
+
+
+@lru_cache(maxsize=1)
+def timezones() -> tuple[str, ...]:
+    """Return the IANA zone names a user may choose (system aliases and duplicates left out)."""
+    hidden = {"localtime", "Factory"}  # the host's own zone and tzdata's placeholder
+    return tuple(sorted(z for z in available_timezones() if z not in hidden and not z.startswith(("posix/", "right/"))))

@@ -1,0 +1,96 @@
+"""The preference screen: type × channel switches, time zone and quiet hours."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from flask import Blueprint, abort, redirect, render_template, request, url_for
+from flask_login import current_user, login_required
+
+from app.extensions import db
+from app.models import CHANNELS
+from app.preferences import queries, service
+
+bp = Blueprint("preferences", __name__)
+
+SOURCE_LABELS = {"default": "Default", "user": "Your choice", "mandatory": "Required"}
+_BOOLEANS = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
+
+
+@bp.app_context_processor
+def preference_labels():
+    """Names the preference templates show for channels and sources."""
+    return {"channel_labels": queries.CHANNEL_LABELS, "source_labels": SOURCE_LABELS, "channels": CHANNELS}
+
+
+def _is_htmx() -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def _schedule_values(user) -> dict:
+    return {
+        "timezone": user.timezone,
+        "quiet": user.quiet_hours_start is not None,
+        "quiet_start": user.quiet_hours_start.strftime("%H:%M") if user.quiet_hours_start else "",
+        "quiet_end": user.quiet_hours_end.strftime("%H:%M") if user.quiet_hours_end else "",
+    }
+
+
+def _page(status: int = 200, **schedule):
+    context = {"values": _schedule_values(current_user), "errors": {}, "saved": False}
+    context.update(schedule)
+    return render_template("preferences/index.html", rows=queries.matrix(current_user.id),
+                           timezones=queries.timezones(), now=datetime.now(timezone.utc), **context), status
+
+
+@bp.get("/preferences")
+@login_required
+def index():
+    """Show the type × channel matrix and the quiet-hours form."""
+    return _page(saved=request.args.get("saved") == "schedule")
+
+
+@bp.post("/preferences")
+@login_required
+def update():
+    """Turn one (type, channel) on or off; mandatory types answer 422 and nothing changes."""
+    type_, channel = request.form.get("type", ""), request.form.get("channel", "")
+    enabled = _BOOLEANS.get(request.form.get("enabled", "").lower())
+    if enabled is None:
+        abort(422, "Say whether the channel should be on or off.")
+    try:
+        service.set_preference(current_user.id, type_, channel, enabled)
+    except service.PreferenceError as exc:
+        db.session.rollback()
+        abort(422, str(exc))
+    db.session.commit()
+    if not _is_htmx():
+        return redirect(url_for("preferences.index", _anchor=f"type-{type_}"), 303)
+    kind = queries.notification_type(type_)
+    return render_template("preferences/_toggled.html", c=queries.cell(current_user.id, type_, channel),
+                           type_label=kind["label"])
+
+
+@bp.post("/preferences/schedule")
+@login_required
+def update_schedule():
+    """Save the time zone and quiet hours; invalid values are shown again with the reason (422)."""
+    form = request.form
+    values = {"timezone": form.get("timezone", ""), "quiet": form.get("quiet") == "on",
+              "quiet_start": form.get("quiet_start", ""), "quiet_end": form.get("quiet_end", "")}
+    try:
+        schedule = service.parse_schedule(values["timezone"], values["quiet"], values["quiet_start"],
+                                          values["quiet_end"])
+    except service.ScheduleError as exc:
+        if _is_htmx():
+            return _schedule_fragment(values, exc.errors, saved=False), 422
+        return _page(422, values=values, errors=exc.errors)
+    service.set_schedule(current_user.id, schedule)
+    db.session.commit()
+    if not _is_htmx():
+        return redirect(url_for("preferences.index", saved="schedule", _anchor="schedule"), 303)
+    return _schedule_fragment(_schedule_values(current_user), {}, saved=True)
+
+
+def _schedule_fragment(values: dict, errors: dict, saved: bool) -> str:
+    return render_template("preferences/_schedule.html", values=values, errors=errors, saved=saved,
+                           timezones=queries.timezones(), now=datetime.now(timezone.utc))

@@ -1,0 +1,70 @@
+"""The preference screen in a real browser: a switch persists, a mandatory cell is locked, quiet hours save."""
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from app.extensions import db
+from tests.e2e.test_inbox import _sign_in
+from tests.factories import NotificationTypeFactory, UserFactory
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def member(live_server):
+    with live_server.app_context():
+        user = UserFactory(timezone="Asia/Tokyo")
+        NotificationTypeFactory(type="comment", label="Comment")
+        NotificationTypeFactory(type="security", label="Sign-in and password changes", default_email=True,
+                                mandatory=True, description="Security events on your account.")
+        db.session.commit()
+        email = user.email
+        db.session.remove()
+    return email
+
+
+def test_toggle_persists_after_reload(page, live_server, member):
+    _sign_in(page, member)
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Preferences").click()
+    switch = page.get_by_role("switch", name="Push: Comment")
+    expect(switch).to_have_attribute("aria-checked", "false")
+    expect(page.locator("#pref-comment-push")).to_contain_text("Default")
+    switch.click()
+    expect(switch).to_have_attribute("aria-checked", "true")
+    expect(page.locator("#pref-comment-push")).to_contain_text("Your choice")
+    expect(switch).to_be_focused()
+    page.reload()
+    expect(page.get_by_role("switch", name="Push: Comment")).to_have_attribute("aria-checked", "true")
+    page.get_by_role("switch", name="Push: Comment").click()
+    expect(page.locator("#pref-comment-push")).to_contain_text("Default")
+    page.reload()
+    expect(page.get_by_role("switch", name="Push: Comment")).to_have_attribute("aria-checked", "false")
+
+
+def test_mandatory_cells_are_locked(page, live_server, member):
+    _sign_in(page, member)
+    page.goto("/preferences")
+    row = page.locator("#type-security")
+    expect(row.get_by_role("switch")).to_have_count(0)
+    expect(row.locator(".cell--locked")).to_have_count(3)
+    expect(page.locator("#pref-security-email")).to_contain_text("On")
+    expect(page.locator("#pref-security-email")).to_contain_text("Required")
+    expect(page.get_by_text("cannot be switched off here")).to_be_visible()
+
+
+def test_quiet_hours_save_and_errors_show_in_place(page, live_server, member):
+    _sign_in(page, member)
+    page.goto("/preferences")
+    page.get_by_label("Hold email and push between").check()
+    page.get_by_label("From").fill("22:00")
+    page.get_by_role("button", name="Save time zone and quiet hours").click()
+    expect(page.get_by_role("alert")).to_contain_text("both a start and an end")
+    page.get_by_label("Until").fill("07:00")
+    page.get_by_label("Time zone", exact=True).select_option("Europe/Berlin")
+    page.get_by_role("button", name="Save time zone and quiet hours").click()
+    expect(page.locator("#schedule .alert--success")).to_contain_text(re.compile(r"CES?T"))
+    page.reload()
+    expect(page.get_by_label("From")).to_have_value("22:00")
+    expect(page.get_by_label("Until")).to_have_value("07:00")
+    expect(page.get_by_label("Time zone", exact=True)).to_have_value("Europe/Berlin")

@@ -1,0 +1,168 @@
+"""The seed article's result tables, reproduced on its own dataset (2,000 users × 100 notifications).
+
+The dataset is built once for the module inside an outer transaction that is rolled back at the end;
+each test runs in a savepoint of it (the same discipline as tests/conftest.py's db_session). Users are
+inserted with the seed's ids (OVERRIDING SYSTEM VALUE) because notifications reference users. Identity
+columns keep counting across rolled-back runs, so ids are compared after subtracting the first id.
+"""
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import sqlalchemy as sa
+
+from app.extensions import db
+from app.inbox import queries, service
+from app.preferences.queries import resolve
+
+JST = timezone(timedelta(hours=9))
+TITLE = "予約 #{} にコメントが付きました"
+
+SEED_SQL = [
+    """INSERT INTO users (id, email, display_name)
+       OVERRIDING SYSTEM VALUE
+       SELECT u, 'seed' || u || '@example.com', 'Seed ' || u FROM generate_series(1, 2000) u""",
+    """INSERT INTO notification_types (type, label, default_in_app, default_email, default_push, mandatory) VALUES
+      ('reservation_approved', '予約の承認',       true, true,  true,  false),
+      ('reservation_remind',   '利用前日のお知らせ', true, false, true,  false),
+      ('comment',              'コメント',         true, false, false, false),
+      ('security',             'ログイン・パスワード変更', true, true, false, true)""",
+    """INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, read_at, created_at)
+       SELECT u, 'comment', '予約 #' || n || ' にコメントが付きました', '本文', '/reservations/' || n,
+              'comment:' || n,
+              CASE WHEN n <= 95 THEN timestamptz '2026-10-01 09:00+09' + n * interval '1 hour' END,
+              timestamptz '2026-09-01 09:00+09' + n * interval '6 hours'
+       FROM generate_series(1, 2000) u, generate_series(1, 100) n""",
+    """INSERT INTO announcements (title, body, published_at)
+       SELECT 'お知らせ ' || n, '本文', timestamptz '2026-08-01 10:00+09' + n * interval '1 day'
+       FROM generate_series(1, 50) n""",
+    """INSERT INTO announcement_reads (user_id, announcement_id)
+       SELECT u, a + (SELECT min(id) - 1 FROM announcements) FROM generate_series(1, 200) u, generate_series(1, 47) a""",
+    "ANALYZE users, notifications, announcements, announcement_reads",
+]
+
+
+@pytest.fixture(scope="module")
+def seed_connection(app):
+    """One connection holding the seed dataset in an open transaction for the whole module."""
+    with app.app_context():
+        connection = db.engines[None].connect()
+        outer = connection.begin()
+        for statement in SEED_SQL:
+            connection.execute(sa.text(statement))
+        try:
+            yield connection
+        finally:
+            outer.rollback()
+            connection.close()
+
+
+@pytest.fixture(autouse=True)
+def db_session(app, seed_connection):
+    """Run each test in a savepoint of the seeded transaction (overrides the suite's db_session)."""
+    with app.app_context():
+        engines = db.engines
+        engine = engines[None]
+        savepoint = seed_connection.begin_nested()
+        engines[None] = seed_connection
+        db.session.remove()
+        db.session.configure(join_transaction_mode="create_savepoint")
+        try:
+            yield db.session
+        finally:
+            db.session.remove()
+            savepoint.rollback()
+            engines[None] = engine
+
+
+def _scalar(sql: str, **params):
+    return db.session.execute(sa.text(sql), params).scalar()
+
+
+def _offset(table: str) -> int:
+    return _scalar(f"SELECT min(id) - 1 FROM {table}")
+
+
+def _notification_id(user_id: int, n: int) -> int:
+    return _scalar("SELECT id FROM notifications WHERE user_id = :u AND dedupe_key = :k", u=user_id, k=f"comment:{n}")
+
+
+def test_dataset_matches_the_seed():
+    row = db.session.execute(sa.text("""
+        SELECT count(*) AS n, count(*) FILTER (WHERE read_at IS NULL) AS unread,
+               (SELECT count(*) FROM announcement_reads) AS reads FROM notifications""")).one()
+    assert tuple(row) == (200000, 10000, 9400)
+    assert _scalar("SELECT 2000 * count(*) FROM announcements") == 100000  # rows if pre-created per user
+
+
+def test_unread_counts_user_42_and_announcements_for_42_and_1500():
+    assert _scalar("SELECT count(*) FROM notifications WHERE user_id = 42 AND read_at IS NULL") == 5
+    assert queries.unread_counts(42) == queries.UnreadCounts(personal=5, announcements=3)
+    assert queries.unread_counts(1500).announcements == 50
+
+
+def test_badge_for_user_7_is_8():
+    assert queries.badge_count(7) == 8
+    assert queries.badge_text(queries.badge_count(7)) == "8"
+
+
+def test_first_page_and_keyset_page_two_for_user_42():
+    offset = _offset("notifications")
+    first = queries.notification_page(42, limit=5)
+    assert [(r["id"] - offset, r["title"], r["unread"], r["created_at"]) for r in first.rows] == [
+        (198042, TITLE.format(100), True, datetime(2026, 9, 26, 9, tzinfo=JST)),
+        (196042, TITLE.format(99), True, datetime(2026, 9, 26, 3, tzinfo=JST)),
+        (194042, TITLE.format(98), True, datetime(2026, 9, 25, 21, tzinfo=JST)),
+        (192042, TITLE.format(97), True, datetime(2026, 9, 25, 15, tzinfo=JST)),
+        (190042, TITLE.format(96), True, datetime(2026, 9, 25, 9, tzinfo=JST)),
+    ]
+    second = queries.notification_page(42, cursor=first.next_cursor, limit=3)
+    assert [(r["id"] - offset, r["title"], r["unread"], r["created_at"]) for r in second.rows] == [
+        (188042, TITLE.format(95), False, datetime(2026, 9, 25, 3, tzinfo=JST)),
+        (186042, TITLE.format(94), False, datetime(2026, 9, 24, 21, tzinfo=JST)),
+        (184042, TITLE.format(93), False, datetime(2026, 9, 24, 15, tzinfo=JST)),
+    ]
+
+
+def test_announcement_list_for_user_42():
+    offset = _offset("announcements")
+    rows = queries.active_announcements(42, limit=5)
+    assert [(r["id"] - offset, r["title"], r["unread"]) for r in rows] == [
+        (50, "お知らせ 50", True), (49, "お知らせ 49", True), (48, "お知らせ 48", True),
+        (47, "お知らせ 47", False), (46, "お知らせ 46", False),
+    ]
+
+
+def test_mark_read_twice_then_another_user_then_read_all():
+    newest = _notification_id(42, 100)
+    assert [service.mark_read(42, newest), service.mark_read(42, newest), service.mark_read(43, newest)] == [1, 0, 0]
+    assert service.read_all(42).notifications == 4
+
+
+def test_announcement_reads_single_and_all():
+    fifty = _offset("announcements") + 50
+    assert [service.read_announcement(42, fifty), service.read_announcement(42, fifty)] == [1, 0]
+    assert service.read_all(42).announcements == 2
+    assert service.read_all(1500).announcements == 50
+    assert queries.unread_counts(1500).announcements == 0
+
+
+def test_preference_matrix_for_user_42_keeps_security_email_on():
+    db.session.execute(sa.text("""
+        INSERT INTO notification_preferences (user_id, type, channel, enabled) VALUES
+          (42, 'reservation_approved', 'email', false),
+          (42, 'comment', 'push', true),
+          (42, 'security', 'email', false)"""))
+    assert [(c.type, c.channel, c.send, c.source) for c in resolve([42])] == [
+        ("comment", "email", False, "default"),
+        ("comment", "in_app", True, "default"),
+        ("comment", "push", True, "user"),
+        ("reservation_approved", "email", False, "user"),
+        ("reservation_approved", "in_app", True, "default"),
+        ("reservation_approved", "push", True, "default"),
+        ("reservation_remind", "email", False, "default"),
+        ("reservation_remind", "in_app", True, "default"),
+        ("reservation_remind", "push", True, "default"),
+        ("security", "email", True, "mandatory"),
+        ("security", "in_app", True, "mandatory"),
+        ("security", "push", False, "mandatory"),
+    ]

@@ -1,0 +1,265 @@
+"""Inbox SQL on the seed article's dataset plus one heavy user: buffers and time per statement.
+
+    python -m tests.perf.bench_inbox [--runs 5]
+
+Uses its own database `hato_bench_inbox` (dropped, created and migrated here) on the server of
+DATABASE_URL. The dataset is the seed's (2,000 users × 100 notifications, newest 5 unread; 50
+announcements; users 1–200 read all but the newest 3), built with the seed's set-based INSERT …
+SELECT, plus user 2001 with 100,000 notifications of which every tenth (10,000) is unread. Then
+VACUUM ANALYZE: the state autovacuum keeps these tables in (announcement_reads is insert-only, so its
+pages become all-visible and the badge's anti-join is an index-only scan). --analyze-only skips the
+VACUUM, as the seed did; every heap page then has to be visited and the announcement part of the
+badge reads one page per announcement the user has read.
+
+Each statement is the one the app runs (imported from app.inbox), under EXPLAIN (ANALYZE, BUFFERS)
+after a warm-up: buffers are shared hit + read of the whole statement, time is the median of --runs
+executions. Writes run inside a transaction that is rolled back, so every run sees the same data.
+The badge is also measured with notifications_unread_idx dropped (in a rolled-back transaction).
+Synchronized sequential scans are off, so a sequential scan always starts at the first page.
+Prints a table, then one JSON line with the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from urllib.parse import urlsplit, urlunsplit
+
+BENCH_DB = "hato_bench_inbox"
+SEED_USER = 42
+HEAVY_USER = 2001
+HEAVY_ROWS = 100_000
+PAGES_DEEP = 50
+TIME_LIMIT_SECONDS = 600
+
+DATASET_SQL = [
+    f"""INSERT INTO users (id, email, display_name) OVERRIDING SYSTEM VALUE
+        SELECT u, 'bench' || u || '@example.com', 'Bench ' || u FROM generate_series(1, {HEAVY_USER}) u""",
+    f"SELECT setval(pg_get_serial_sequence('users', 'id'), {HEAVY_USER})",
+    """INSERT INTO notification_types (type, label, default_in_app, default_email, default_push, mandatory) VALUES
+        ('reservation_approved', '予約の承認',       true, true,  true,  false),
+        ('reservation_remind',   '利用前日のお知らせ', true, false, true,  false),
+        ('comment',              'コメント',         true, false, false, false),
+        ('security',             'ログイン・パスワード変更', true, true, false, true)""",
+    # The seed's statement, verbatim.
+    """INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, read_at, created_at)
+       SELECT u, 'comment', '予約 #' || n || ' にコメントが付きました', '本文', '/reservations/' || n,
+              'comment:' || n,
+              CASE WHEN n <= 95 THEN timestamptz '2026-10-01 09:00+09' + n * interval '1 hour' END,
+              timestamptz '2026-09-01 09:00+09' + n * interval '6 hours'
+       FROM generate_series(1, 2000) u, generate_series(1, 100) n""",
+    # The heavy user: unread rows spread through the history (every tenth), the costlier layout.
+    f"""INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, read_at, created_at)
+        SELECT {HEAVY_USER}, 'comment', '予約 #' || n || ' にコメントが付きました', '本文', '/reservations/' || n,
+               'heavy:' || n,
+               CASE WHEN n % 10 <> 0 THEN timestamptz '2026-10-01 09:00+09' + n * interval '1 minute' END,
+               timestamptz '2026-01-01 09:00+09' + n * interval '2 minutes'
+        FROM generate_series(1, {HEAVY_ROWS}) n""",
+    """INSERT INTO announcements (title, body, published_at)
+       SELECT 'お知らせ ' || n, '本文', timestamptz '2026-08-01 10:00+09' + n * interval '1 day'
+       FROM generate_series(1, 50) n""",
+    """INSERT INTO announcement_reads (user_id, announcement_id)
+       SELECT u, a FROM generate_series(1, 200) u, generate_series(1, 47) a""",
+]
+
+
+def _bench_url() -> str:
+    url = urlsplit(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/hato"))
+    return urlunsplit((url.scheme, url.netloc, f"/{BENCH_DB}", url.query, ""))
+
+
+def _conninfo(url: str, dbname: str | None = None) -> str:
+    import psycopg
+
+    params = psycopg.conninfo.conninfo_to_dict(url)
+    if dbname:
+        params["dbname"] = dbname
+    return psycopg.conninfo.make_conninfo(**params)
+
+
+def _recreate_database(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(_conninfo(url, "postgres"), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{BENCH_DB}"')
+
+
+def build(app, url: str, vacuum: bool = True) -> float:
+    """Migrate and load the dataset; return the seconds it took."""
+    import psycopg
+    import sqlalchemy as sa
+    from flask_migrate import upgrade
+
+    from app.extensions import db
+
+    started = time.perf_counter()
+    with app.app_context():
+        upgrade()
+        for statement in DATASET_SQL:
+            db.session.execute(sa.text(statement))
+        db.session.commit()
+        db.session.remove()
+    with psycopg.connect(_conninfo(url), autocommit=True) as conn:  # VACUUM cannot run in a transaction
+        conn.execute("VACUUM ANALYZE" if vacuum else "ANALYZE")
+    return time.perf_counter() - started
+
+
+# --- measuring ------------------------------------------------------------------------------------
+
+
+def _nodes(plan: dict):
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def explain(statement, params: dict, runs: int, setup: list[str] = ()) -> dict:
+    """EXPLAIN (ANALYZE, BUFFERS) statement runs+1 times, each in a rolled-back transaction."""
+    import sqlalchemy as sa
+
+    from app.extensions import db
+
+    text = sa.text("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + statement.text)
+    times, result = [], None
+    for _ in range(runs + 1):  # the first run warms the cache and is not counted
+        try:
+            db.session.execute(sa.text("SET LOCAL synchronize_seqscans = off"))
+            for sql in setup:
+                db.session.execute(sa.text(sql))
+            result = db.session.execute(text, params).scalar_one()[0]
+        finally:
+            db.session.rollback()
+        times.append(result["Execution Time"])
+    plan = result["Plan"]
+    nodes = list(_nodes(plan))
+    return {
+        "buffers": plan.get("Shared Hit Blocks", 0) + plan.get("Shared Read Blocks", 0),
+        "ms": statistics.median(times[1:]),
+        "sort": any(n["Node Type"] in ("Sort", "Incremental Sort") for n in nodes),
+        "indexes": sorted({n["Index Name"] for n in nodes if "Index Name" in n}),
+        "initplans": [n.get("Shared Hit Blocks", 0) + n.get("Shared Read Blocks", 0)
+                      for n in nodes if n.get("Subplan Name", "").startswith("InitPlan")],
+    }
+
+
+def _deep_cursor(user_id: int, pages: int) -> str | None:
+    """Walk the list with the app's keyset pagination and return the cursor that opens page `pages`."""
+    from app.inbox import queries
+
+    cursor = None
+    for _ in range(pages - 1):
+        cursor = queries.notification_page(user_id, "all", cursor).next_cursor
+        if cursor is None:
+            return None
+    return cursor
+
+
+def measure_user(user_id: int, runs: int) -> dict:
+    """Measure every inbox statement for one user."""
+    import sqlalchemy as sa
+
+    from app.extensions import db
+    from app.inbox import queries, service
+
+    badge_params = {"user_id": user_id, "cap": queries.BADGE_CAP}
+    page_params = {"user_id": user_id, "limit": queries.PAGE_SIZE + 1}
+    newest_unread = db.session.execute(sa.text(
+        "SELECT id FROM notifications WHERE user_id = :u AND read_at IS NULL ORDER BY created_at DESC LIMIT 1"),
+        {"u": user_id}).scalar_one()
+    rows = {
+        "badge": explain(queries.BADGE_SQL, badge_params, runs),
+        "badge, no partial index": explain(queries.BADGE_SQL, badge_params, runs,
+                                           setup=["DROP INDEX notifications_unread_idx"]),
+        "first page": explain(queries._page_sql("all", keyset=False), page_params, runs),
+        "mark-read": explain(service.MARK_READ_SQL, {"id": newest_unread, "user_id": user_id}, runs),
+        "read-all (personal)": explain(service.READ_ALL_SQL, {"user_id": user_id}, runs),
+        "read-all (announcements)": explain(service.READ_ALL_ANNOUNCEMENTS_SQL, {"user_id": user_id}, runs),
+    }
+    cursor = queries.Cursor.decode(_deep_cursor(user_id, PAGES_DEEP))
+    if cursor is not None:
+        deep = {**page_params, "cursor_created_at": cursor.created_at, "cursor_id": cursor.id}
+        rows[f"page {PAGES_DEEP} (keyset)"] = explain(queries._page_sql("all", keyset=True), deep, runs)
+    return rows
+
+
+def report(results: dict[int, dict], build_seconds: float, vacuumed: bool) -> dict:
+    """Print the table and return the summary figures."""
+    names = {SEED_USER: "user 42", HEAVY_USER: "heavy"}
+    state = "VACUUM ANALYZE" if vacuumed else "ANALYZE only"
+    print(f"\nInbox SQL, EXPLAIN (ANALYZE, BUFFERS), warm cache, after {state}; dataset built in {build_seconds:.1f} s\n")
+    print(f"{'statement':<28}{'user':<10}{'buffers':>9}{'ms':>10}  {'sort':<5} index")
+    print("-" * 96)
+    for user_id, rows in results.items():
+        for name, r in rows.items():
+            index = ", ".join(r["indexes"]) or "-"
+            print(f"{name:<28}{names[user_id]:<10}{r['buffers']:>9}{r['ms']:>10.3f}  {'yes' if r['sort'] else 'no':<5} {index}")
+        badge = rows["badge"]["initplans"]
+        if badge:
+            print(f"{'  badge parts (pers., ann.)':<28}{names[user_id]:<10}{' + '.join(map(str, badge)):>9}")
+        print()
+    seed, heavy = results[SEED_USER], results[HEAVY_USER]
+    page50 = heavy.get(f"page {PAGES_DEEP} (keyset)")
+    summary = {
+        "badge_buffers_user42": seed["badge"]["buffers"],
+        "badge_personal_buffers_user42": seed["badge"]["initplans"][0] if seed["badge"]["initplans"] else None,
+        "badge_buffers_heavy": heavy["badge"]["buffers"],
+        "badge_buffers_no_partial_index": seed["badge, no partial index"]["buffers"],
+        "badge_buffers_no_partial_index_heavy": heavy["badge, no partial index"]["buffers"],
+        "page1_buffers": heavy["first page"]["buffers"],
+        "page50_buffers": page50["buffers"] if page50 else None,
+        "page1_buffers_user42": seed["first page"]["buffers"],
+        "first_page_has_sort": seed["first page"]["sort"] or heavy["first page"]["sort"],
+        "page50_has_sort": bool(page50 and page50["sort"]),
+        "badge_ms_user42": round(seed["badge"]["ms"], 3),
+        "badge_ms_heavy": round(heavy["badge"]["ms"], 3),
+        "mark_read_buffers_user42": seed["mark-read"]["buffers"],
+        "read_all_buffers_user42": seed["read-all (personal)"]["buffers"],
+        "read_all_buffers_heavy": heavy["read-all (personal)"]["buffers"],
+    }
+    summary["badge_no_partial_index_ratio"] = round(
+        summary["badge_buffers_no_partial_index"] / summary["badge_buffers_user42"], 1)
+    checks = [
+        ("badge for user 42 reads <= 10 buffers", summary["badge_buffers_user42"] <= 10),
+        ("heavy badge bounded by the cap (< 10,000 unread rows)", summary["badge_buffers_heavy"] < 200),
+        ("first page has no Sort node", not summary["first_page_has_sort"]),
+        ("page 50 within a few buffers of page 1",
+         page50 is not None and abs(summary["page50_buffers"] - summary["page1_buffers"]) <= 5),
+    ]
+    for label, ok in checks:
+        print(f"{'PASS' if ok else 'FAIL'}  {label}")
+    summary["targets_met"] = all(ok for _, ok in checks)
+    return summary
+
+
+def main() -> None:
+    """Build the dataset, measure both users, print the table and the JSON line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="measured executions per statement")
+    parser.add_argument("--analyze-only", action="store_true", help="ANALYZE without VACUUM, as the seed did")
+    args = parser.parse_args()
+    started = time.monotonic()
+    url = _bench_url()
+    os.environ.setdefault("SECRET_KEY", "bench-secret")
+    _recreate_database(url)
+    from app import create_app
+    from app.config import sqlalchemy_url
+    from app.extensions import db
+
+    app = create_app({"SQLALCHEMY_DATABASE_URI": sqlalchemy_url(url), "DATABASE_URL": url})
+    build_seconds = build(app, url, vacuum=not args.analyze_only)
+    results = {}
+    with app.app_context():
+        for user_id in (SEED_USER, HEAVY_USER):
+            if time.monotonic() - started > TIME_LIMIT_SECONDS:
+                raise SystemExit(f"stopped: over {TIME_LIMIT_SECONDS} s")
+            results[user_id] = measure_user(user_id, max(1, args.runs))
+        db.session.remove()
+        db.engine.dispose()
+    print(json.dumps(report(results, build_seconds, vacuumed=not args.analyze_only)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""The preference screen over HTTP: the matrix, switches, the mandatory lock, quiet hours and time zone."""
+import re
+from datetime import time
+
+import pytest
+
+from app.extensions import db
+from app.models import User
+from tests.preferences.conftest import stored
+
+
+def _toggle(client, headers, type_, channel, enabled):
+    return client.post("/preferences", data={"type": type_, "channel": channel, "enabled": enabled},
+                       headers=headers)
+
+
+def test_page_shows_each_cell_with_its_source_and_locks_mandatory_ones(client, member):
+    html = client.get("/preferences").get_data(as_text=True)
+    assert 'id="type-comment"' in html and 'id="type-security"' in html
+    assert re.search(r'id="switch-comment-push"[^>]*aria-checked="false"', html, re.S)
+    assert re.search(r'id="switch-reservation_approved-email"[^>]*aria-checked="true"', html, re.S)
+    assert html.count("pref-cell cell--locked") == 3
+    assert 'id="switch-security-' not in html  # no control at all for a mandatory type
+    assert "Your choice" not in re.sub(r'<span class="source source--user">Your choice</span>', "", html)
+    assert 'value="Asia/Tokyo" selected' in html
+
+
+def test_sign_in_required(client):
+    assert client.get("/preferences").status_code == 302
+
+
+def test_a_change_stores_only_the_deviation_and_returning_deletes_it(client, member, htmx):
+    response = _toggle(client, htmx(), "comment", "push", "on")
+    html = response.get_data(as_text=True)
+    assert response.status_code == 200
+    assert html.lstrip().startswith('<td id="pref-comment-push"') and 'aria-checked="true"' in html
+    assert "Your choice" in html and "Push for Comment is now on." in html
+    assert stored(member.id) == [("comment", "push", True)]
+
+    _toggle(client, htmx(), "comment", "push", "on")  # the same value again: still one row
+    assert stored(member.id) == [("comment", "push", True)]
+
+    html = _toggle(client, htmx(), "comment", "push", "off").get_data(as_text=True)
+    assert stored(member.id) == [] and "Default" in html and "(the default)" in html
+
+
+def test_turning_off_a_default_on_channel_stores_false(client, member, htmx):
+    _toggle(client, htmx(), "reservation_approved", "email", "off")
+    assert stored(member.id) == [("reservation_approved", "email", False)]
+
+
+def test_without_javascript_the_switch_posts_and_redirects(client, member, csrf):
+    response = _toggle(client, csrf(), "comment", "email", "on")
+    assert response.status_code == 303
+    assert response.headers["Location"] == "/preferences#type-comment"
+    assert stored(member.id) == [("comment", "email", True)]
+
+
+@pytest.mark.parametrize("enabled", ["off", "on"])
+def test_a_forged_request_on_a_mandatory_type_gets_422_and_changes_nothing(client, member, htmx, enabled):
+    response = _toggle(client, htmx(), "security", "email", enabled)
+    assert response.status_code == 422
+    assert "required" in response.get_data(as_text=True)
+    assert stored(member.id) == []
+
+
+@pytest.mark.parametrize("form", [
+    {"type": "comment", "channel": "sms", "enabled": "on"},
+    {"type": "nope", "channel": "email", "enabled": "on"},
+    {"type": "comment", "channel": "email", "enabled": "maybe"},
+    {"type": "comment", "channel": "email"},
+    {},
+])
+def test_bad_input_gets_422_and_changes_nothing(client, member, csrf, form):
+    response = client.post("/preferences", data=form, headers=csrf())
+    assert response.status_code == 422 and b"Traceback" not in response.data
+    assert stored(member.id) == []
+
+
+def test_switch_without_csrf_is_refused(client, member):
+    assert _toggle(client, {}, "comment", "push", "on").status_code == 400
+    assert stored(member.id) == []
+
+
+def test_users_change_only_their_own_rows(client, member, htmx):
+    from tests.factories import UserFactory
+
+    other = UserFactory()
+    _toggle(client, htmx(), "comment", "push", "on")
+    assert stored(other.id) == []
+
+
+# --- time zone and quiet hours ------------------------------------------------------------------------
+
+
+def _schedule(client, headers, **form):
+    return client.post("/preferences/schedule", data=form, headers=headers)
+
+
+def _user(user_id):
+    db.session.expire_all()
+    return db.session.get(User, user_id)
+
+
+def test_save_quiet_hours_and_time_zone(client, member, csrf):
+    response = _schedule(client, csrf(), timezone="Europe/Berlin", quiet="on", quiet_start="22:00",
+                         quiet_end="07:30")
+    assert response.status_code == 303 and response.headers["Location"] == "/preferences?saved=schedule#schedule"
+    user = _user(member.id)
+    assert (user.timezone, user.quiet_hours_start, user.quiet_hours_end) == ("Europe/Berlin", time(22), time(7, 30))
+    html = client.get(response.headers["Location"]).get_data(as_text=True)
+    assert "Saved." in html and 'value="22:00"' in html and 'value="Europe/Berlin" selected' in html
+
+
+def test_turning_quiet_hours_off_clears_both_times(client, member, csrf):
+    _schedule(client, csrf(), timezone="Asia/Tokyo", quiet="on", quiet_start="23:00", quiet_end="06:00")
+    _schedule(client, csrf(), timezone="Asia/Tokyo", quiet="off", quiet_start="23:00", quiet_end="06:00")
+    user = _user(member.id)
+    assert user.quiet_hours_start is None and user.quiet_hours_end is None
+
+
+@pytest.mark.parametrize("form, field", [
+    ({"timezone": "Mars/Olympus", "quiet": "off"}, "Choose a time zone"),
+    ({"timezone": "localtime", "quiet": "off"}, "Choose a time zone"),
+    ({"timezone": "Asia/Tokyo", "quiet": "on", "quiet_start": "22:00", "quiet_end": ""}, "both a start and an end"),
+    ({"timezone": "Asia/Tokyo", "quiet": "on", "quiet_start": "25:00", "quiet_end": "07:00"}, "both a start"),
+    ({"timezone": "Asia/Tokyo", "quiet": "on", "quiet_start": "22:00+09:00", "quiet_end": "07:00"}, "both a start"),
+    ({"timezone": "Asia/Tokyo", "quiet": "on", "quiet_start": "08:00", "quiet_end": "08:00"}, "different times"),
+])
+def test_invalid_schedule_gets_422_with_the_reason_and_changes_nothing(client, member, csrf, form, field):
+    response = _schedule(client, csrf(), **form)
+    html = response.get_data(as_text=True)
+    assert response.status_code == 422 and field in html and "Nothing was saved." in html
+    assert 'aria-invalid="true"' in html and "<html" in html
+    user = _user(member.id)
+    assert (user.timezone, user.quiet_hours_start, user.quiet_hours_end) == ("Asia/Tokyo", None, None)
+
+
+def test_schedule_over_htmx_returns_the_section(client, member, htmx):
+    bad = _schedule(client, htmx(), timezone="Nowhere", quiet="off")
+    assert bad.status_code == 422 and bad.get_data(as_text=True).lstrip().startswith('<section id="schedule"')
+    good = _schedule(client, htmx(), timezone="America/New_York", quiet="on", quiet_start="21:00",
+                     quiet_end="06:00")
+    html = good.get_data(as_text=True)
+    assert good.status_code == 200 and html.lstrip().startswith('<section id="schedule"')
+    assert "Saved." in html and ("EST" in html or "EDT" in html)
+
+
+def test_schedule_without_csrf_is_refused(client, member):
+    response = _schedule(client, {}, timezone="Europe/Berlin", quiet="off")
+    assert response.status_code == 400 and _user(member.id).timezone == "Asia/Tokyo"
+
+
+def test_inbox_times_follow_the_new_time_zone(client, member, csrf):
+    from tests.factories import NotificationFactory
+
+    NotificationFactory(user_id=member.id)
+    assert " JST" in client.get("/inbox").get_data(as_text=True)
+    _schedule(client, csrf(), timezone="Europe/London", quiet="off")
+    html = client.get("/inbox").get_data(as_text=True)
+    assert " JST" not in html and re.search(r'title="[^"]+ (GMT|BST)"', html)
