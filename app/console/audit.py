@@ -32,3 +32,20 @@ def snapshot(obj, fields: tuple[str, ...]) -> dict:
         value = getattr(obj, name)
         result[name] = value.isoformat() if hasattr(value, "isoformat") else value
     return result
+
+
+# The actions the console and the CLI write (suggestions for the audit page's filter; other
+# modules may record more, and the filter accepts any text).
+ACTIONS = (
+    "announcement.create", "announcement.update", "announcement.publish", "announcement.expire",
+    "announcement.delete", "type.create", "type.update", "template.save", "template.restore",
+    "suppression.lift", "api_key.create", "api_key.revoke", "user.create", "user.update", "user.role",
+)
+TARGET_TYPES = ("announcement", "notification_type", "message_template", "email_suppression", "api_key", "user")
+
+
+def changed_fields(before: dict | None, after: dict | None) -> list[tuple[str, object, object]]:
+    """Return (field, before, after) for every field whose value differs (all fields on create/delete)."""
+    before, after = before or {}, after or {}
+    names = list(dict.fromkeys([*before.keys(), *after.keys()]))
+    return [(name, before.get(name), after.get(name)) for name in names if before.get(name) != after.get(name)]

@@ -1,0 +1,44 @@
+"""API keys (admins only): created through the API module, shown once, listed by prefix, revoked; audited."""
+from __future__ import annotations
+
+import re
+
+import sqlalchemy as sa
+
+from app.api import keys
+from app.extensions import db
+from app.models import ApiKey
+
+
+def test_create_shows_the_key_once_and_stores_only_its_hash(client, csrf, admin, audit_rows):
+    response = client.post("/console/api-keys", headers=csrf(), data={"name": "reservations-prod"})
+    assert response.status_code == 201
+    page = response.get_data(as_text=True)
+    key = re.search(r'<code id="new-key"[^>]*>(hato_[^<]+)</code>', page).group(1)
+    row = db.session.scalars(sa.select(ApiKey)).one()
+    assert (row.name, row.created_by, row.prefix) == ("reservations-prod", admin.id, keys.key_prefix(key))
+    assert row.key_hash == keys.hash_key(key) and key not in row.key_hash
+    entry, = audit_rows("api_key.create")
+    assert entry.target_id == row.prefix and key not in str(entry.after)
+    listing = client.get("/console/api-keys").get_data(as_text=True)
+    assert row.prefix in listing and key not in listing and "never" in listing
+    assert keys.authenticate(key).name == "reservations-prod"  # the shown key is the one that works
+
+
+def test_revoke(client, csrf, admin, audit_rows):
+    client.post("/console/api-keys", headers=csrf(), data={"name": "old"})
+    row = db.session.scalars(sa.select(ApiKey)).one()
+    response = client.post(f"/console/api-keys/{row.prefix}/revoke", headers=csrf(), follow_redirects=True)
+    assert "revoked" in response.get_data(as_text=True)
+    db.session.refresh(row)
+    assert row.revoked_at is not None
+    assert [e.action for e in audit_rows()] == ["api_key.create", "api_key.revoke"]
+    again = client.post(f"/console/api-keys/{row.prefix}/revoke", headers=csrf(), follow_redirects=True)
+    assert "already revoked" in again.get_data(as_text=True)
+    assert len(audit_rows()) == 2
+
+
+def test_a_name_is_required(client, csrf, admin):
+    response = client.post("/console/api-keys", headers=csrf(), data={"name": ""})
+    assert response.status_code == 422
+    assert db.session.scalar(sa.select(sa.func.count()).select_from(ApiKey)) == 0

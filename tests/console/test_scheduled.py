@@ -1,0 +1,109 @@
+"""A scheduled announcement reaches inboxes and fires its broadcast badge event without anyone clicking."""
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+
+import pytest
+import redis as redis_lib
+import sqlalchemy as sa
+
+from app.console import service
+from app.extensions import db, redis
+from app.inbox.queries import active_announcements, badge_count
+from app.realtime.publish import BROADCAST_CHANNEL
+from jobs.announcements import WATERMARK_KEY, announce_due
+from jobs.sweeper import sweep_once
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.committed
+
+
+@pytest.fixture
+def listener(redis_url):
+    """A real subscriber on the broadcast channel; returns a function that drains what arrived."""
+    client = redis_lib.Redis.from_url(redis_url)
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(BROADCAST_CHANNEL)
+    pubsub.get_message(timeout=1)  # the subscribe confirmation
+
+    def drain(wait: float = 0.3) -> list[dict]:
+        messages, deadline = [], time.monotonic() + wait
+        while time.monotonic() < deadline:
+            message = pubsub.get_message(timeout=0.05)
+            if message:
+                messages.append(json.loads(message["data"]))
+        return messages
+
+    yield drain
+    pubsub.close()
+    client.close()
+
+
+def _schedule(app, seconds: float) -> tuple[int, object]:
+    with app.app_context():
+        redis.client().delete(WATERMARK_KEY)
+        member = UserFactory()
+        operator = UserFactory(role="operator")
+        at = db.session.execute(sa.select(sa.func.clock_timestamp())).scalar_one() + timedelta(seconds=seconds)
+        assert service.create_announcement(operator, title="Starts soon", body="Hello", published_at=at) is False
+        db.session.commit()
+        member_id = member.id
+        db.session.remove()
+    return member_id, at
+
+
+def test_scheduled_announcement_publishes_itself(app, listener):
+    member_id, at = _schedule(app, 1.0)
+    with app.app_context():
+        assert announce_due() == {"announced": False}
+        assert badge_count(member_id) == 0
+        db.session.remove()
+    assert listener() == []
+
+    time.sleep(1.1)
+    with app.app_context():
+        assert announce_due() == {"announced": True}
+        assert [a["title"] for a in active_announcements(member_id)] == ["Starts soon"]
+        assert badge_count(member_id) == 1
+        # Nothing new since the last run: no second event.
+        assert announce_due() == {"announced": False}
+        db.session.remove()
+    assert {"kind": "badge"} in listener()
+
+
+def test_the_sweeper_runs_it(app, listener):
+    _schedule(app, 0.3)
+    time.sleep(0.4)
+    with app.app_context():
+        sweep_once()
+        db.session.remove()
+    assert {"kind": "badge"} in listener()
+
+
+def test_an_expiry_moves_badges_too(app, listener):
+    with app.app_context():
+        operator = UserFactory(role="operator")
+        now = db.session.execute(sa.select(sa.func.clock_timestamp())).scalar_one()
+        service.create_announcement(operator, title="Short", body="b", expires_at=now + timedelta(seconds=0.5))
+        db.session.commit()
+        redis.client().set(WATERMARK_KEY, (now + timedelta(seconds=0.1)).isoformat())
+        db.session.remove()
+    time.sleep(0.6)
+    with app.app_context():
+        assert announce_due() == {"announced": True}
+        db.session.remove()
+    assert {"kind": "badge"} in listener()
+
+
+def test_a_redis_outage_keeps_the_watermark_for_the_next_run(app, monkeypatch):
+    _schedule(app, 0.2)
+    time.sleep(0.3)
+    monkeypatch.setattr("jobs.announcements.publish_broadcast", lambda: False)
+    with app.app_context():
+        assert announce_due() == {"announced": False, "redis": "down"}
+        assert redis.client().get(WATERMARK_KEY) is None
+        monkeypatch.setattr("jobs.announcements.publish_broadcast", lambda: True)
+        assert announce_due() == {"announced": True}
+        db.session.remove()

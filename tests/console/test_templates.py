@@ -1,0 +1,176 @@
+"""Templates: live preview in the delivery sandbox, errors with lines, locale chain, push size, history."""
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import pytest
+import sqlalchemy as sa
+
+from app.console.preview import PUSH_LIMIT
+from app.delivery import rendering
+from app.delivery.queries import Template
+from app.extensions import db
+from app.models import MessageTemplate, NotificationType, TemplateVersion
+from tests.factories import NotificationTypeFactory
+
+URL = "/console/templates/comment/{channel}/{locale}"
+INJECTIONS = ["{{ ''.__class__.__mro__ }}", "{{ cycler.__init__.__globals__ }}",
+              "{{ ''.__class__.__mro__[1].__subclasses__() }}", "{{ request }}{{ config.items() }}",
+              "{% for c in [].__class__.__base__.__subclasses__() %}{{ c }}{% endfor %}",
+              "{{ user|attr('__class__') }}", "{{ '{0.__class__}'.format(user) }}"]
+
+
+@pytest.fixture(autouse=True)
+def comment_type():
+    return NotificationTypeFactory(type="comment", label="Comment")
+
+
+def preview(client, csrf, channel="email", locale="en", **fields):
+    response = client.post(URL.format(channel=channel, locale=locale) + "/preview",
+                           headers={**csrf(), "HX-Request": "true"}, data=fields)
+    assert response.status_code == 200
+    return response.get_data(as_text=True)
+
+
+def test_editor_page_renders_a_preview_with_debounced_htmx(client, operator):
+    response = client.get(URL.format(channel="email", locale="en"))
+    assert response.status_code == 200
+    page = response.get_data(as_text=True)
+    assert 'hx-trigger="keyup changed delay:400ms"' in page
+    assert 'hx-post="/console/templates/comment/email/en/preview"' in page
+    assert "<iframe" in page and "sandbox" in page and "srcdoc=" in page
+    csp = response.headers["Content-Security-Policy"]
+    assert "style-src 'self' 'unsafe-inline'" in csp and "script-src 'self';" in csp
+    assert "frame-ancestors 'none'" in csp
+
+
+def test_email_preview_renders_sample_data_in_a_sandboxed_iframe(client, csrf, operator):
+    page = preview(client, csrf, subject="Hi {{ user.name }}", body_text="Room {{ data.room }}",
+                   body_html="<p>Room <b>{{ data.room }}</b> for {{ user.name }}</p>")
+    assert 'id="preview-subject">Hi Ada Lovelace<' in page
+    frame = re.search(r'<iframe[^>]*>', page).group(0)
+    assert " sandbox " in frame and "allow-scripts" not in frame
+    document = html.unescape(re.search(r'srcdoc="([^"]*)"', frame).group(1))
+    assert "<p>Room <b>4B</b> for Ada Lovelace</p>" in document
+    assert "Unsubscribe from Comment e-mails" in document  # the real e-mail layout
+    assert "Room 4B" in page  # the text part
+
+
+def test_values_are_escaped_in_the_html_body(client, csrf, operator):
+    sample = json.dumps({"user": {"name": "<script>alert(1)</script>"}, "notification": {}, "data": {}})
+    page = preview(client, csrf, body_html="<p>{{ user.name }}</p>", sample=sample)
+    document = html.unescape(re.search(r'srcdoc="([^"]*)"', page).group(1))
+    assert "<script>alert(1)</script>" not in document
+    assert "&lt;script&gt;" in document
+
+
+def test_syntax_error_is_shown_inline_with_its_line(client, csrf, operator):
+    page = preview(client, csrf, subject="ok", body_text="line one\nline two {{ user.name }\nline three")
+    assert "Text body, line 2: TemplateSyntaxError" in page
+    assert "2 | line two {{ user.name }" in html.unescape(page)
+    assert "<iframe" not in page
+
+
+@pytest.mark.parametrize("attempt", INJECTIONS)
+def test_injection_attempts_are_blocked_in_the_preview(client, csrf, operator, attempt):
+    page = html.unescape(preview(client, csrf, subject="Hello", body_text=f"safe\n{attempt}"))
+    assert "problem" in page and "cannot be sent or saved" in page
+    assert any(word in page for word in ("SecurityError", "UndefinedError", "TemplateSyntaxError")), page
+    assert "<class" not in page and "<iframe" not in page  # nothing rendered, no Python object leaked
+
+
+@pytest.mark.parametrize("attempt", INJECTIONS)
+def test_injection_attempts_fail_in_real_sends(app, attempt):
+    """The delivery engine's own rendering refuses them (what workers call for every message)."""
+    row_context = {"user": {"name": "Ada"}, "data": {}, "notification": {"title": "t"}}
+    with pytest.raises(rendering.RenderError):
+        rendering.render_string(attempt, row_context)
+    with pytest.raises(rendering.RenderError):
+        rendering.render_string(attempt, row_context, html=True)
+
+
+def test_injection_in_a_saved_template_fails_the_real_email_render(app):
+    from app.console.preview import SAMPLE, sample_row
+
+    row = sample_row(db.session.get(NotificationType, "comment"), "email", "en", SAMPLE)
+    with pytest.raises(rendering.RenderError):
+        rendering.render_email(row, Template("{{ cycler.__init__.__globals__ }}", "", ""), "http://x", "http://x/u")
+
+
+def test_bad_sample_json_is_reported_with_its_line(client, csrf, operator):
+    page = preview(client, csrf, subject="Hi", sample='{\n  "user": {"name": "Ada",}\n}')
+    assert "sample data, line 2" in page
+
+
+def test_locale_fallback_chain(client, csrf, operator):
+    db.session.add_all([MessageTemplate(type="comment", channel="email", locale=loc, subject=loc)
+                        for loc in ("pt", "en")])
+    db.session.flush()
+    page = preview(client, csrf, locale="en", subject="Hi", user_locale="pt-BR")
+    steps = re.findall(r"<code>([a-z-]+)</code>\s*<span class=\"tag[^\"]*\">(\w+)</span>", page)
+    assert steps == [("pt-br", "missing"), ("pt", "used"), ("en", "exists")]
+    assert "the <code>pt</code> template — not this one" in page
+    page = preview(client, csrf, locale="de", subject="Hi", user_locale="de-AT")
+    assert re.findall(r"<code>([a-z-]+)</code>\s*<span class=\"tag[^\"]*\">(\w+)</span>", page) == \
+        [("de-at", "missing"), ("de", "used"), ("en", "exists")]
+
+
+def test_push_payload_size_against_the_limit(client, csrf, operator):
+    page = preview(client, csrf, channel="push", subject="{{ notification.title }}", body_text="Short body")
+    match = re.search(r'id="push-size"[^>]*>([\d,]+) of 3,993 bytes', page)
+    assert match and 0 < int(match.group(1).replace(",", "")) < 200
+    assert '"title":"Reservation #310 was approved"' in html.unescape(page)
+    long = preview(client, csrf, channel="push", subject="T", body_text="é" * 2100)
+    assert "over the 3,993-byte push limit" in long
+    assert int(re.search(r'id="push-size"[^>]*>([\d,]+) of', long).group(1).replace(",", "")) > PUSH_LIMIT
+
+
+def test_in_app_preview_shows_title_and_body(client, csrf, operator):
+    page = preview(client, csrf, channel="in_app", subject="New comment by {{ user.name }}", body_text="{{ data.room }}")
+    assert 'id="preview-subject">New comment by Ada Lovelace<' in page and 'id="preview-text">4B<' in page
+
+
+def test_save_keeps_versions_and_restore(client, csrf, operator, audit_rows):
+    url = URL.format(channel="email", locale="pt-BR")
+    assert client.post(url, headers=csrf(), data={"subject": "v1", "body_text": "one"}).status_code == 302
+    template = db.session.scalars(sa.select(MessageTemplate)).one()
+    assert (template.locale, template.subject, template.updated_by) == ("pt-br", "v1", operator.id)
+    assert client.post(url, headers=csrf(), data={"subject": "v2", "body_text": "two"}).status_code == 302
+    assert client.post(url, headers=csrf(), data={"subject": "v2", "body_text": "two"}).status_code == 302
+    versions = db.session.scalars(sa.select(TemplateVersion).order_by(TemplateVersion.id)).all()
+    assert [v.subject for v in versions] == ["v1"]  # the unchanged third save kept nothing
+    page = client.get(url).get_data(as_text=True)
+    assert "Earlier versions" in page and "<pre>one</pre>" in page
+
+    response = client.post(f"/console/templates/{template.id}/versions/{versions[0].id}/restore", headers=csrf())
+    assert response.status_code == 302
+    db.session.refresh(template)
+    assert (template.subject, template.body_text) == ("v1", "one")
+    assert [v.subject for v in db.session.scalars(sa.select(TemplateVersion).order_by(TemplateVersion.id))] == \
+        ["v1", "v2"]
+    assert [e.action for e in audit_rows()] == ["template.save", "template.save", "template.restore"]
+    assert audit_rows("template.restore")[0].before["subject"] == "v2"
+
+
+def test_a_template_with_errors_is_not_saved(client, csrf, operator, audit_rows):
+    url = URL.format(channel="email", locale="en")
+    response = client.post(url, headers=csrf(), data={"subject": "{{ ''.__class__ }}", "body_text": "x"})
+    assert response.status_code == 422
+    assert "was not saved" in response.get_data(as_text=True)
+    assert db.session.scalar(sa.select(sa.func.count()).select_from(MessageTemplate)) == 0
+    assert audit_rows() == []
+
+
+def test_unknown_type_channel_or_locale_is_404(client, operator):
+    for path in ("/console/templates/nope/email/en", "/console/templates/comment/sms/en",
+                 "/console/templates/comment/email/not a locale!"):
+        assert client.get(path).status_code == 404, path
+
+
+def test_open_form_validates_and_redirects(client, operator):
+    response = client.get("/console/templates/open?type=comment&channel=push&locale=JA_jp")
+    assert response.headers["Location"].endswith("/console/templates/comment/push/ja-jp")
+    response = client.get("/console/templates/open?type=comment&channel=fax&locale=en", follow_redirects=True)
+    assert "The channel must be one of" in response.get_data(as_text=True)
