@@ -1,4 +1,4 @@
-"""Demo data for `make run`: the seed article's four types, a few people, notifications, announcements."""
+"""Demo data for `make run`: the seed article's four types, members, an operator, an admin, notifications, announcements."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -30,6 +30,8 @@ DEMO_ACCOUNTS = [
      "external_id": "demo-carol", "timezone": "America/New_York", "locale": "en"},
     {"email": "olivia@example.com", "password": "hato-olivia-demo", "role": "operator", "name": "Olivia Operator",
      "external_id": "demo-olivia", "timezone": "UTC", "locale": "en"},
+    {"email": "adam@example.com", "password": "hato-adam-demo", "role": "admin", "name": "Adam Admin",
+     "external_id": "demo-adam", "timezone": "UTC", "locale": "en"},
 ]
 
 NOTIFICATIONS_PER_MEMBER = 30
@@ -78,7 +80,8 @@ def seed_notifications(user_ids: list[int], now: datetime) -> None:
 def seed_announcements(now: datetime) -> None:
     """Add one active, one expired and one scheduled announcement, once."""
     wanted = [
-        ("Welcome to Hato", "Your notifications and announcements now live in one inbox.",
+        ("Welcome to Hato", "Your notifications and announcements now live in **one inbox**.\n\n"
+         "- Mark things read or archive them\n- Choose channels under *Preferences*",
          now - timedelta(days=1), None),
         ("Maintenance finished", "Last week's maintenance window is over.",
          now - timedelta(days=14), now - timedelta(days=7)),
@@ -88,7 +91,8 @@ def seed_announcements(now: datetime) -> None:
     existing = set(db.session.scalars(sa.select(Announcement.title)))
     for title, body, published_at, expires_at in wanted:
         if title not in existing:
-            db.session.add(Announcement(title=title, body=body, published_at=published_at, expires_at=expires_at))
+            db.session.add(Announcement(title=title, body=body, body_format="markdown",
+                                        published_at=published_at, expires_at=expires_at))
 
 
 def seed() -> None:

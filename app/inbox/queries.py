@@ -147,7 +147,7 @@ def notification_for(user_id: int, notification_id: int):
     return db.session.execute(NOTIFICATION_SQL, {"id": notification_id, "user_id": user_id}).mappings().first()
 
 
-ANNOUNCEMENT_COLUMNS = "a.id, a.title, a.body, a.published_at, r.read_at IS NULL AS unread"
+ANNOUNCEMENT_COLUMNS = "a.id, a.title, a.body, a.body_format, a.published_at, r.read_at IS NULL AS unread"
 
 ANNOUNCEMENTS_SQL = sa.text(
     f"""
