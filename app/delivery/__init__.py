@@ -1,0 +1,1 @@
+"""Delivery: claim ledger rows, re-check, render, send through a provider, record, retry, DLQ."""

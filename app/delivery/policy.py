@@ -1,0 +1,98 @@
+"""Pure delivery decisions: the re-check before sending, quiet hours, and backoff with full jitter.
+
+No I/O here: the clock and the random source are arguments, so tests pin both.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, time, timedelta, timezone
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from app.delivery.queries import BatchRow
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with full jitter: uniform(0, min(cap, base * 2**(n-1))) after try n."""
+
+    base: float
+    cap: float
+    max_attempts: int
+    rng: random.Random = field(default_factory=random.Random, compare=False)
+
+    def ceiling(self, attempts: int) -> float:
+        """The largest delay after `attempts` tries (the jitter window's upper bound)."""
+        return min(self.cap, self.base * 2 ** max(attempts - 1, 0))
+
+    def delay(self, attempts: int) -> float:
+        """Seconds to wait after `attempts` tries (full jitter spreads a thundering herd)."""
+        return self.rng.uniform(0, self.ceiling(attempts))
+
+    def exhausted(self, attempts: int) -> bool:
+        """Whether `attempts` tries are all we may make."""
+        return attempts >= self.max_attempts
+
+
+def zone(name: str | None, default: str = "UTC") -> ZoneInfo:
+    """Return the named time zone, or the default when the name is unknown."""
+    try:
+        return ZoneInfo(name or default)
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo(default)
+
+
+def quiet_until(now: datetime, tz_name: str | None, start: time | None, end: time | None) -> datetime | None:
+    """Return when the user's quiet hours end (UTC) if `now` falls inside them, else None."""
+    if start is None or end is None or start == end:
+        return None
+    tz = zone(tz_name)
+    local = now.astimezone(tz)
+    clock = local.time().replace(tzinfo=None)
+    inside = (start <= clock < end) if start < end else (clock >= start or clock < end)
+    if not inside:
+        return None
+    day = local.date() if clock < end else local.date() + timedelta(days=1)
+    return datetime.combine(day, end, tzinfo=tz).astimezone(timezone.utc)
+
+
+@dataclass
+class Plan:
+    """What to do with each claimed row: skip it, defer it, or send it now."""
+
+    skip: list[tuple[BatchRow, str]] = field(default_factory=list)
+    defer: list[tuple[BatchRow, datetime]] = field(default_factory=list)
+    send: list[BatchRow] = field(default_factory=list)
+
+
+def skip_reason(row: BatchRow, configured: bool) -> str | None:
+    """Why row must not go out at all, or None. Suppression covers mandatory types too (bounces)."""
+    if not configured:
+        return f"{row.channel}_not_configured"
+    if not row.allowed:
+        return "preference_off"
+    if row.channel == "email":
+        if not (row.email or "").strip():
+            return "no_address"
+        if row.suppressed:
+            return "suppressed"
+    return None
+
+
+def plan(rows: Iterable[BatchRow], configured: bool, now: datetime) -> Plan:
+    """Re-check every claimed row just before sending (preference, suppression, quiet hours)."""
+    result = Plan()
+    for row in rows:
+        reason = skip_reason(row, configured)
+        if reason:
+            result.skip.append((row, reason))
+            continue
+        # Urgent and mandatory messages (sign-in codes, security alerts) ignore quiet hours.
+        until = None if (row.mandatory or row.priority == "high") else quiet_until(
+            now, row.timezone, row.quiet_hours_start, row.quiet_hours_end)
+        if until is not None:
+            result.defer.append((row, until))
+        else:
+            result.send.append(row)
+    return result

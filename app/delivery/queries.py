@@ -1,0 +1,157 @@
+"""Delivery reads: one statement loads a whole claimed batch with everything the re-check needs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, time
+
+import sqlalchemy as sa
+
+from app.extensions import db
+from app.preferences.queries import EFFECTIVE_SEND_SQL
+
+# EFFECTIVE_SEND_SQL reads c.channel; the lateral alias makes it the delivery's own channel, so the
+# preference re-check for the whole batch is this one statement.
+BATCH_SQL = sa.text(
+    f"""
+SELECT d.id, d.channel, d.attempts, d.locked_until,
+       n.id AS notification_id, n.type, n.title, n.body, n.link_path, n.data,
+       u.id AS user_id, u.email, u.display_name, u.locale, u.timezone,
+       u.quiet_hours_start, u.quiet_hours_end,
+       t.label AS type_label, t.priority, t.mandatory,
+       {EFFECTIVE_SEND_SQL} AS allowed,
+       EXISTS (SELECT 1 FROM email_suppressions s WHERE s.address = lower(btrim(u.email))) AS suppressed
+FROM notification_deliveries d
+JOIN notifications n ON n.id = d.notification_id
+JOIN users u ON u.id = n.user_id
+JOIN notification_types t ON t.type = n.type
+CROSS JOIN LATERAL (SELECT d.channel) AS c(channel)
+LEFT JOIN notification_preferences p
+       ON p.user_id = u.id AND p.type = t.type AND p.channel = d.channel
+WHERE d.id = ANY(CAST(:ids AS bigint[])) AND d.status = 'sending'
+ORDER BY d.id
+"""
+)
+
+TEMPLATES_SQL = sa.text(
+    """
+SELECT type, locale, subject, body_text, body_html
+FROM message_templates
+WHERE channel = :channel AND type = ANY(CAST(:types AS text[]))
+"""
+)
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """One claimed delivery with its notification, recipient, type and re-check facts."""
+
+    id: int
+    channel: str
+    attempts: int
+    locked_until: datetime
+    notification_id: int
+    type: str
+    title: str
+    body: str
+    link_path: str | None
+    data: dict
+    user_id: int
+    email: str | None
+    display_name: str
+    locale: str
+    timezone: str
+    quiet_hours_start: time | None
+    quiet_hours_end: time | None
+    type_label: str
+    priority: str
+    mandatory: bool
+    allowed: bool
+    suppressed: bool
+
+
+@dataclass(frozen=True)
+class Template:
+    """The operator's wording for one (type, channel, locale)."""
+
+    subject: str
+    body_text: str
+    body_html: str
+
+
+def claimed_batch(ids: list[int]) -> list[BatchRow]:
+    """Return the rows of ids that are claimed (status sending), in id order."""
+    if not ids:
+        return []
+    return [BatchRow(**row._mapping) for row in db.session.execute(BATCH_SQL, {"ids": ids})]
+
+
+def templates_for(channel: str, types: set[str]) -> dict[tuple[str, str], Template]:
+    """Return {(type, locale): Template} for channel and types (one statement)."""
+    if not types:
+        return {}
+    rows = db.session.execute(TEMPLATES_SQL, {"channel": channel, "types": sorted(types)})
+    return {(r.type, r.locale): Template(r.subject, r.body_text, r.body_html) for r in rows}
+
+
+# --- figures for /metrics (computed at scrape time, so every process reports the same truth) ---
+
+ATTEMPT_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+
+_bucket_columns = ",\n       ".join(
+    f"count(*) FILTER (WHERE duration_ms <= {b}) AS le_{b}" for b in ATTEMPT_BUCKETS_MS
+)
+ATTEMPT_STATS_SQL = sa.text(
+    f"""
+SELECT provider, outcome, count(*) AS total, COALESCE(sum(duration_ms), 0) AS sum_ms,
+       {_bucket_columns}
+FROM delivery_attempts
+GROUP BY provider, outcome
+ORDER BY provider, outcome
+"""
+)
+
+STATUS_COUNTS_SQL = sa.text(
+    """
+SELECT channel, status, COALESCE(error_kind, '') AS error_kind, count(*) AS total
+FROM notification_deliveries
+GROUP BY channel, status, COALESCE(error_kind, '')
+ORDER BY channel, status
+"""
+)
+
+
+def attempt_stats() -> list[sa.Row]:
+    """Per (provider, outcome): count, total duration and cumulative latency bucket counts."""
+    return list(db.session.execute(ATTEMPT_STATS_SQL))
+
+
+def status_counts() -> list[sa.Row]:
+    """Per (channel, status, error_kind): how many ledger rows; failed rows are the DLQ."""
+    return list(db.session.execute(STATUS_COUNTS_SQL))
+
+
+UNSUBSCRIBE_INFO_SQL = sa.text(
+    f"""
+SELECT t.label, t.mandatory, {EFFECTIVE_SEND_SQL} AS email_on
+FROM users u
+JOIN notification_types t ON t.type = :type
+CROSS JOIN (VALUES ('email')) AS c(channel)
+LEFT JOIN notification_preferences p ON p.user_id = u.id AND p.type = t.type AND p.channel = 'email'
+WHERE u.id = :user_id
+"""
+)
+
+
+@dataclass(frozen=True)
+class UnsubscribeInfo:
+    """What the unsubscribe page shows about one (user, type)."""
+
+    label: str
+    mandatory: bool
+    email_on: bool
+
+
+def unsubscribe_info(user_id: int, type_: str) -> UnsubscribeInfo | None:
+    """Return the type's label, whether it is mandatory and whether e-mail is on; None if unknown."""
+    row = db.session.execute(UNSUBSCRIBE_INFO_SQL, {"user_id": user_id, "type": type_}).first()
+    return UnsubscribeInfo(row.label, row.mandatory, row.email_on) if row else None

@@ -1,0 +1,130 @@
+"""Render operator templates in a Jinja sandbox, with the locale fallback chain.
+
+Two sandboxes: the HTML body autoescapes; subject and text do not (they are not HTML). Unsafe
+attribute access raises at once instead of rendering as an empty Undefined, so every sandbox
+escape attempt is a RenderError, which the engine treats as permanent.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from flask import current_app
+from jinja2 import TemplateError, Undefined
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+from markupsafe import Markup, escape
+
+from app.delivery.queries import BatchRow, Template
+
+# A template that renders megabytes is a mistake or an attack; either way it is not sent.
+MAX_RENDERED_CHARS = 256 * 1024
+
+
+class RenderError(Exception):
+    """The template could not be rendered (syntax error, sandbox violation, too large)."""
+
+
+class _StrictSandbox(ImmutableSandboxedEnvironment):
+    def unsafe_undefined(self, obj, attribute):
+        raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe")
+
+
+_TEXT_ENV = _StrictSandbox(autoescape=False, undefined=Undefined, keep_trailing_newline=True)
+_HTML_ENV = _StrictSandbox(autoescape=True, undefined=Undefined)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The rendered subject, text body and HTML body of one message."""
+
+    subject: str
+    text: str
+    html: str
+
+
+def locale_chain(locale: str | None, default: str) -> list[str]:
+    """Return the lookup order: the user's locale, its language, the default (lower-case, unique)."""
+    chain: list[str] = []
+    for candidate in ((locale or "").replace("_", "-"), (locale or "").replace("_", "-").split("-")[0], default):
+        candidate = candidate.strip().lower()
+        if candidate and candidate not in chain:
+            chain.append(candidate)
+    return chain
+
+
+def pick_template(templates: dict[tuple[str, str], Template], type_: str, chain: list[str]) -> Template | None:
+    """Return the first template along the locale chain, or None."""
+    by_locale = {locale.lower(): tpl for (t, locale), tpl in templates.items() if t == type_}
+    return next((by_locale[loc] for loc in chain if loc in by_locale), None)
+
+
+@lru_cache(maxsize=512)
+def _compile(html: bool, source: str):
+    return (_HTML_ENV if html else _TEXT_ENV).from_string(source)
+
+
+def render_string(source: str, context: dict, html: bool = False) -> str:
+    """Render one operator template string in the sandbox; any failure is a RenderError."""
+    try:
+        result = _compile(html, source).render(context)
+    except (TemplateError, SecurityError, ArithmeticError, TypeError, ValueError, LookupError) as exc:
+        raise RenderError(f"{type(exc).__name__}: {exc}") from exc
+    if len(result) > MAX_RENDERED_CHARS:
+        raise RenderError(f"rendered output is larger than {MAX_RENDERED_CHARS} characters")
+    return result
+
+
+def absolute_link(base_url: str, link_path: str | None) -> str | None:
+    """Return the notification's link as an absolute URL (only our own paths or http(s) URLs)."""
+    if not link_path:
+        return None
+    if link_path.startswith("/") and not link_path.startswith("//"):
+        return base_url + link_path
+    if link_path.startswith(("https://", "http://")):
+        return link_path
+    return None
+
+
+def template_context(row: BatchRow, base_url: str, unsubscribe_url: str) -> dict:
+    """The variables operator templates see: plain data only, never ORM objects."""
+    return {
+        "user": {"name": row.display_name or row.email or "", "email": row.email or "", "locale": row.locale},
+        "notification": {"id": row.notification_id, "title": row.title, "body": row.body,
+                         "link": absolute_link(base_url, row.link_path), "type": row.type},
+        "type": {"type": row.type, "label": row.type_label},
+        "data": dict(row.data or {}),
+        "unsubscribe_url": unsubscribe_url,
+        "base_url": base_url,
+    }
+
+
+def render_email(row: BatchRow, template: Template | None, base_url: str, unsubscribe_url: str) -> Rendered:
+    """Render subject, text and HTML for row; with no template, use the notification's own words."""
+    context = template_context(row, base_url, unsubscribe_url)
+    link = context["notification"]["link"]
+    subject = row.title
+    text = "\n\n".join(part for part in (row.title, row.body, link) if part)
+    content = Markup("<h1>{}</h1>").format(row.title) + _paragraphs(row.body)
+    if template is not None:
+        if template.subject.strip():
+            subject = render_string(template.subject, context)
+        if template.body_text.strip():
+            text = render_string(template.body_text, context)
+        if template.body_html.strip():
+            content = Markup(render_string(template.body_html, context, html=True))
+            link = None  # the operator's HTML places its own link
+        elif template.body_text.strip():
+            content = _paragraphs(text)
+    subject = " ".join(subject.split()) or row.type_label
+    text = f"{text.rstrip()}\n\n--\nUnsubscribe from {row.type_label} e-mails: {unsubscribe_url}\n"
+    # The app's own layout, trusted and autoescaped; rendered without request context processors.
+    layout = current_app.jinja_env.get_template("delivery/email.html")
+    html = layout.render(subject=subject, content=content, link=link, type_label=row.type_label,
+                         unsubscribe_url=unsubscribe_url, base_url=base_url)
+    return Rendered(subject=subject, text=text, html=html)
+
+
+def _paragraphs(text: str) -> Markup:
+    blocks = [block.strip() for block in text.split("\n\n") if block.strip()]
+    return Markup("").join(Markup("<p>{}</p>").format(Markup("<br>").join(escape(block).split("\n")))
+                           for block in blocks)

@@ -1,0 +1,77 @@
+"""One try at one delivery: render, hand to the provider, time it, classify the outcome."""
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from app.delivery import rendering
+from app.delivery.queries import BatchRow, Template
+from app.delivery.unsubscribe import unsubscribe_url
+from app.providers import Message, Provider, ProviderError
+
+
+@dataclass(frozen=True)
+class Result:
+    """How one try ended: outcome sent | transient | permanent, with what the ledger stores."""
+
+    row: BatchRow
+    outcome: str
+    provider: str
+    started_at: datetime
+    duration_ms: int
+    message_id: str | None = None
+    error: str | None = None
+    kind: str | None = None
+    subject: str | None = None
+    body: str | None = None
+
+
+def build_message(row: BatchRow, templates: dict[tuple[str, str], Template], config: Mapping) -> Message:
+    """Render row into a provider Message (raises rendering.RenderError)."""
+    base_url = config["BASE_URL"]
+    unsubscribe = unsubscribe_url(base_url, row.user_id, row.type)
+    chain = rendering.locale_chain(row.locale, config["DEFAULT_LOCALE"])
+    template = rendering.pick_template(templates, row.type, chain)
+    rendered = rendering.render_email(row, template, base_url, unsubscribe)
+    headers = {"List-Unsubscribe": f"<{unsubscribe}>", "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}
+    return Message(delivery_id=row.id, channel=row.channel, to=(row.email or "").strip(),
+                   to_name=row.display_name, subject=rendered.subject, text=rendered.text,
+                   html=rendered.html, headers=headers)
+
+
+def prepare(row: BatchRow, provider: Provider, templates: dict[tuple[str, str], Template],
+            config: Mapping) -> Message | Result:
+    """Render row into a Message; a render error comes back as its permanent Result."""
+    try:
+        return build_message(row, templates, config)
+    except rendering.RenderError as exc:
+        return Result(row, "permanent", provider.name, datetime.now(timezone.utc), 0, error=f"render: {exc}",
+                      kind="render")
+
+
+def send(row: BatchRow, message: Message, provider: Provider) -> Result:
+    """Hand one prepared message to the provider and time it; provider errors become a Result."""
+    started_at = datetime.now(timezone.utc)
+    clock = time.perf_counter()
+    try:
+        receipt = provider.send(message)
+    except ProviderError as exc:
+        return _failed(row, provider, started_at, round((time.perf_counter() - clock) * 1000), exc, message)
+    elapsed = round((time.perf_counter() - clock) * 1000)
+    return Result(row, "sent", receipt.provider, started_at, elapsed, message_id=receipt.message_id,
+                  subject=message.subject, body=message.text)
+
+
+def attempt(row: BatchRow, provider: Provider, templates: dict[tuple[str, str], Template],
+            config: Mapping) -> Result:
+    """Render and send row once."""
+    prepared = prepare(row, provider, templates, config)
+    return prepared if isinstance(prepared, Result) else send(row, prepared, provider)
+
+
+def _failed(row: BatchRow, provider: Provider, started_at: datetime, elapsed: int, exc: ProviderError,
+            message: Message) -> Result:
+    return Result(row, "transient" if exc.transient else "permanent", provider.name, started_at, elapsed,
+                  error=str(exc)[:2000], kind=exc.kind, subject=message.subject, body=message.text)

@@ -1,0 +1,260 @@
+"""Delivery writes: claim a batch, record outcomes, sweeper maintenance, one-click unsubscribe.
+
+Every function executes and flushes; none commits (the one exception is explicit: the send loop's
+records on send_ledger's autocommit connection commit themselves, see there). Statements are set-based where the set is known
+up front (claim, skips, deferrals, sweeps); a send outcome is one statement per row because each row
+must be durable on its own right after its send (see send_ledger and jobs/delivery.py).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from app.delivery.policy import Backoff
+from app.delivery.queries import unsubscribe_info
+from app.delivery.sending import Result
+from app.extensions import db
+
+CLAIM_SQL = sa.text(
+    """
+UPDATE notification_deliveries
+SET status = 'sending', locked_until = now() + make_interval(secs => :lease), updated_at = now()
+WHERE id IN (SELECT id FROM notification_deliveries
+             WHERE id = ANY(CAST(:ids AS bigint[])) AND channel = :channel
+               AND status = 'pending' AND next_attempt_at <= now()
+             FOR UPDATE SKIP LOCKED)
+RETURNING id, locked_until
+"""
+)
+
+# The lease value doubles as a fencing token: a row whose lease expired and was claimed again by
+# another worker no longer matches, so a late writer changes nothing.
+RECORD_SQL = sa.text(
+    """
+WITH d AS (
+  UPDATE notification_deliveries
+  SET status = :status, attempts = attempts + 1, locked_until = NULL, updated_at = now(),
+      sent_at = CASE WHEN :status = 'sent' THEN now() ELSE sent_at END,
+      next_attempt_at = CASE WHEN :status = 'pending' THEN now() + make_interval(secs => :delay)
+                             ELSE next_attempt_at END,
+      provider = :provider, provider_message_id = COALESCE(:message_id, provider_message_id),
+      last_error = :error, error_kind = :error_kind,
+      rendered_subject = COALESCE(:subject, rendered_subject), rendered_body = COALESCE(:body, rendered_body)
+  WHERE id = :id AND status = 'sending' AND locked_until = :lease
+  RETURNING id)
+INSERT INTO delivery_attempts (delivery_id, provider, started_at, duration_ms, outcome, error)
+SELECT id, :provider, :started_at, :duration_ms, :outcome, :error FROM d
+"""
+)
+
+SKIP_SQL = sa.text(
+    """
+UPDATE notification_deliveries d
+SET status = 'skipped', skip_reason = v.reason, locked_until = NULL, updated_at = now()
+FROM unnest(CAST(:ids AS bigint[]), CAST(:reasons AS text[])) AS v(id, reason)
+WHERE d.id = v.id AND d.status = 'sending' AND d.locked_until = :lease
+"""
+)
+
+# Deferral does not burn an attempt; the 'deferred' attempt row says why the row waited.
+DEFER_SQL = sa.text(
+    """
+WITH d AS (
+  UPDATE notification_deliveries d
+  SET status = 'pending', next_attempt_at = v.until, locked_until = NULL, updated_at = now()
+  FROM unnest(CAST(:ids AS bigint[]), CAST(:untils AS timestamptz[])) AS v(id, until)
+  WHERE d.id = v.id AND d.status = 'sending' AND d.locked_until = :lease
+  RETURNING d.id, v.until)
+INSERT INTO delivery_attempts (delivery_id, provider, duration_ms, outcome, error)
+SELECT id, :provider, 0, 'deferred',
+       'quiet hours until ' || to_char(until AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"')
+FROM d
+"""
+)
+
+# Rows we claimed but did not get to (the lease was running out) go back without losing a try;
+# next_attempt_at one second ahead makes them "due after their last touch", so the sweeper takes them.
+RELEASE_SQL = sa.text(
+    """
+UPDATE notification_deliveries
+SET status = 'pending', locked_until = NULL, updated_at = now(), next_attempt_at = now() + interval '1 second'
+WHERE id = ANY(CAST(:ids AS bigint[])) AND status = 'sending' AND locked_until = :lease
+"""
+)
+
+EXPIRED_LEASES_SQL = sa.text(
+    """
+UPDATE notification_deliveries
+SET status = 'pending', locked_until = NULL, updated_at = now(), next_attempt_at = now() + interval '1 second',
+    last_error = 'lease expired: the worker stopped before recording a result'
+WHERE id IN (SELECT id FROM notification_deliveries
+             WHERE status = 'sending' AND locked_until < now()
+             ORDER BY locked_until LIMIT :limit FOR UPDATE SKIP LOCKED)
+RETURNING id
+"""
+)
+
+# A due row is taken when nobody touched it since it fell due (a retry or a deferral coming up), or
+# when nobody touched it for :stale seconds and its priority's queue is (nearly) empty: then its job
+# was lost (Redis flushed, enqueue failed). With a backlog in Redis it is most likely still queued,
+# and re-enqueuing it every :stale seconds would only multiply the backlog. Taking a row stamps
+# updated_at, which is what stops a second sweeper, or the next pass, from enqueuing it again.
+TAKE_DUE_SQL = sa.text(
+    """
+WITH due AS (
+  SELECT d.id, q.priority
+  FROM notification_deliveries d
+  JOIN notifications n ON n.id = d.notification_id
+  JOIN notification_types t ON t.type = n.type
+  -- campaign rows always travel on low, like the fanout enqueued them (jobs/fanout.py)
+  CROSS JOIN LATERAL (SELECT CASE WHEN n.campaign_id IS NULL THEN t.priority ELSE 'low' END AS priority) q
+  WHERE d.status = 'pending' AND d.next_attempt_at <= now()
+    AND (d.updated_at < d.next_attempt_at
+         OR (q.priority = ANY(CAST(:idle AS text[])) AND d.updated_at < now() - make_interval(secs => :stale)))
+  ORDER BY d.next_attempt_at LIMIT :limit
+  FOR UPDATE OF d SKIP LOCKED)
+UPDATE notification_deliveries d
+SET updated_at = now()
+FROM due
+WHERE d.id = due.id
+RETURNING due.priority, d.channel, d.id
+"""
+)
+
+PRUNE_IDEMPOTENCY_SQL = sa.text(
+    """
+DELETE FROM idempotency_keys
+WHERE id IN (SELECT id FROM idempotency_keys WHERE created_at < now() - interval '24 hours' LIMIT :limit)
+"""
+)
+
+EMAIL_OFF_SQL = sa.text(
+    """
+INSERT INTO notification_preferences (user_id, type, channel, enabled)
+VALUES (:user_id, :type, 'email', false)
+ON CONFLICT (user_id, type, channel) DO UPDATE SET enabled = false
+"""
+)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The rows one job claimed and the lease they share (also the fencing token)."""
+
+    ids: list[int]
+    lease: datetime
+
+
+def claim(channel: str, ids: list[int], lease_seconds: float) -> Claim | None:
+    """Mark due pending rows of ids as sending under a lease (SKIP LOCKED); None if none were free."""
+    rows = db.session.execute(CLAIM_SQL, {"ids": ids, "channel": channel, "lease": lease_seconds}).all()
+    if not rows:
+        return None
+    return Claim(ids=sorted(r.id for r in rows), lease=rows[0].locked_until)
+
+
+def record_skips(skips: list[tuple[int, str]], lease: datetime) -> None:
+    """Mark rows skipped with their reasons (one statement)."""
+    if skips:
+        ids, reasons = zip(*skips)
+        db.session.execute(SKIP_SQL, {"ids": list(ids), "reasons": list(reasons), "lease": lease})
+
+
+def record_deferrals(deferrals: list[tuple[int, datetime]], lease: datetime, provider: str) -> None:
+    """Put rows back to pending until their quiet hours end, without burning an attempt."""
+    if deferrals:
+        ids, untils = zip(*deferrals)
+        db.session.execute(DEFER_SQL, {"ids": list(ids), "untils": list(untils), "lease": lease,
+                                       "provider": provider})
+
+
+def record_result(result: Result, lease: datetime, backoff: Backoff, conn=None) -> str:
+    """Write one try: the attempt row and the row's new state (on conn, else the session); return the state."""
+    attempts = result.row.attempts + 1
+    status, error_kind, delay = "sent", None, 0.0
+    if result.outcome == "permanent":
+        status, error_kind = "failed", result.kind or "permanent"
+    elif result.outcome == "transient":
+        if backoff.exhausted(attempts):
+            status, error_kind = "failed", "exhausted"
+        else:
+            status, delay = "pending", backoff.delay(attempts)
+    (conn if conn is not None else db.session).execute(RECORD_SQL, {
+        "id": result.row.id, "lease": lease, "status": status, "delay": delay, "provider": result.provider,
+        "message_id": result.message_id, "error": result.error, "error_kind": error_kind,
+        "subject": result.subject, "body": result.body, "started_at": result.started_at,
+        "duration_ms": result.duration_ms, "outcome": result.outcome,
+    })
+    return status
+
+
+@contextmanager
+def send_ledger():
+    """Yield the connection a batch's send loop records on: one round trip per sent message.
+
+    Each record is a single UPDATE + INSERT statement, atomic on its own, so it runs in autocommit on
+    a connection held for the whole batch (no pool checkout, BEGIN, COMMIT or reset per message) and
+    commits asynchronously (synchronous_commit off): a PostgreSQL crash can then forget the last
+    fraction of a second of records, which leaves those rows `sending`; their lease expires and they
+    are sent again. That is a duplicate, never a loss, because the claim itself was committed durably.
+    When the session is already bound to a caller's open connection (the test harness's rolled-back
+    transaction), records go through the session inside that transaction instead.
+    """
+    bind = db.session.get_bind()
+    if isinstance(bind, sa.engine.Connection):
+        yield db.session
+        return
+    with bind.connect() as conn:
+        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+        conn.execute(sa.text("SET synchronous_commit = off"))
+        try:
+            yield conn
+        finally:
+            conn.execute(sa.text("RESET synchronous_commit"))
+
+
+def release(ids: list[int], lease: datetime) -> None:
+    """Return claimed rows we did not try to pending (no attempt is counted)."""
+    if ids:
+        db.session.execute(RELEASE_SQL, {"ids": ids, "lease": lease})
+
+
+def release_expired_leases(limit: int) -> int:
+    """Return rows whose worker died (lease expired) to pending; return how many."""
+    return len(db.session.execute(EXPIRED_LEASES_SQL, {"limit": limit}).all())
+
+
+def take_due(stale_seconds: float, limit: int, idle_priorities: list[str]) -> dict[tuple[str, str], list[int]]:
+    """Stamp due pending rows nobody has enqueued and return them by (priority, channel)."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    params = {"stale": stale_seconds, "limit": limit, "idle": idle_priorities}
+    for priority, channel, id_ in db.session.execute(TAKE_DUE_SQL, params):
+        groups.setdefault((priority, channel), []).append(id_)
+    return {key: sorted(ids) for key, ids in groups.items()}
+
+
+def prune_idempotency_keys(limit: int = 10000) -> int:
+    """Delete idempotency keys older than 24 h (at most limit per call); return how many."""
+    return db.session.execute(PRUNE_IDEMPOTENCY_SQL, {"limit": limit}).rowcount
+
+
+@dataclass(frozen=True)
+class UnsubscribeOutcome:
+    """What a one-click unsubscribe did: done | mandatory | unknown."""
+
+    status: str
+    type_label: str = ""
+
+
+def turn_off_email(user_id: int, type_: str) -> UnsubscribeOutcome:
+    """Turn e-mail off for (user, type) unless the type is mandatory; idempotent."""
+    info = unsubscribe_info(user_id, type_)
+    if info is None:
+        return UnsubscribeOutcome("unknown")
+    if info.mandatory:
+        return UnsubscribeOutcome("mandatory", info.label)
+    db.session.execute(EMAIL_OFF_SQL, {"user_id": user_id, "type": type_})
+    return UnsubscribeOutcome("done", info.label)

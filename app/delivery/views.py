@@ -1,0 +1,45 @@
+"""One-click unsubscribe (RFC 8058): GET shows a confirmation and changes nothing; POST acts.
+
+The POST carries no cookie and no CSRF token (mail clients send it on the user's behalf), so the
+view is CSRF-exempt; the HMAC-signed token in the URL is what authorises it.
+"""
+from __future__ import annotations
+
+from flask import Blueprint, render_template
+
+from app.delivery import queries, service
+from app.delivery.unsubscribe import read_token
+from app.extensions import csrf, db, limiter
+
+bp = Blueprint("delivery", __name__)
+
+
+def _invalid():
+    return render_template("delivery/unsubscribe.html", state="invalid"), 404
+
+
+@bp.get("/unsubscribe/<token>")
+def unsubscribe_confirm(token: str):
+    """Show what the link would turn off, with a button that POSTs to the same URL."""
+    target = read_token(token)
+    info = queries.unsubscribe_info(target.user_id, target.type) if target else None
+    if info is None:
+        return _invalid()
+    state = "mandatory" if info.mandatory else ("confirm" if info.email_on else "already")
+    return render_template("delivery/unsubscribe.html", state=state, label=info.label, token=token)
+
+
+@bp.post("/unsubscribe/<token>")
+@csrf.exempt
+@limiter.limit("30 per minute")
+def unsubscribe(token: str):
+    """Turn e-mail off for the token's (user, type); idempotent; mandatory types stay on."""
+    target = read_token(token)
+    if target is None:
+        return _invalid()
+    outcome = service.turn_off_email(target.user_id, target.type)
+    if outcome.status == "unknown":
+        return _invalid()
+    db.session.commit()
+    state = "mandatory" if outcome.status == "mandatory" else "done"
+    return render_template("delivery/unsubscribe.html", state=state, label=outcome.type_label, token=token)

@@ -1,0 +1,193 @@
+"""E-mail over SMTP (smtplib): one connection per batch, every call bounded by SMTP_TIMEOUT."""
+from __future__ import annotations
+
+import smtplib
+import socket
+import ssl
+from functools import lru_cache
+from collections.abc import Mapping
+from email.headerregistry import Address, HeaderRegistry
+from email.message import EmailMessage
+from email.policy import default as default_policy
+from email.utils import formatdate, parseaddr
+from urllib.parse import unquote, urlsplit
+
+from app.providers import Message, PermanentError, Receipt, TransientError, register
+
+
+
+class _CachedHeaderRegistry(HeaderRegistry):
+    """The stdlib registry creates a new class for every header it parses; create each one once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._classes: dict[str, type] = {}
+
+    def __getitem__(self, name: str) -> type:
+        key = name.lower()
+        cls = self._classes.get(key)
+        if cls is None:
+            cls = self._classes[key] = super().__getitem__(name)
+        return cls
+
+
+# The default policy, but lines may run to RFC 5322's 998: a long List-Unsubscribe URL must stay
+# one token instead of being folded into an RFC 2047 encoded-word that mail clients can't follow.
+POLICY = default_policy.clone(max_line_length=998, header_factory=_CachedHeaderRegistry())
+_FORBIDDEN = str.maketrans({"\r": " ", "\n": " ", "\0": ""})
+
+
+def clean_header(value: str) -> str:
+    """Return value with CR, LF and NUL removed: user and operator text can never add a header."""
+    return " ".join(str(value).translate(_FORBIDDEN).split())
+
+
+def message_id(delivery_id: int, host: str) -> str:
+    """The Message-ID of a delivery: the same on every retry, so receivers can spot a resend."""
+    return f"<delivery-{int(delivery_id)}@hato.{clean_header(host) or 'localhost'}>"
+
+
+@lru_cache(maxsize=8)
+def _from_header(mail_from: str):
+    # The sender is the same for every message: parse it once (a parsed header is stored as is).
+    return POLICY.header_factory("From", clean_header(mail_from))
+
+
+def build_email(message: Message, mail_from: str, host: str) -> EmailMessage:
+    """Build a multipart text + HTML EmailMessage; a malformed recipient is a PermanentError."""
+    msg = EmailMessage(policy=POLICY)  # the default policy refuses raw CR/LF in header values
+    try:
+        msg["To"] = Address(display_name=clean_header(message.to_name), addr_spec=message.to.strip())
+    except (ValueError, IndexError) as exc:
+        raise PermanentError(f"invalid recipient address: {exc}", kind="invalid_address") from exc
+    msg["From"] = _from_header(mail_from)
+    msg["Subject"] = clean_header(message.subject)
+    msg["Date"] = formatdate(localtime=False)
+    msg["Message-ID"] = message_id(message.delivery_id, host)
+    for name, value in message.headers.items():
+        msg[clean_header(name)] = clean_header(value)
+    msg.set_content(message.text)
+    if message.html:
+        msg.add_alternative(message.html, subtype="html")
+    return msg
+
+
+def classify(exc: BaseException) -> TransientError | PermanentError:
+    """Map an smtplib/socket failure to the contract: 5xx for the recipient/message is permanent."""
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        code, text = next(iter(exc.recipients.values()), (0, b""))
+        return _by_code(code, text, "recipient refused")
+    if isinstance(exc, smtplib.SMTPDataError):
+        return _by_code(exc.smtp_code, exc.smtp_error, "message refused")
+    if isinstance(exc, smtplib.SMTPResponseException):
+        # 5xx to MAIL FROM / AUTH is our configuration, not this recipient: retry after a fix.
+        return TransientError(f"SMTP {exc.smtp_code}: {_text(exc.smtp_error)}", kind=f"smtp_{exc.smtp_code}")
+    # smtplib wraps a timeout while reading a reply in SMTPServerDisconnected; keep the real cause.
+    if isinstance(exc, (socket.timeout, TimeoutError)) or isinstance(exc.__context__, (socket.timeout, TimeoutError)):
+        return TransientError(f"timeout: {exc}", kind="timeout")
+    if isinstance(exc, ConnectionRefusedError):
+        return TransientError(f"connection refused: {exc}", kind="refused")
+    if isinstance(exc, (smtplib.SMTPException, OSError)):
+        return TransientError(f"{type(exc).__name__}: {exc}", kind="connection")
+    raise TypeError(f"not an SMTP failure: {exc!r}")
+
+
+def _by_code(code: int, text, what: str) -> TransientError | PermanentError:
+    detail = f"{what}: SMTP {code} {_text(text)}"
+    if 500 <= code < 600:
+        return PermanentError(detail, kind="rejected")
+    return TransientError(detail, kind=f"smtp_{code}")
+
+
+def _text(value) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+class SmtpProvider:
+    """Sends over one SMTP connection per `with` block; a broken connection fails the rest fast."""
+
+    name = "smtp"
+
+    def __init__(self, url: str, mail_from: str, timeout: float, host: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
+            raise ValueError(f"SMTP_URL must look like smtp://host:port, got {url!r}")
+        self.scheme = parts.scheme
+        self.hostname = parts.hostname
+        self.port = parts.port or (465 if parts.scheme == "smtps" else 25)
+        self.username = unquote(parts.username) if parts.username else None
+        self.password = unquote(parts.password) if parts.password else None
+        self.starttls = "starttls=true" in parts.query.lower()
+        self.timeout = timeout
+        self.mail_from = clean_header(mail_from)
+        self.envelope_from = parseaddr(self.mail_from)[1]
+        self.host = host
+        self._conn: smtplib.SMTP | None = None
+        self._broken: TransientError | None = None
+
+    @classmethod
+    def from_config(cls, config: Mapping) -> "SmtpProvider | None":
+        """Build from SMTP_URL / MAIL_FROM / SMTP_TIMEOUT / BASE_URL; None when SMTP_URL is empty."""
+        if not config.get("SMTP_URL"):
+            return None
+        host = urlsplit(config.get("BASE_URL", "")).hostname or "localhost"
+        return cls(config["SMTP_URL"], config["MAIL_FROM"], float(config["SMTP_TIMEOUT"]), host)
+
+    def __enter__(self) -> "SmtpProvider":
+        self._broken = None
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def _connect(self) -> smtplib.SMTP:
+        if self.scheme == "smtps":
+            conn = smtplib.SMTP_SSL(self.hostname, self.port, timeout=self.timeout,
+                                    context=ssl.create_default_context())
+        else:
+            conn = smtplib.SMTP(self.hostname, self.port, timeout=self.timeout)
+            if self.starttls:
+                conn.starttls(context=ssl.create_default_context())
+        if self.username:
+            conn.login(self.username, self.password or "")
+        return conn
+
+    def send(self, message: Message) -> Receipt:
+        """Send one message on the batch's connection (opened on first use)."""
+        email = build_email(message, self.mail_from, self.host)
+        if self._broken is not None:
+            # The connection died earlier in this batch: don't spend a timeout per remaining row.
+            raise TransientError(f"not tried, connection failed earlier in this batch ({self._broken})",
+                                 kind=self._broken.kind)
+        try:
+            if self._conn is None:
+                self._conn = self._connect()
+            self._conn.send_message(email, from_addr=self.envelope_from, to_addrs=[message.to.strip()])
+        except (smtplib.SMTPException, OSError) as exc:
+            error = classify(exc)
+            if not isinstance(exc, (smtplib.SMTPRecipientsRefused, smtplib.SMTPDataError)):
+                self._broken = error if isinstance(error, TransientError) else None
+                self._drop()
+            raise error from exc
+        return Receipt(provider=self.name, message_id=str(email["Message-ID"]))
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """QUIT and close the connection if one is open."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            conn.quit()
+        except (smtplib.SMTPException, OSError):
+            conn.close()
+
+
+register("smtp")(SmtpProvider.from_config)

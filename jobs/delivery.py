@@ -1,0 +1,72 @@
+"""deliver_batch(channel, ids): the RQ job that sends a batch of ledger rows.
+
+Idempotent: only rows that are pending and due can be claimed, so a re-run (or a duplicate job
+after a sweeper re-enqueue) for rows already sent, skipped or in another worker's lease does nothing.
+Each send is recorded and committed on its own right after the provider answers (one autocommit
+statement, see service.send_ledger), so a worker killed with SIGKILL can re-send at most the one
+message that was in flight.
+"""
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+from flask import current_app
+
+from app.delivery import policy, queries, sending, service
+from app.extensions import db
+from app.providers import provider_for
+
+# Stop taking new rows this long before the lease ends, so the sweeper never hands a row we are
+# still working on to another worker.
+LEASE_MARGIN_SECONDS = 5.0
+
+
+def backoff_from(config) -> policy.Backoff:
+    """The retry schedule from RETRY_BASE_SECONDS / RETRY_CAP_SECONDS / RETRY_MAX_ATTEMPTS."""
+    return policy.Backoff(config["RETRY_BASE_SECONDS"], config["RETRY_CAP_SECONDS"], config["RETRY_MAX_ATTEMPTS"])
+
+
+def deliver_batch(channel: str, delivery_ids: list[int]) -> dict:
+    """Claim, re-check, render, send and record a batch of deliveries on one channel."""
+    config = current_app.config
+    lease_seconds = float(config["DELIVERY_LEASE_SECONDS"])
+    deadline = time.monotonic() + lease_seconds - LEASE_MARGIN_SECONDS
+    try:
+        claim = service.claim(channel, sorted({int(i) for i in delivery_ids}), lease_seconds)
+        db.session.commit()
+        if claim is None:
+            return {"claimed": 0}
+        provider = provider_for(channel, config)
+        decisions = policy.plan(queries.claimed_batch(claim.ids), provider is not None, datetime.now(timezone.utc))
+        service.record_skips([(row.id, reason) for row, reason in decisions.skip], claim.lease)
+        service.record_deferrals([(row.id, until) for row, until in decisions.defer], claim.lease,
+                                 provider.name if provider else channel)
+        db.session.commit()
+        counts = {"claimed": len(claim.ids), "skipped": len(decisions.skip), "deferred": len(decisions.defer)}
+        if decisions.send:
+            counts.update(_send_all(decisions.send, provider, claim, deadline, backoff_from(config)))
+        return counts
+    except BaseException:
+        db.session.rollback()
+        raise
+
+
+def _send_all(rows, provider, claim: service.Claim, deadline: float, backoff: policy.Backoff) -> dict:
+    config = current_app.config
+    templates = queries.templates_for(rows[0].channel, {row.type for row in rows})
+    states: dict[str, int] = {}
+    db.session.commit()  # end the read transaction: the send loop holds no locks while it waits on SMTP
+    with provider, service.send_ledger() as ledger:
+        for index, row in enumerate(rows):
+            if time.monotonic() > deadline:
+                service.release([r.id for r in rows[index:]], claim.lease)
+                db.session.commit()
+                states["released"] = len(rows) - index
+                break
+            result = sending.attempt(row, provider, templates, config)
+            state = service.record_result(result, claim.lease, backoff, ledger)
+            if ledger is db.session:
+                db.session.commit()
+            states[state] = states.get(state, 0) + 1
+    return states

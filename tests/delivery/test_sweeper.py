@@ -1,0 +1,124 @@
+"""The sweeper: expired leases back to pending, due rows enqueued once, old idempotency keys pruned."""
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from app.extensions import db, redis
+from app.queueing import get_queue
+from jobs.sweeper import LOCK_KEY, sweep_once
+from tests.delivery.conftest import reload
+from tests.factories import NotificationTypeFactory
+
+
+@pytest.fixture(autouse=True)
+def clean_redis(app):
+    with app.app_context():
+        redis.client().flushdb()
+        yield
+        redis.client().flushdb()
+
+
+def set_row(delivery, sql: str):
+    db.session.execute(sa.text(f"UPDATE notification_deliveries SET {sql} WHERE id = :id"), {"id": delivery.id})
+
+
+def queued(name: str) -> list[tuple]:
+    return [tuple(job.args) for job in get_queue(name).get_jobs()]
+
+
+def test_expired_lease_returns_to_pending_without_an_attempt(app, make_delivery):
+    dead = make_delivery(status="sending")
+    set_row(dead, "locked_until = now() - interval '1 second'")
+    alive = make_delivery(status="sending")
+    set_row(alive, "locked_until = now() + interval '1 minute'")
+
+    assert sweep_once()["released"] == 1
+
+    row = reload(dead)
+    assert (row.status, row.locked_until, row.attempts) == ("pending", None, 0)
+    assert row.next_attempt_at > row.updated_at  # due a second later, so the next pass enqueues it
+    assert reload(alive).status == "sending"
+
+
+def test_due_rows_are_enqueued_once_on_their_types_priority_queue(app, make_delivery):
+    urgent = NotificationTypeFactory(type="otp", default_email=True, priority="high")
+    retry = make_delivery()
+    set_row(retry, "updated_at = now() - interval '10 seconds', next_attempt_at = now() - interval '1 second'")
+    lost = make_delivery(type_=urgent)  # enqueued long ago; Redis lost the job
+    set_row(lost, "updated_at = now() - interval '10 minutes', next_attempt_at = now() - interval '10 minutes'")
+    fresh = make_delivery()  # just created by the API, which enqueues it itself
+    future = make_delivery()
+    set_row(future, "updated_at = now() - interval '10 seconds', next_attempt_at = now() + interval '1 hour'")
+
+    first = sweep_once()
+
+    assert (first["due"], first["enqueued"]) == (2, 2)
+    assert queued("default") == [("email", [retry.id])]
+    assert queued("high") == [("email", [lost.id])]
+    assert sweep_once()["due"] == 0  # stamped: a second pass (or a second sweeper) takes nothing
+    assert len(get_queue("default")) == 1
+    assert fresh.id and future.id
+
+
+def test_due_rows_are_batched(app, make_delivery, monkeypatch):
+    monkeypatch.setitem(app.config, "DELIVERY_BATCH_SIZE", 2)
+    rows = [make_delivery() for _ in range(5)]
+    for row in rows:
+        set_row(row, "updated_at = now() - interval '1 hour'")
+
+    sweep_once()
+
+    assert sorted(len(ids) for _, ids in queued("default")) == [1, 2, 2]
+
+
+def test_another_sweepers_lock_makes_this_one_wait(app, make_delivery):
+    row = make_delivery()
+    set_row(row, "updated_at = now() - interval '1 hour'")
+    redis.client().set(LOCK_KEY, "someone-else", px=10_000)
+
+    assert sweep_once() == {"locked": True}
+    assert reload(row).updated_at < db.session.execute(sa.text("SELECT now()")).scalar_one()
+    assert redis.client().get(LOCK_KEY) == b"someone-else"
+
+
+def test_old_idempotency_keys_are_pruned(app):
+    db.session.execute(sa.text("INSERT INTO api_keys (name, prefix, key_hash) VALUES ('k', 'p', 'h')"))
+    key_id = db.session.execute(sa.text("SELECT id FROM api_keys")).scalar_one()
+    for key, age in (("old", "25 hours"), ("new", "1 hour")):
+        db.session.execute(sa.text(
+            "INSERT INTO idempotency_keys (api_key_id, key, method, path, request_hash, created_at) "
+            f"VALUES (:k, :key, 'POST', '/v1/notifications', 'x', now() - interval '{age}')"),
+            {"k": key_id, "key": key})
+
+    assert sweep_once()["pruned"] == 1
+    assert db.session.execute(sa.text("SELECT key FROM idempotency_keys")).scalars().all() == ["new"]
+
+
+def test_sweep_command_runs_once(app, make_delivery):
+    row = make_delivery()
+    row_id = row.id
+    set_row(row, "updated_at = now() - interval '1 hour'")
+
+    result = app.test_cli_runner().invoke(args=["sweep", "--once"])
+
+    assert result.exit_code == 0, result.output
+    assert queued("default") == [("email", [row_id])]
+
+
+def test_stale_rows_wait_while_their_queue_has_a_backlog(app, make_delivery):
+    from jobs.sweeper import IDLE_QUEUE_JOBS
+    from app.queueing import enqueue_deliveries
+
+    backlog = make_delivery()  # enqueued an hour ago by the API, never touched since
+    set_row(backlog, "updated_at = now() - interval '1 hour', next_attempt_at = now() - interval '1 hour'")
+    retry = make_delivery()
+    set_row(retry, "updated_at = now() - interval '10 seconds', next_attempt_at = now() - interval '1 second'")
+    for n in range(IDLE_QUEUE_JOBS + 1):
+        enqueue_deliveries("default", "email", [100000 + n])
+
+    result = sweep_once()
+
+    # The retry is certainly not queued; the stale row most likely still is, behind the backlog.
+    assert result["due"] == 1
+    assert queued("default")[-1] == ("email", [retry.id])
