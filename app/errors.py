@@ -57,6 +57,8 @@ def handle_http_exception(error: HTTPException) -> Response:
     if error.code == 429:
         retry_after = getattr(error, "retry_after", None)
         response.headers["Retry-After"] = str(retry_after or 60)
+    if error.code == 405 and getattr(error, "valid_methods", None):
+        response.headers["Allow"] = ", ".join(error.valid_methods)  # RFC 9110 requires it on a 405
     return response
 
 

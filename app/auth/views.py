@@ -8,8 +8,9 @@ from werkzeug.security import check_password_hash, generate_password_hash
 from wtforms import EmailField, PasswordField
 from wtforms.validators import DataRequired, Length
 
+from app.auth import links
 from app.auth.queries import user_by_email, user_by_id
-from app.extensions import limiter
+from app.extensions import db, limiter
 from app.extensions import login as login_manager
 
 bp = Blueprint("auth", __name__)
@@ -78,3 +79,19 @@ def logout():
     logout_user()
     session.clear()
     return redirect(url_for("auth.login"))
+
+
+@bp.route("/login/link/<token>", methods=["GET", "POST"])
+def login_link(token: str):
+    """GET shows a button (link scanners only GET, so they cannot use the link up); POST signs in once."""
+    if request.method == "GET":
+        if not links.link_is_valid(token):
+            return render_template("auth/login_link_invalid.html"), 410
+        return render_template("auth/login_link.html", token=token)
+    user_id = links.consume_login_link(token)
+    if user_id is None:
+        return render_template("auth/login_link_invalid.html"), 410
+    db.session.commit()
+    session.clear()  # a new session on sign-in (no fixation)
+    login_user(user_by_id(user_id))
+    return redirect(url_for("inbox.index"))

@@ -1,0 +1,165 @@
+"""The OpenAPI 3.1 document, generated from the pydantic models in schemas.py (spec and behaviour cannot drift)."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema, models_json_schema
+
+from app.api import schemas
+from app.api.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
+from app.errors import MESSAGES
+
+REF = "#/components/schemas/{model}"
+ID_MAX = 2**63 - 1
+
+
+class StrictKeysJsonSchema(GenerateJsonSchema):
+    """pydantic checks every key of a dict against its key type: say so with propertyNames.
+
+    (pydantic writes `patternProperties`, which would let other keys through in the spec.)
+    """
+
+    def dict_schema(self, schema):
+        json_schema = super().dict_schema(schema)
+        pattern_properties = json_schema.pop("patternProperties", None)
+        if pattern_properties:
+            ((pattern, values),) = pattern_properties.items()
+            json_schema["additionalProperties"] = values
+            json_schema.setdefault("propertyNames", {})["pattern"] = pattern
+        return json_schema
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One documented endpoint."""
+
+    method: str
+    path: str
+    operation_id: str
+    summary: str
+    responses: dict[int, type[BaseModel] | None]
+    errors: tuple[int, ...] = ()
+    body: type[BaseModel] | None = None
+    params: tuple[dict, ...] = ()
+    idempotent: bool = False
+    public: bool = False
+    description: str = ""
+    tags: tuple[str, ...] = field(default=("notifications",))
+
+
+EXTERNAL_ID = {"name": "external_id", "in": "path", "required": True,
+               "schema": {"type": "string", "minLength": 1, "maxLength": 255,
+                          "pattern": schemas.EXTERNAL_ID_PATTERN},
+               "description": "The product's id for the user.", "example": "user-42"}
+NOTIFICATION_ID = {"name": "notification_id", "in": "path", "required": True,
+                   "schema": {"type": "integer", "format": "int64", "minimum": 1, "maximum": ID_MAX}}
+IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False,
+                   "schema": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH,
+                              "pattern": KEY_PATTERN},
+                   "description": "Any unique string (a UUID is best). The same key with the same request "
+                                  "replays the first response for 24 h (header Idempotent-Replayed: true); "
+                                  "with a different request: 422; while the first is still running: 409."}
+
+AUTHED_ERRORS = (401, 429, 503)
+BODY_ERRORS = (400, 413, 415, 422)
+
+OPERATIONS = (
+    Operation("post", "/v1/notifications", "createNotifications", "Send a notification to 1-1,000 recipients",
+              {202: schemas.NotificationAccepted}, (*BODY_ERRORS, 409), body=schemas.NotificationIn,
+              idempotent=True,
+              description="Writes one notification per recipient (a repeat of the same dedupe key is not an "
+                          "error) and its e-mail/push deliveries as the recipient's preferences allow. Unknown "
+                          "type or recipients: 422 and nothing is written."),
+    Operation("get", "/v1/notifications/{notification_id}", "getNotification",
+              "A notification and its per-channel delivery state", {200: schemas.NotificationOut}, (404,),
+              params=(NOTIFICATION_ID,)),
+    Operation("put", "/v1/users/{external_id}", "putUser", "Create or update a recipient",
+              {200: schemas.UserOut, 201: schemas.UserOut}, (*BODY_ERRORS, 403, 409), body=schemas.UserIn,
+              params=(EXTERNAL_ID,), idempotent=True, tags=("users",)),
+    Operation("delete", "/v1/users/{external_id}", "deleteUser", "Erase a recipient and everything about them",
+              {204: None}, (400, 403, 404, 409, 422), params=(EXTERNAL_ID,), idempotent=True, tags=("users",),
+              description="Deletes the user, their notifications, deliveries, preferences, push "
+                          "subscriptions and sign-in links, and the e-mail suppressions of their address "
+                          "(no hashed copy is kept)."),
+    Operation("post", "/v1/users/{external_id}/login-links", "createLoginLink",
+              "A one-time sign-in URL for a member's inbox", {201: schemas.LoginLinkOut}, (400, 403, 404, 409, 422),
+              params=(EXTERNAL_ID,), idempotent=True, tags=("users",),
+              description="Valid for 5 minutes, works once, signs in only that user. Opening it shows a "
+                          "confirmation button, so link scanners that follow it do not use it up."),
+    Operation("get", "/v1/ping", "ping", "Is the API process up (no key needed)", {200: schemas.Ping},
+              public=True, tags=("meta",)),
+)
+
+PROBLEM = "application/problem+json"
+HEADER_INT = {"schema": {"type": "integer", "minimum": 0}}
+
+
+def _json(ref: dict) -> dict:
+    return {"application/json": {"schema": ref}}
+
+
+def _responses(op: Operation, refs: dict) -> dict:
+    responses = {}
+    for status, model in op.responses.items():
+        response = {"description": "OK" if status < 300 else MESSAGES.get(status, "")}
+        if model is not None:
+            response["content"] = _json(refs[(model, "serialization")])
+        if op.idempotent:
+            response["headers"] = {"Idempotent-Replayed": {"schema": {"type": "string", "enum": ["true"]},
+                                                           "description": "Present on a replay."}}
+        responses[str(status)] = response
+    problem = {PROBLEM: {"schema": refs[(schemas.Problem, "serialization")]}}
+    errors = op.errors if op.public else (*op.errors, *AUTHED_ERRORS)
+    for status in sorted(set(errors)):
+        response = {"description": MESSAGES.get(status, "Error"), "content": problem}
+        if status in (409, 429, 503):
+            response["headers"] = {"Retry-After": HEADER_INT}
+        if status == 429:
+            response["headers"].update({"RateLimit-Limit": HEADER_INT, "RateLimit-Remaining": HEADER_INT,
+                                        "RateLimit-Reset": HEADER_INT})
+        responses[str(status)] = response
+    return responses
+
+
+def _operation(op: Operation, refs: dict) -> dict:
+    spec = {"operationId": op.operation_id, "summary": op.summary, "tags": list(op.tags),
+            "responses": _responses(op, refs)}
+    if op.description:
+        spec["description"] = op.description
+    params = [*op.params, *([IDEMPOTENCY_KEY] if op.idempotent else [])]
+    if params:
+        spec["parameters"] = params
+    if op.body is not None:
+        spec["requestBody"] = {"required": True, "content": _json(refs[(op.body, "validation")])}
+    if op.public:
+        spec["security"] = []
+    return spec
+
+
+@functools.cache
+def spec(base_url: str) -> dict:
+    """Return the OpenAPI 3.1 document for a deployment at base_url."""
+    inputs = {op.body for op in OPERATIONS if op.body is not None}
+    outputs = {m for op in OPERATIONS for m in op.responses.values() if m is not None} | {schemas.Problem}
+    models = [(m, "validation") for m in sorted(inputs, key=lambda m: m.__name__)]
+    models += [(m, "serialization") for m in sorted(outputs, key=lambda m: m.__name__)]
+    refs, definitions = models_json_schema(models, ref_template=REF, schema_generator=StrictKeysJsonSchema)
+    paths: dict[str, dict] = {}
+    for op in OPERATIONS:
+        paths.setdefault(op.path, {})[op.method] = _operation(op, refs)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Hato API", "version": "1",
+                 "description": "Notifications for product services. Errors are RFC 9457 problem documents. "
+                                "Rate limits are per API key (RateLimit-* headers)."},
+        "servers": [{"url": base_url}],
+        "security": [{"bearerAuth": []}],
+        "paths": paths,
+        "components": {
+            "schemas": definitions.get("$defs", {}),
+            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer",
+                                               "description": "An API key from `flask api-keys create NAME`."}},
+        },
+    }

@@ -1,0 +1,320 @@
+"""Request and response models of the JSON API; openapi.py generates the spec from these same classes."""
+from __future__ import annotations
+
+import functools
+import hashlib
+from datetime import datetime
+from typing import Annotated, Any, Literal, TypeVar, Union
+
+from flask import current_app, request
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+from typing_extensions import TypeAliasType
+
+from app.models import DELIVERY_CHANNELS, DELIVERY_STATUSES, PRIORITIES
+from app.preferences.queries import timezones as preference_timezones
+
+# PostgreSQL text cannot hold NUL, so it is refused at the edge rather than failing in the database.
+NO_NUL = r"^[^\x00]*$"
+# External ids also appear as a path segment: no slash, no control characters.
+EXTERNAL_ID_PATTERN = r"^[^/\x00-\x1f\x7f]*$"
+# "/" or "/x…": never "//host" or "/\host" (browsers treat both as another site), no spaces or controls.
+LINK_PATTERN = r"^/([^/\\\s\x00-\x1f\x7f][^\\\s\x00-\x1f\x7f]*)?$"
+LOCALE_PATTERN = r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8}){0,3}$"
+# RFC 5322 dot-atom @ a dotted host name (ASCII). A syntax check only: intranet domains such as
+# corp.local are fine for a self-hosted service, and a dead address bounces into the suppression list.
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+EMAIL_PATTERN = rf"^{_ATEXT}(\.{_ATEXT})*@{_LABEL}(\.{_LABEL})+$"
+
+PATTERN_MESSAGES = {
+    NO_NUL: "must not contain NUL characters",
+    EXTERNAL_ID_PATTERN: "must not contain '/' or control characters",
+    LINK_PATTERN: "must be a relative path on this site, such as /orders/42",
+    LOCALE_PATTERN: "must be a language tag such as en or ja-JP",
+    EMAIL_PATTERN: "must be an e-mail address such as ann@example.com",
+}
+
+MAX_RECIPIENTS = 1000
+INVALID_FIELDS = "Some fields are missing or invalid."
+
+
+def _text(min_length: int, max_length: int, pattern: str = NO_NUL):
+    return Annotated[str, StringConstraints(min_length=min_length, max_length=max_length, pattern=pattern)]
+
+
+ExternalId = _text(1, 255, EXTERNAL_ID_PATTERN)
+Link = _text(1, 2000, LINK_PATTERN)
+Locale = _text(2, 35, LOCALE_PATTERN)
+EmailAddress = _text(3, 320, EMAIL_PATTERN)
+DataKey = _text(1, 100)
+
+# Strict scalars: in lax mode "007" would quietly become the integer 7.
+JsonValue = TypeAliasType(
+    "JsonValue",
+    Union[Annotated[_text(0, 10_000), Strict()], StrictInt, StrictFloat, StrictBool, None, list["JsonValue"],
+          dict[DataKey, "JsonValue"]],
+)
+
+
+@functools.cache
+def timezones() -> frozenset[str]:
+    """The zone names a user may choose: the same list as the preference screen."""
+    return frozenset(preference_timezones())
+
+
+def _known_timezone(value: str) -> str:
+    if value not in timezones():
+        raise PydanticCustomError("timezone", "must be an IANA time zone name such as Europe/Paris")
+    return value
+
+
+class _TimezoneJsonSchema:
+    """The spec lists the same zone names the validator accepts."""
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema, handler):
+        return {"type": "string", "enum": sorted(timezones())}
+
+
+Timezone = Annotated[str, AfterValidator(_known_timezone), _TimezoneJsonSchema]
+
+
+def _absent_by_default(schema: dict) -> None:
+    # The field may be left out but not sent as null: keep `"default": null` out of the spec.
+    schema.pop("default", None)
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class NotificationIn(_In):
+    """POST /v1/notifications: one notification for each recipient."""
+
+    model_config = ConfigDict(json_schema_extra={
+        "oneOf": [{"required": ["recipients"]}, {"required": ["recipient"]}],
+        "examples": [{"type": "comment", "recipient": "user-42", "title": "Ann replied to your post",
+                      "body": "Great idea!", "link": "/posts/7#c12", "data": {"post_id": 7},
+                      "dedupe_key": "comment:12"}],
+    })
+
+    type: _text(1, 100) = Field(description="A notification type defined in the console.")
+    recipients: Annotated[list[ExternalId], Field(min_length=1, max_length=MAX_RECIPIENTS)] = Field(
+        None, description="External ids of the recipients (1-1,000); or use `recipient`.",
+        json_schema_extra=_absent_by_default,
+    )
+    recipient: ExternalId = Field(None, description="One external id; or use `recipients`.",
+                                  json_schema_extra=_absent_by_default)
+    title: _text(1, 200)
+    body: _text(0, 5000) = ""
+    link: Link | None = Field(None, description="A relative path in the product, such as /orders/42.")
+    data: dict[DataKey, JsonValue] = Field(default_factory=dict, description="Values for the templates.")
+    dedupe_key: _text(1, 255) | None = Field(
+        None,
+        description="Same key for the same recipient = the same notification (a repeat is not an error). "
+        "Defaults to a hash of type, title, body, link and data: send your own (e.g. comment:123) when "
+        "the same wording may legitimately be sent again.",
+    )
+
+    @model_validator(mode="after")
+    def _one_recipient_field(self) -> NotificationIn:
+        if (self.recipients is None) == (self.recipient is None):
+            raise PydanticCustomError(
+                "recipients", "send either recipients (a list) or recipient (one id)", {"field": "recipients"}
+            )
+        return self
+
+    def recipient_ids(self) -> list[str]:
+        """The recipients as a list, in the order sent."""
+        return self.recipients if self.recipients is not None else [self.recipient]
+
+    def effective_dedupe_key(self) -> str:
+        """The dedupe key sent, or one derived from the content (so a retried request is not doubled)."""
+        if self.dedupe_key is not None:
+            return self.dedupe_key
+        content = self.model_dump_json(include={"type", "title", "body", "link", "data"})
+        return "auto:" + hashlib.sha256(content.encode()).hexdigest()[:32]
+
+
+class UserIn(_In):
+    """PUT /v1/users/{external_id}: fields left out keep their value (a new user gets the defaults)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"email": "ann@example.com", "display_name": "Ann Lee", "locale": "en", "timezone": "Europe/Paris"}]})
+
+    email: EmailAddress | None = Field(None, description="null removes the address.")
+    display_name: _text(0, 200) = Field(None, json_schema_extra=_absent_by_default)
+    locale: Locale = Field(None, description="Default: the server's DEFAULT_LOCALE.",
+                           json_schema_extra=_absent_by_default)
+    timezone: Timezone = Field(None, description="Default: the server's DEFAULT_TIMEZONE.",
+                               json_schema_extra=_absent_by_default)
+
+    def changes(self) -> dict:
+        """The fields the request actually sent."""
+        return self.model_dump(include=self.model_fields_set)
+
+
+class RecipientResult(BaseModel):
+    recipient: str
+    notification_id: int
+    status: Literal["created", "existing"]
+
+
+class NotificationAccepted(BaseModel):
+    type: str
+    priority: Literal[PRIORITIES]
+    dedupe_key: str
+    created: int = Field(description="How many recipients got a new notification.")
+    existing: int = Field(description="How many already had one under this dedupe key.")
+    results: list[RecipientResult]
+
+    @classmethod
+    def of(cls, type_: str, dedupe_key: str, result) -> NotificationAccepted:
+        """Build the 202 body from a notify.service.NotifyResult."""
+        results = [RecipientResult(recipient=r.ref, notification_id=r.notification_id,
+                                   status="created" if r.created else "existing") for r in result.recipients]
+        created = sum(r.status == "created" for r in results)
+        return cls(type=type_, priority=result.priority, dedupe_key=dedupe_key, created=created,
+                   existing=len(results) - created, results=results)
+
+
+class DeliveryOut(BaseModel):
+    channel: Literal[DELIVERY_CHANNELS]
+    status: Literal[DELIVERY_STATUSES]
+    attempts: int
+    last_error: str | None
+    error_kind: str | None
+    skip_reason: str | None
+    sent_at: datetime | None
+    next_attempt_at: datetime
+    updated_at: datetime
+
+
+class NotificationOut(BaseModel):
+    id: int
+    recipient: str | None
+    type: str
+    title: str
+    body: str
+    link: str | None
+    data: dict[str, Any]
+    dedupe_key: str
+    in_app: bool = Field(description="false: the user turned in-app off for this type; the row only anchors "
+                                     "deliveries.")
+    read_at: datetime | None
+    archived_at: datetime | None
+    created_at: datetime
+    deliveries: list[DeliveryOut]
+
+
+class UserOut(BaseModel):
+    external_id: str
+    email: str | None
+    display_name: str
+    locale: str
+    timezone: str
+
+
+class LoginLinkOut(BaseModel):
+    url: str = Field(description="Open in the user's browser within 5 minutes; it works once.")
+    expires_at: datetime
+
+
+class Ping(BaseModel):
+    ok: bool
+
+
+class FieldError(BaseModel):
+    field: str
+    message: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldError] | None = None
+    unknown_recipients: list[str] | None = None
+
+
+class ApiError(Exception):
+    """An error the API answers with a problem document (status, a sentence, extra members)."""
+
+    def __init__(self, status: int, detail: str, headers: dict | None = None, **extra) -> None:
+        super().__init__(detail)
+        self.status, self.detail, self.headers, self.extra = status, detail, headers or {}, extra
+
+
+def _message(error: dict) -> str:
+    pattern = (error.get("ctx") or {}).get("pattern")
+    return PATTERN_MESSAGES.get(pattern, error["msg"])
+
+
+# pydantic names the branch of a union (JsonValue) in the error location; people want the path only.
+_UNION_BRANCHES = {"constrained-str", "str", "int", "float", "bool", "none"}
+
+
+def _is_branch(part) -> bool:
+    return isinstance(part, str) and (part in _UNION_BRANCHES or part.startswith(("list[", "dict[", "nullable[")))
+
+
+def field_errors(exc: ValidationError) -> list[dict]:
+    """Turn pydantic errors into [{field, message}] with dotted field paths, one per field."""
+    raw = exc.errors(include_url=False, include_input=False)
+    # When a value matched no branch of a union, the branches whose *type* fit explain the problem.
+    specific = [e for e in raw if not (e["type"].endswith("_type") and any(_is_branch(p) for p in e["loc"]))]
+    errors: dict[str, str] = {}
+    for error in specific or raw:
+        path = [str(part) for part in error["loc"] if not _is_branch(part)]
+        field = ".".join(path) or (error.get("ctx") or {}).get("field", "body")
+        errors.setdefault(field, _message(error))
+    return [{"field": field, "message": message} for field, message in errors.items()]
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_body(model: type[M]) -> M:
+    """Validate the JSON body as model: 415 wrong type, 400 malformed, 422 with the failing fields."""
+    if request.mimetype != "application/json":
+        raise ApiError(415, "Send the body as JSON with Content-Type: application/json.")
+    raw = request.get_data()
+    limit = current_app.config["API_MAX_BODY_BYTES"]
+    if len(raw) > limit:
+        raise ApiError(413, f"The body is larger than {limit} bytes.")
+    if not raw.strip():
+        raise ApiError(400, "The request body is empty; send a JSON object.")
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        if any(error["type"] == "json_invalid" for error in exc.errors()):
+            raise ApiError(400, "The body is not valid JSON (UTF-8, at most 200 levels deep).") from None
+        raise ApiError(422, INVALID_FIELDS, errors=field_errors(exc)) from None
+
+
+def validate_path_id(value: str) -> str:
+    """Check an external id taken from the URL with the same rules as in a body (422 otherwise)."""
+    try:
+        return _ExternalIdPath.model_validate({"external_id": value}).external_id
+    except ValidationError as exc:
+        raise ApiError(422, "The external id in the URL is invalid.", errors=field_errors(exc)) from None
+
+
+class _ExternalIdPath(BaseModel):
+    external_id: ExternalId

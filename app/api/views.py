@@ -1,0 +1,185 @@
+"""The JSON API for product services under /v1: bearer API key, application/json, problem+json errors.
+
+The session cookie is never accepted as authentication (so no CSRF token either); every limit
+is per API key. Views parse, call one service, commit once via respond(), then enqueue/publish.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from flask import Blueprint, current_app, jsonify, request, url_for
+from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+from app.api import keys, openapi, schemas, service
+from app.api.idempotency import idempotent, respond
+from app.api.schemas import ApiError
+from app.errors import problem
+from app.extensions import csrf, db, limiter
+from app.notify.queries import notification_with_deliveries
+from app.notify.service import NotifyError, notify
+from app.queueing import enqueue_deliveries
+from app.realtime.publish import publish_badge
+
+log = logging.getLogger(__name__)
+
+bp = Blueprint("api", __name__, url_prefix="/v1")
+csrf.exempt(bp)
+
+PUBLIC_ENDPOINTS = frozenset({"api.ping", "api.openapi_document"})
+
+
+def _public() -> bool:
+    return request.endpoint in PUBLIC_ENDPOINTS
+
+
+limiter.shared_limit(lambda: current_app.config["API_RATE_LIMIT"], scope="api", key_func=keys.rate_limit_key,
+                     exempt_when=_public)(bp)
+
+
+@bp.before_request
+def guard():
+    """Authenticate, then refuse an oversized body before anything reads it."""
+    limit = current_app.config["API_MAX_BODY_BYTES"]
+    # Werkzeug silently truncates a chunked body at the limit; one byte more shows it was too long.
+    request.max_content_length = limit + 1
+    if _public():
+        return None
+    if keys.current_key() is None:
+        raise ApiError(401, "Send a valid API key as `Authorization: Bearer hato_…`.",
+                       headers={"WWW-Authenticate": 'Bearer realm="hato"'})
+    if (request.content_length or 0) > limit:
+        raise ApiError(413, f"The body is larger than {limit} bytes.")
+    return None
+
+
+@bp.after_request
+def api_headers(response):
+    """No caching of API answers; RateLimit-Reset in seconds, as the IETF draft defines it."""
+    response.headers.setdefault("Cache-Control", "no-store")
+    current = limiter.current_limit if not _public() else None
+    if current is not None:
+        try:
+            reset_at = current.reset_at
+        except Exception:  # advisory header: a rate-limit storage hiccup must not fail the answer
+            log.warning("RateLimit-Reset left out: rate-limit storage unavailable", exc_info=True)
+            return response
+        response.headers["RateLimit-Reset"] = str(max(0, int(reset_at - time.time())))
+    return response
+
+
+@bp.errorhandler(ApiError)
+def api_error(error: ApiError):
+    """Answer with the problem document the error describes."""
+    response = problem(error.status, error.detail, **error.extra)
+    response.headers.update(error.headers)
+    return response
+
+
+@bp.errorhandler(NotifyError)
+def unknown_type_or_recipients(error: NotifyError):
+    """422 naming the unknown type and recipients (nothing was written)."""
+    errors = []
+    if error.unknown_type is not None:
+        errors.append({"field": "type", "message": f"there is no notification type {error.unknown_type!r}"})
+    if error.unknown_recipients:
+        errors.append({"field": "recipients", "message": "unknown recipients: create them with PUT /v1/users/{id}"})
+    extra = {"unknown_recipients": error.unknown_recipients} if error.unknown_recipients else {}
+    return problem(422, f"Nothing was sent: {error}.", errors=errors, **extra)
+
+
+@bp.errorhandler(service.UserNotFound)
+def user_not_found(error):
+    """404 for an unknown external id."""
+    return problem(404, "There is no user with this external id.")
+
+
+@bp.errorhandler(service.NotAMember)
+def not_a_member(error):
+    """403: operator accounts are not managed through the API."""
+    return problem(403, "This external id belongs to an operator account, which the API cannot manage.")
+
+
+@bp.errorhandler(service.EmailTaken)
+def email_taken(error):
+    """409: the address belongs to another user."""
+    return problem(409, "Another user already has this e-mail address.", errors=[
+        {"field": "email", "message": "already used by another user"}])
+
+
+@bp.errorhandler(OperationalError)
+@bp.errorhandler(InterfaceError)
+@bp.errorhandler(PoolTimeoutError)
+def database_unavailable(error):
+    """503 while PostgreSQL is unreachable: a retry later can succeed."""
+    log.warning("database unavailable on %s %s: %s", request.method, request.path, error)
+    try:
+        db.session.rollback()
+    except SQLAlchemyError:
+        pass  # the connection is gone; the session is discarded at the end of the request anyway
+    response = problem(503, "The database is unavailable; retry shortly.")
+    response.headers["Retry-After"] = "5"
+    return response
+
+
+@bp.get("/ping")
+def ping():
+    """Liveness of the API process, no database or key involved (the benchmark's ceiling)."""
+    return jsonify(ok=True)
+
+
+@bp.get("/openapi.json")
+def openapi_document():
+    """The OpenAPI 3.1 document, generated from the same models that validate requests."""
+    return jsonify(openapi.spec(current_app.config["BASE_URL"]))
+
+
+@bp.post("/notifications")
+@idempotent(schemas.NotificationIn)
+def create_notifications(payload: schemas.NotificationIn):
+    """Write one notification per recipient; after the commit, enqueue deliveries and badge events."""
+    dedupe_key = payload.effective_dedupe_key()
+    result = notify(payload.recipient_ids(), type_=payload.type, title=payload.title, body=payload.body,
+                    link_path=payload.link, data=payload.data, dedupe_key=dedupe_key)
+    response = respond(202, schemas.NotificationAccepted.of(payload.type, dedupe_key, result))
+    for channel, ids in result.pending.items():
+        if ids:
+            enqueue_deliveries(result.priority, channel, ids)
+    if badge_users := result.badge_user_ids():
+        publish_badge(badge_users, toast={"title": payload.title})
+    return response
+
+
+@bp.get("/notifications/<int:notification_id>")
+def get_notification(notification_id: int):
+    """One notification with its per-channel delivery state."""
+    row = notification_with_deliveries(notification_id)
+    if row is None:
+        raise ApiError(404, "There is no notification with this id.")
+    return respond(200, schemas.NotificationOut.model_validate(row))
+
+
+@bp.put("/users/<external_id>")
+@idempotent(schemas.UserIn)
+def put_user(external_id: str, payload: schemas.UserIn):
+    """Create the recipient (201) or update the fields sent (200)."""
+    user, created = service.upsert_user(schemas.validate_path_id(external_id), payload.changes())
+    return respond(201 if created else 200, schemas.UserOut(**user))
+
+
+@bp.delete("/users/<external_id>")
+@idempotent()
+def delete_user(external_id: str):
+    """Erase the recipient and everything about them."""
+    service.erase_user(external_id)
+    return respond(204)
+
+
+@bp.post("/users/<external_id>/login-links")
+@idempotent()
+def create_login_link(external_id: str):
+    """A one-time sign-in URL (5 minutes, single use) for a member."""
+    token, expires_at = service.create_login_link_for(external_id)
+    url = current_app.config["BASE_URL"] + url_for("auth.login_link", token=token)
+    return respond(201, schemas.LoginLinkOut(url=url, expires_at=expires_at))

@@ -1,0 +1,54 @@
+"""Reads for the notify pipeline: existing rows by dedupe key, one notification with its ledger."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+
+from app.extensions import db
+
+# PostgreSQL bigint: anything outside cannot be an id (and must not reach the server as one).
+MAX_ID = 2**63 - 1
+
+EXISTING_SQL = sa.text(
+    """
+SELECT user_id, id, in_app FROM notifications
+WHERE user_id = ANY(CAST(:user_ids AS bigint[])) AND dedupe_key = :dedupe_key
+"""
+)
+
+NOTIFICATION_SQL = sa.text(
+    """
+SELECT n.id, u.external_id AS recipient, n.type, n.title, n.body, n.link_path AS link, n.data,
+       n.dedupe_key, n.in_app, n.read_at, n.archived_at, n.created_at
+FROM notifications n
+JOIN users u ON u.id = n.user_id
+WHERE n.id = :id
+"""
+)
+
+DELIVERIES_SQL = sa.text(
+    """
+SELECT channel, status, attempts, last_error, error_kind, skip_reason, sent_at, next_attempt_at, updated_at
+FROM notification_deliveries
+WHERE notification_id = :id
+ORDER BY channel
+"""
+)
+
+
+def existing_notifications(user_ids: Sequence[int], dedupe_key: str) -> dict[int, tuple[int, bool]]:
+    """Return {user_id: (notification id, in_app)} for the rows these users already have under dedupe_key."""
+    rows = db.session.execute(EXISTING_SQL, {"user_ids": list(user_ids), "dedupe_key": dedupe_key})
+    return {row.user_id: (row.id, row.in_app) for row in rows}
+
+
+def notification_with_deliveries(notification_id: int) -> dict | None:
+    """Return the notification and its per-channel delivery state, or None if there is no such row."""
+    if not 0 < notification_id <= MAX_ID:
+        return None
+    row = db.session.execute(NOTIFICATION_SQL, {"id": notification_id}).mappings().first()
+    if row is None:
+        return None
+    deliveries = db.session.execute(DELIVERIES_SQL, {"id": notification_id}).mappings().all()
+    return {**row, "deliveries": [dict(d) for d in deliveries]}

@@ -1,0 +1,210 @@
+"""Writes for the notify pipeline: notifications and their e-mail/push ledger rows, set-based.
+
+One statement per call, whatever the number of recipients: the seed's
+`INSERT … ON CONFLICT (user_id, dedupe_key) DO NOTHING RETURNING`, the seed's preference
+resolution (`EFFECTIVE_SEND_SQL`) for every recipient at once, and an `INSERT … SELECT` of the
+deliveries for the rows that were really inserted. Only when some recipients already had the
+dedupe key does a second, indexed query fetch their existing rows. Services flush, never commit:
+the caller owns the transaction and enqueues/publishes after its commit.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+from app.extensions import db
+from app.notify import queries
+from app.preferences.queries import EFFECTIVE_SEND_SQL
+
+# Needs a CTE `recipients(user_id)` before it. Writes the rows for :type and exposes them as
+# `inserted` (new notifications) and `deliveries` (their ledger rows). Campaign fanout reuses it
+# with its own `recipients` (a batch of user ids).
+NOTIFY_CTES = f"""
+cells AS (
+  SELECT r.user_id, c.channel, {EFFECTIVE_SEND_SQL} AS send
+  FROM recipients r
+  JOIN notification_types t ON t.type = :type
+  CROSS JOIN (VALUES ('in_app'), ('email'), ('push')) AS c(channel)
+  LEFT JOIN notification_preferences p
+         ON p.user_id = r.user_id AND p.type = t.type AND p.channel = c.channel
+),
+inserted AS (
+  -- With in-app off the row is still written (it anchors the deliveries) but is born read,
+  -- so it never enters the unread index, and in_app = false hides it from every list.
+  INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, data, campaign_id,
+                             in_app, read_at)
+  SELECT c.user_id, :type, :title, :body, :link_path, :dedupe_key, CAST(:data AS jsonb),
+         CAST(:campaign_id AS bigint), c.send, CASE WHEN c.send THEN NULL ELSE now() END
+  FROM cells c
+  WHERE c.channel = 'in_app'
+  ON CONFLICT (user_id, dedupe_key) DO NOTHING
+  RETURNING id, user_id, in_app
+),
+deliveries AS (
+  -- A channel that is on but has nowhere to go is recorded as skipped, so the ledger says why.
+  INSERT INTO notification_deliveries (notification_id, channel, status, skip_reason)
+  SELECT i.id, c.channel, CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'skipped' END, s.reason
+  FROM inserted i
+  JOIN cells c ON c.user_id = i.user_id AND c.channel <> 'in_app' AND c.send
+  JOIN users u ON u.id = i.user_id
+  CROSS JOIN LATERAL (
+    SELECT CASE
+      WHEN c.channel = 'email' AND coalesce(u.email, '') = '' THEN 'no_email_address'
+      WHEN c.channel = 'push' AND NOT EXISTS (
+        SELECT 1 FROM push_subscriptions ps WHERE ps.user_id = i.user_id AND ps.invalidated_at IS NULL
+      ) THEN 'no_push_subscription'
+    END AS reason
+  ) s
+  RETURNING id, notification_id, channel, status
+)"""
+
+# How callers name recipients: the product's external ids (API) or user ids (campaigns).
+WANTED_SQL = {
+    "external_id": """SELECT e.ord, e.ref, u.id AS user_id
+  FROM unnest(CAST(:refs AS text[])) WITH ORDINALITY AS e(ref, ord)
+  LEFT JOIN users u ON u.external_id = e.ref""",
+    "user_id": """SELECT e.ord, e.ref, u.id AS user_id
+  FROM unnest(CAST(:refs AS bigint[])) WITH ORDINALITY AS e(ref, ord)
+  LEFT JOIN users u ON u.id = e.ref""",
+}
+
+
+def _notify_statement(by: str) -> sa.TextClause:
+    return sa.text(
+        f"""
+WITH wanted AS (
+  {WANTED_SQL[by]}
+),
+recipients AS (
+  -- strict = all or nothing: one unknown recipient and no row is written for anyone
+  SELECT user_id FROM wanted
+  WHERE user_id IS NOT NULL
+    AND NOT (:strict AND EXISTS (SELECT 1 FROM wanted WHERE user_id IS NULL))
+),
+{NOTIFY_CTES}
+-- One row per recipient, then one per new pending delivery: two lists, so nothing is joined to the
+-- data-modifying CTEs' output (the planner guesses one row for them; a join could go quadratic).
+SELECT 'recipient' AS kind, w.ord, w.ref, w.user_id, i.id, i.in_app, NULL AS channel,
+       (SELECT priority FROM notification_types WHERE type = :type) AS priority
+FROM wanted w
+LEFT JOIN inserted i ON i.user_id = w.user_id
+UNION ALL
+SELECT 'delivery', NULL, NULL, NULL, d.id, NULL, d.channel, NULL
+FROM deliveries d
+WHERE d.status = 'pending'
+ORDER BY 1 DESC, 2, 5
+"""
+    )
+
+
+NOTIFY_SQL = {by: _notify_statement(by) for by in WANTED_SQL}
+PRIORITY_SQL = sa.text("SELECT priority FROM notification_types WHERE type = :type")
+
+
+class NotifyError(ValueError):
+    """The type or some recipients are unknown; nothing was written."""
+
+    def __init__(self, unknown_type: str | None, unknown_recipients: list) -> None:
+        self.unknown_type = unknown_type
+        self.unknown_recipients = unknown_recipients
+        parts = []
+        if unknown_type is not None:
+            parts.append(f"unknown notification type {unknown_type!r}")
+        if unknown_recipients:
+            parts.append(f"{len(unknown_recipients)} unknown recipient(s)")
+        super().__init__("; ".join(parts))
+
+
+@dataclass(frozen=True)
+class Recipient:
+    """What happened for one recipient: a new row, or the one its dedupe key already names."""
+
+    ref: Any
+    user_id: int
+    notification_id: int
+    created: bool
+    in_app: bool
+
+
+@dataclass(frozen=True)
+class NotifyResult:
+    """Per-recipient outcome, the new pending delivery ids per channel, and the type's queue."""
+
+    priority: str
+    recipients: list[Recipient]
+    pending: dict[str, list[int]]
+
+    def badge_user_ids(self) -> list[int]:
+        """Users whose inbox gained a visible row (the ones to send a badge event)."""
+        return [r.user_id for r in self.recipients if r.created and r.in_app]
+
+
+def unique(refs: Sequence) -> list:
+    """Return refs without repeats, first occurrence kept."""
+    return list(dict.fromkeys(refs))
+
+
+def notify(
+    refs: Sequence,
+    *,
+    type_: str,
+    title: str,
+    body: str,
+    dedupe_key: str,
+    link_path: str | None = None,
+    data: dict | None = None,
+    by: Literal["external_id", "user_id"] = "external_id",
+    campaign_id: int | None = None,
+    strict: bool = True,
+) -> NotifyResult:
+    """Write one notification per recipient and its e-mail/push deliveries, in the caller's transaction.
+
+    Idempotent per (recipient, dedupe_key): a repeat returns the existing row with created=False and
+    creates no deliveries. strict=True writes nothing at all when any recipient is unknown.
+    Raises NotifyError for an unknown type or (strict) unknown recipients.
+    """
+    refs = unique(refs)
+    if not refs:
+        priority = db.session.execute(PRIORITY_SQL, {"type": type_}).scalar()
+        if priority is None:
+            raise NotifyError(type_, [])
+        return NotifyResult(priority=priority, recipients=[], pending={"email": [], "push": []})
+    params = {
+        "refs": refs,
+        "strict": strict,
+        "type": type_,
+        "title": title,
+        "body": body,
+        "link_path": link_path,
+        "dedupe_key": dedupe_key,
+        "data": json.dumps(data or {}, separators=(",", ":")),
+        "campaign_id": campaign_id,
+    }
+    rows = db.session.execute(NOTIFY_SQL[by], params).all()
+    return _result(rows, type_, dedupe_key, strict)
+
+
+def _result(rows: list, type_: str, dedupe_key: str, strict: bool) -> NotifyResult:
+    wanted = [row for row in rows if row.kind == "recipient"]
+    priority = wanted[0].priority
+    unknown = [row.ref for row in wanted if row.user_id is None]
+    if priority is None or (unknown and strict):
+        raise NotifyError(type_ if priority is None else None, unknown)
+    # Rows ON CONFLICT skipped (a repeat, or a concurrent request's insert this statement's snapshot
+    # cannot see) are looked up afterwards, by index; the usual all-new case needs no lookup.
+    repeats = [row.user_id for row in wanted if row.user_id is not None and row.id is None]
+    existing = queries.existing_notifications(repeats, dedupe_key) if repeats else {}
+    recipients = []
+    for row in wanted:
+        found = (row.id, row.in_app) if row.id is not None else existing.get(row.user_id)
+        if found is not None:  # None: unknown (not strict), or erased while this ran
+            recipients.append(Recipient(row.ref, row.user_id, found[0], row.id is not None, found[1]))
+    pending: dict[str, list[int]] = {"email": [], "push": []}
+    for row in rows:
+        if row.kind == "delivery":
+            pending[row.channel].append(row.id)
+    return NotifyResult(priority=priority, recipients=recipients, pending=pending)

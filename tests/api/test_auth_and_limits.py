@@ -1,0 +1,106 @@
+"""Bearer API keys (401s, no cookies, last_used_at), per-key rate limits, CSRF exemption."""
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from app.api import keys, service
+from app.extensions import db
+from tests.api.conftest import send_body
+from tests.factories import UserFactory
+
+
+def _last_used(key: str):
+    return db.session.execute(sa.text("SELECT last_used_at FROM api_keys WHERE prefix = :p"),
+                              {"p": keys.key_prefix(key)}).scalar_one()
+
+
+def test_missing_key_is_401_with_a_challenge(client):
+    response = client.get("/v1/notifications/1")
+    assert response.status_code == 401
+    assert response.mimetype == "application/problem+json"
+    assert response.headers["WWW-Authenticate"] == 'Bearer realm="hato"'
+    assert "Authorization: Bearer" in response.get_json()["detail"]
+
+
+def test_unknown_or_malformed_keys_are_401(client, api_key):
+    wrong = api_key[:-4] + ("AAAA" if not api_key.endswith("AAAA") else "BBBB")
+    for header in (f"Bearer {wrong}", "Bearer hato_short", f"Basic {api_key}", api_key, "Bearer "):
+        assert client.get("/v1/notifications/1", headers={"Authorization": header}).status_code == 401
+
+
+def test_revoked_key_is_401(client, api_key):
+    assert client.get("/v1/notifications/1", headers={"Authorization": f"Bearer {api_key}"}).status_code == 404
+    assert service.revoke_api_key(keys.key_prefix(api_key))
+    assert client.get("/v1/notifications/1", headers={"Authorization": f"Bearer {api_key}"}).status_code == 401
+
+
+def test_session_cookie_is_never_accepted(client, login_as, csrf):
+    login_as(UserFactory(role="admin"))
+    assert client.get("/v1/notifications/1").status_code == 401
+    assert client.post("/v1/notifications", json={}, headers=csrf()).status_code == 401
+
+
+def test_api_needs_no_csrf_token_and_sets_no_cookie(api, comment_type, recipient):
+    response = api.post("/v1/notifications", send_body(recipient.external_id))
+    assert response.status_code == 202
+    assert "Set-Cookie" not in response.headers
+    assert response.headers["Cache-Control"] == "no-store"
+
+
+def test_only_the_hash_and_prefix_are_stored(api_key):
+    row = db.session.execute(sa.text("SELECT prefix, key_hash FROM api_keys")).one()
+    assert api_key.startswith("hato_") and len(api_key) > 40
+    assert row.prefix == api_key[:13] and row.key_hash == keys.hash_key(api_key)
+    assert api_key not in (row.prefix, row.key_hash)
+
+
+def test_a_revocation_elsewhere_applies_once_the_cache_expires(client, api_key, monkeypatch):
+    headers = {"Authorization": f"Bearer {api_key}"}
+    assert client.get("/v1/notifications/1", headers=headers).status_code == 404
+    # Another process revokes it: this one trusts its verification for CACHE_SECONDS more.
+    db.session.execute(sa.text("UPDATE api_keys SET revoked_at = now()"))
+    assert client.get("/v1/notifications/1", headers=headers).status_code == 404
+    digest = keys.hash_key(api_key)
+    monkeypatch.setitem(keys._verified, digest, (keys._verified[digest][0], 0.0))  # CACHE_SECONDS later
+    assert client.get("/v1/notifications/1", headers=headers).status_code == 401
+
+
+def test_last_used_is_written_at_most_once_a_minute(api, api_key, monkeypatch):
+    monkeypatch.setattr(keys, "CACHE_SECONDS", 0)
+    assert _last_used(api_key) is None
+    api.get("/v1/notifications/1")
+    first = _last_used(api_key)
+    assert first is not None
+    api.get("/v1/notifications/1")
+    assert _last_used(api_key) == first
+    db.session.execute(sa.text("UPDATE api_keys SET last_used_at = last_used_at - interval '2 minutes'"))
+    api.get("/v1/notifications/1")
+    assert _last_used(api_key) == first  # touched again (now() is the test transaction's start)
+
+
+def test_rate_limit_is_per_key_with_headers(app, client, api_key, monkeypatch):
+    monkeypatch.setitem(app.config, "API_RATE_LIMIT", "3 per minute")
+    headers = {"Authorization": f"Bearer {api_key}"}
+    statuses = [client.get("/v1/notifications/1", headers=headers).status_code for _ in range(3)]
+    assert statuses == [404, 404, 404]
+    limited = client.get("/v1/notifications/1", headers=headers)
+    assert limited.status_code == 429
+    assert limited.mimetype == "application/problem+json"
+    assert 0 < int(limited.headers["Retry-After"]) <= 60
+    assert limited.headers["RateLimit-Limit"] == "3" and limited.headers["RateLimit-Remaining"] == "0"
+    assert 0 <= int(limited.headers["RateLimit-Reset"]) <= 60
+    other_key, _ = service.create_api_key("other")
+    assert client.get("/v1/notifications/1", headers={"Authorization": f"Bearer {other_key}"}).status_code == 404
+
+
+def test_ping_and_spec_need_no_key_and_no_rate_limit(app, client, monkeypatch):
+    monkeypatch.setitem(app.config, "API_RATE_LIMIT", "1 per minute")
+    assert [client.get("/v1/ping").status_code for _ in range(3)] == [200, 200, 200]
+    assert client.get("/v1/ping").get_json() == {"ok": True}
+    assert client.get("/v1/openapi.json").status_code == 200
+
+
+def test_unknown_api_paths_and_methods_are_problem_documents(api):
+    for response in (api.get("/v1/nothing-here"), api.call("PATCH", "/v1/notifications")):
+        assert response.status_code in (404, 405)
+        assert response.mimetype == "application/problem+json"
