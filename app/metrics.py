@@ -18,7 +18,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from redis.exceptions import RedisError
 
 from app.delivery import queries
-from app.extensions import db
+from app.extensions import db, redis
+from app.providers import breaker
 from app.queueing import QUEUE_NAMES, get_queue
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ class LedgerCollector:
         yield from self._attempts()
         yield from self._ledger()
         yield from self._queues()
+        yield from self._breakers()
 
     def _attempts(self):
         attempts = CounterMetricFamily("hato_delivery_attempts", "Delivery tries by provider and outcome "
@@ -87,6 +89,24 @@ class LedgerCollector:
             up.add_metric([], 0)
         yield depth
         yield up
+
+    def _breakers(self):
+        state = GaugeMetricFamily("hato_circuit_breaker_state", "1 for each provider's current breaker state.",
+                                  labels=["provider", "state"])
+        transitions = CounterMetricFamily("hato_circuit_breaker_transitions", "Breaker state changes per provider.",
+                                          labels=["provider", "from_state", "to_state"])
+        try:
+            states, counts = breaker.snapshot(redis.client())
+        except RedisError as exc:
+            log.warning("circuit breaker state unavailable: %s", exc)
+            states, counts = {}, {}
+        for provider, current in states.items():
+            for name in breaker.STATES:
+                state.add_metric([provider, name], 1 if name == current else 0)
+        for (provider, before, after), total in sorted(counts.items()):
+            transitions.add_metric([provider, before, after], total)
+        yield state
+        yield transitions
 
 
 @bp.get("/metrics")

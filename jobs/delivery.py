@@ -4,7 +4,8 @@ Idempotent: only rows that are pending and due can be claimed, so a re-run (or a
 after a sweeper re-enqueue) for rows already sent, skipped or in another worker's lease does nothing.
 Each send is recorded and committed on its own right after the provider answers (one autocommit
 statement, see service.send_ledger), so a worker killed with SIGKILL can re-send at most the one
-message that was in flight.
+message that was in flight. Sends go through app/providers/routing.py (token bucket, circuit
+breaker, failover); when it says "wait", the rest of the batch returns to pending without a try.
 """
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from datetime import datetime, timezone
 from flask import current_app
 
 from app.delivery import policy, queries, sending, service
-from app.extensions import db
-from app.providers import provider_for
+from app.extensions import db, redis
+from app.providers import providers_for
+from app.providers.routing import Route, Router
+from app.push import queries as push_queries
 
 # Stop taking new rows this long before the lease ends, so the sweeper never hands a row we are
 # still working on to another worker.
@@ -37,36 +40,54 @@ def deliver_batch(channel: str, delivery_ids: list[int]) -> dict:
         db.session.commit()
         if claim is None:
             return {"claimed": 0}
-        provider = provider_for(channel, config)
-        decisions = policy.plan(queries.claimed_batch(claim.ids), provider is not None, datetime.now(timezone.utc))
+        providers = providers_for(channel, config)
+        decisions = policy.plan(queries.claimed_batch(claim.ids), bool(providers), datetime.now(timezone.utc))
+        targets = push_queries.active_targets({row.user_id for row in decisions.send}) if channel == "push" else {}
+        if channel == "push":
+            policy.require_targets(decisions, set(targets))
         service.record_skips([(row.id, reason) for row, reason in decisions.skip], claim.lease)
         service.record_deferrals([(row.id, until) for row, until in decisions.defer], claim.lease,
-                                 provider.name if provider else channel)
+                                 providers[0].name if providers else channel)
         db.session.commit()
         counts = {"claimed": len(claim.ids), "skipped": len(decisions.skip), "deferred": len(decisions.defer)}
         if decisions.send:
-            counts.update(_send_all(decisions.send, provider, claim, deadline, backoff_from(config)))
+            router = Router(providers, config, redis.client())
+            counts.update(_send_all(decisions.send, router, claim, deadline, backoff_from(config), targets))
         return counts
     except BaseException:
         db.session.rollback()
         raise
 
 
-def _send_all(rows, provider, claim: service.Claim, deadline: float, backoff: policy.Backoff) -> dict:
+def _send_all(rows, router: Router, claim: service.Claim, deadline: float, backoff: policy.Backoff,
+              targets: dict) -> dict:
     config = current_app.config
     templates = queries.templates_for(rows[0].channel, {row.type for row in rows})
     states: dict[str, int] = {}
     db.session.commit()  # end the read transaction: the send loop holds no locks while it waits on SMTP
-    with provider, service.send_ledger() as ledger:
+    with router, service.send_ledger() as ledger:
         for index, row in enumerate(rows):
             if time.monotonic() > deadline:
                 service.release([r.id for r in rows[index:]], claim.lease)
                 db.session.commit()
                 states["released"] = len(rows) - index
                 break
-            result = sending.attempt(row, provider, templates, config)
+            route = router.route()
+            if route.provider is None:  # every provider open, or out of tokens for a while: wait, no try spent
+                service.postpone(_waits(rows[index:], route), claim.lease)
+                db.session.commit()
+                states["waiting"] = len(rows) - index
+                break
+            result = sending.attempt(row, route.provider, templates, config, targets.get(row.user_id, ()))
+            router.report(route.provider, result.outcome, result.retry_after)
             state = service.record_result(result, claim.lease, backoff, ledger)
             if ledger is db.session:
                 db.session.commit()
             states[state] = states.get(state, 0) + 1
     return states
+
+
+def _waits(rows, route: Route) -> list[tuple[int, datetime]]:
+    # One token interval apart, so the waiting rows come back at the rate the bucket will allow.
+    return [(row.id, datetime.fromtimestamp(route.wait_until + i * route.spacing, timezone.utc))
+            for i, row in enumerate(rows)]

@@ -15,9 +15,8 @@ from flask import current_app
 
 from app.delivery import rendering
 from app.delivery.queries import BatchRow, Template
+from app.push.payload import PUSH_LIMIT, push_payload  # the same JSON the push sender builds
 
-# RFC 8291: a 4096-byte push body leaves 3993 bytes of plaintext for the JSON payload.
-PUSH_LIMIT = 3993
 
 SAMPLE = {
     "user": {"name": "Ada Lovelace", "email": "ada@example.com"},
@@ -129,12 +128,6 @@ def render_part(part: str, source: str, context: dict) -> tuple[str, Problem | N
         lines = source.splitlines()
         source_line = lines[line - 1].strip() if line and 0 < line <= len(lines) else None
         return "", Problem(part, str(exc), line, source_line)
-
-
-def push_payload(title: str, body: str, url: str | None, tag: str) -> str:
-    """The JSON a push message carries ({title, body, url, tag}), compact as it is sent."""
-    return json.dumps({"title": title, "body": body, "url": url, "tag": tag}, ensure_ascii=False,
-                      separators=(",", ":"))
 
 
 def fallback_chain(user_locale: str, existing: set[str]) -> list[ChainStep]:

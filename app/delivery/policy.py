@@ -96,3 +96,14 @@ def plan(rows: Iterable[BatchRow], configured: bool, now: datetime) -> Plan:
         else:
             result.send.append(row)
     return result
+
+
+def require_targets(decisions: Plan, reachable_users: set[int]) -> None:
+    """Move push rows whose user has no active subscription from send to skip ('no_subscription')."""
+    keep = []
+    for row in decisions.send:
+        if row.user_id in reachable_users:
+            keep.append(row)
+        else:
+            decisions.skip.append((row, "no_subscription"))
+    decisions.send = keep

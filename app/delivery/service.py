@@ -17,6 +17,7 @@ from app.delivery.policy import Backoff
 from app.delivery.queries import unsubscribe_info
 from app.delivery.sending import Result
 from app.extensions import db
+from app.push import service as push_service
 
 CLAIM_SQL = sa.text(
     """
@@ -85,15 +86,46 @@ WHERE id = ANY(CAST(:ids AS bigint[])) AND status = 'sending' AND locked_until =
 """
 )
 
+# A lease expiry counts as a try: a message that kills its worker every time (a poison message)
+# would otherwise come back forever. When that try was the last, the row goes to the DLQ.
 EXPIRED_LEASES_SQL = sa.text(
     """
-UPDATE notification_deliveries
-SET status = 'pending', locked_until = NULL, updated_at = now(), next_attempt_at = now() + interval '1 second',
-    last_error = 'lease expired: the worker stopped before recording a result'
-WHERE id IN (SELECT id FROM notification_deliveries
-             WHERE status = 'sending' AND locked_until < now()
-             ORDER BY locked_until LIMIT :limit FOR UPDATE SKIP LOCKED)
-RETURNING id
+WITH d AS (
+  UPDATE notification_deliveries
+  SET status = CASE WHEN attempts + 1 >= :max_attempts THEN 'failed' ELSE 'pending' END,
+      error_kind = CASE WHEN attempts + 1 >= :max_attempts THEN 'lease_expired' ELSE error_kind END,
+      attempts = attempts + 1, locked_until = NULL, updated_at = now(),
+      next_attempt_at = now() + interval '1 second',
+      last_error = 'lease expired: the worker stopped before recording a result'
+  WHERE id IN (SELECT id FROM notification_deliveries
+               WHERE status = 'sending' AND locked_until < now()
+               ORDER BY locked_until LIMIT :limit FOR UPDATE SKIP LOCKED)
+  RETURNING id, COALESCE(provider, channel) AS provider, last_error)
+INSERT INTO delivery_attempts (delivery_id, provider, duration_ms, outcome, error)
+SELECT id, provider, 0, 'transient', last_error FROM d
+RETURNING delivery_id
+"""
+)
+
+# Rows that must wait for a provider (every breaker open, or its bucket empty) go back to pending
+# for that long without counting a try. Always ahead of now(): the sweeper takes a row only when
+# it is due after its last touch (see TAKE_DUE_SQL).
+POSTPONE_SQL = sa.text(
+    """
+UPDATE notification_deliveries d
+SET status = 'pending', next_attempt_at = GREATEST(v.until, now() + interval '10 milliseconds'),
+    locked_until = NULL, updated_at = now()
+FROM unnest(CAST(:ids AS bigint[]), CAST(:untils AS timestamptz[])) AS v(id, until)
+WHERE d.id = v.id AND d.status = 'sending' AND d.locked_until = :lease
+"""
+)
+
+# A hard bounce (a 5xx for the recipient) stops e-mail to the address; the row says why.
+SUPPRESS_SQL = sa.text(
+    """
+INSERT INTO email_suppressions (address, reason, detail)
+VALUES (lower(btrim(:address)), 'bounce', :detail)
+ON CONFLICT (address) DO NOTHING
 """
 )
 
@@ -181,13 +213,19 @@ def record_result(result: Result, lease: datetime, backoff: Backoff, conn=None) 
         if backoff.exhausted(attempts):
             status, error_kind = "failed", "exhausted"
         else:
-            status, delay = "pending", backoff.delay(attempts)
-    (conn if conn is not None else db.session).execute(RECORD_SQL, {
+            # A provider's own "retry after" is a floor under the backoff.
+            status, delay = "pending", max(backoff.delay(attempts), result.retry_after or 0.0)
+    conn = conn if conn is not None else db.session
+    conn.execute(RECORD_SQL, {
         "id": result.row.id, "lease": lease, "status": status, "delay": delay, "provider": result.provider,
         "message_id": result.message_id, "error": result.error, "error_kind": error_kind,
         "subject": result.subject, "body": result.body, "started_at": result.started_at,
         "duration_ms": result.duration_ms, "outcome": result.outcome,
     })
+    if result.kind == "bounce" and result.row.channel == "email" and (result.row.email or "").strip():
+        conn.execute(SUPPRESS_SQL, {"address": result.row.email, "detail": (result.error or "")[:500]})
+    if result.reached or result.invalidated:
+        push_service.record_outcome(conn, result.reached, result.invalidated)
     return status
 
 
@@ -222,9 +260,16 @@ def release(ids: list[int], lease: datetime) -> None:
         db.session.execute(RELEASE_SQL, {"ids": ids, "lease": lease})
 
 
-def release_expired_leases(limit: int) -> int:
-    """Return rows whose worker died (lease expired) to pending; return how many."""
-    return len(db.session.execute(EXPIRED_LEASES_SQL, {"limit": limit}).all())
+def release_expired_leases(limit: int, max_attempts: int) -> int:
+    """Count a try for rows whose worker died (lease expired): pending again, or failed when it was the last."""
+    return len(db.session.execute(EXPIRED_LEASES_SQL, {"limit": limit, "max_attempts": max_attempts}).all())
+
+
+def postpone(waits: list[tuple[int, datetime]], lease: datetime) -> None:
+    """Return claimed rows to pending until the given times without counting a try (one statement)."""
+    if waits:
+        ids, untils = zip(*waits)
+        db.session.execute(POSTPONE_SQL, {"ids": list(ids), "untils": list(untils), "lease": lease})
 
 
 def take_due(stale_seconds: float, limit: int, idle_priorities: list[str]) -> dict[tuple[str, str], list[int]]:

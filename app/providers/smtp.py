@@ -1,6 +1,7 @@
 """E-mail over SMTP (smtplib): one connection per batch, every call bounded by SMTP_TIMEOUT."""
 from __future__ import annotations
 
+import re
 import smtplib
 import socket
 import ssl
@@ -73,10 +74,16 @@ def build_email(message: Message, mail_from: str, host: str) -> EmailMessage:
 
 
 def classify(exc: BaseException) -> TransientError | PermanentError:
-    """Map an smtplib/socket failure to the contract: 5xx for the recipient/message is permanent."""
+    """Map an smtplib/socket failure to the contract: 5xx for the recipient/message is permanent.
+
+    A 5xx for the recipient is a hard bounce (kind "bounce": the engine suppresses the address).
+    """
+    if isinstance(exc, smtplib.SMTPNotSupportedError):
+        # A non-ASCII address and a server without SMTPUTF8: no retry can change the server's answer.
+        return PermanentError(f"server cannot take this address: {exc}", kind="smtputf8_unsupported")
     if isinstance(exc, smtplib.SMTPRecipientsRefused):
         code, text = next(iter(exc.recipients.values()), (0, b""))
-        return _by_code(code, text, "recipient refused")
+        return _by_code(code, text, "recipient refused", permanent_kind="bounce")
     if isinstance(exc, smtplib.SMTPDataError):
         return _by_code(exc.smtp_code, exc.smtp_error, "message refused")
     if isinstance(exc, smtplib.SMTPResponseException):
@@ -92,11 +99,23 @@ def classify(exc: BaseException) -> TransientError | PermanentError:
     raise TypeError(f"not an SMTP failure: {exc!r}")
 
 
-def _by_code(code: int, text, what: str) -> TransientError | PermanentError:
+def _by_code(code: int, text, what: str, permanent_kind: str = "rejected") -> TransientError | PermanentError:
     detail = f"{what}: SMTP {code} {_text(text)}"
     if 500 <= code < 600:
-        return PermanentError(detail, kind="rejected")
-    return TransientError(detail, kind=f"smtp_{code}")
+        return PermanentError(detail, kind=permanent_kind)
+    return TransientError(detail, kind=f"smtp_{code}", retry_after=retry_hint(code, _text(text)))
+
+
+# SMTP has no Retry-After header; servers that throttle say it in the 421 text ("try again in 60 seconds").
+_RETRY_HINT = re.compile(r"(?:retry|try again)\D{0,20}?(\d+)\s*(s|sec|secs|seconds?|m|min|mins|minutes?)\b", re.I)
+
+
+def retry_hint(code: int, text: str) -> float | None:
+    """The wait a 421 reply asks for, in seconds, when its text gives one."""
+    match = _RETRY_HINT.search(text) if code == 421 else None
+    if not match:
+        return None
+    return float(match.group(1)) * (60 if match.group(2).lower().startswith("m") else 1)
 
 
 def _text(value) -> str:
@@ -108,7 +127,7 @@ class SmtpProvider:
 
     name = "smtp"
 
-    def __init__(self, url: str, mail_from: str, timeout: float, host: str) -> None:
+    def __init__(self, url: str, mail_from: str, timeout: float, host: str, name: str = "smtp") -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
             raise ValueError(f"SMTP_URL must look like smtp://host:port, got {url!r}")
@@ -122,16 +141,17 @@ class SmtpProvider:
         self.mail_from = clean_header(mail_from)
         self.envelope_from = parseaddr(self.mail_from)[1]
         self.host = host
+        self.name = name  # "smtp" or "smtp_fallback": breakers, buckets and the ledger tell them apart
         self._conn: smtplib.SMTP | None = None
         self._broken: TransientError | None = None
 
     @classmethod
-    def from_config(cls, config: Mapping) -> "SmtpProvider | None":
-        """Build from SMTP_URL / MAIL_FROM / SMTP_TIMEOUT / BASE_URL; None when SMTP_URL is empty."""
-        if not config.get("SMTP_URL"):
+    def from_config(cls, config: Mapping, setting: str = "SMTP_URL", name: str = "smtp") -> "SmtpProvider | None":
+        """Build from SMTP_URL (or setting) / MAIL_FROM / SMTP_TIMEOUT / BASE_URL; None when the URL is empty."""
+        if not config.get(setting):
             return None
         host = urlsplit(config.get("BASE_URL", "")).hostname or "localhost"
-        return cls(config["SMTP_URL"], config["MAIL_FROM"], float(config["SMTP_TIMEOUT"]), host)
+        return cls(config[setting], config["MAIL_FROM"], float(config["SMTP_TIMEOUT"]), host, name)
 
     def __enter__(self) -> "SmtpProvider":
         self._broken = None
@@ -165,7 +185,10 @@ class SmtpProvider:
             self._conn.send_message(email, from_addr=self.envelope_from, to_addrs=[message.to.strip()])
         except (smtplib.SMTPException, OSError) as exc:
             error = classify(exc)
-            if not isinstance(exc, (smtplib.SMTPRecipientsRefused, smtplib.SMTPDataError)):
+            if error.kind == "smtp_421":
+                self._drop()  # 421 closes the session; the next message opens a new one
+            elif not isinstance(exc, (smtplib.SMTPRecipientsRefused, smtplib.SMTPDataError,
+                                      smtplib.SMTPNotSupportedError)):
                 self._broken = error if isinstance(error, TransientError) else None
                 self._drop()
             raise error from exc
@@ -190,4 +213,10 @@ class SmtpProvider:
             conn.close()
 
 
-register("smtp")(SmtpProvider.from_config)
+register("smtp", fallback="smtp_fallback")(SmtpProvider.from_config)
+
+
+@register("smtp_fallback")
+def fallback_from_config(config: Mapping) -> SmtpProvider | None:
+    """The second SMTP server (SMTP_FALLBACK_URL), used while the first one's breaker is open."""
+    return SmtpProvider.from_config(config, "SMTP_FALLBACK_URL", "smtp_fallback")

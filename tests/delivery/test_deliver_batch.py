@@ -80,7 +80,7 @@ def test_recipient_5xx_is_permanent_and_lands_in_the_dlq(app, smtp_sink, make_de
     assert deliver_batch("email", [delivery.id])["failed"] == 1
 
     row = reload(delivery)
-    assert (row.status, row.error_kind, row.attempts) == ("failed", "rejected", 1)
+    assert (row.status, row.error_kind, row.attempts) == ("failed", "bounce", 1)
     assert "550" in row.last_error
     [attempt] = attempts_of(delivery)
     assert attempt.outcome == "permanent" and "No such user" in attempt.error

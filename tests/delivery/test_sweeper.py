@@ -27,7 +27,7 @@ def queued(name: str) -> list[tuple]:
     return [tuple(job.args) for job in get_queue(name).get_jobs()]
 
 
-def test_expired_lease_returns_to_pending_without_an_attempt(app, make_delivery):
+def test_expired_lease_returns_to_pending_counting_an_attempt(app, make_delivery):
     dead = make_delivery(status="sending")
     set_row(dead, "locked_until = now() - interval '1 second'")
     alive = make_delivery(status="sending")
@@ -36,7 +36,7 @@ def test_expired_lease_returns_to_pending_without_an_attempt(app, make_delivery)
     assert sweep_once()["released"] == 1
 
     row = reload(dead)
-    assert (row.status, row.locked_until, row.attempts) == ("pending", None, 0)
+    assert (row.status, row.locked_until, row.attempts) == ("pending", None, 1)  # a poison message must not loop forever
     assert row.next_attempt_at > row.updated_at  # due a second later, so the next pass enqueues it
     assert reload(alive).status == "sending"
 

@@ -60,7 +60,7 @@ def test_long_unsubscribe_link_is_not_encoded():
 
 
 @pytest.mark.parametrize(("exc", "cls", "kind"), [
-    (smtplib.SMTPRecipientsRefused({"a@x": (550, b"no such user")}), PermanentError, "rejected"),
+    (smtplib.SMTPRecipientsRefused({"a@x": (550, b"no such user")}), PermanentError, "bounce"),
     (smtplib.SMTPRecipientsRefused({"a@x": (452, b"mailbox full")}), TransientError, "smtp_452"),
     (smtplib.SMTPDataError(554, b"spam"), PermanentError, "rejected"),
     (smtplib.SMTPDataError(451, b"later"), TransientError, "smtp_451"),

@@ -1,0 +1,154 @@
+"""A circuit breaker per provider, its state in Redis so every worker agrees.
+
+closed → open after BREAKER_FAILURES transient failures within BREAKER_WINDOW_SECONDS; open →
+half_open after BREAKER_COOLDOWN_SECONDS, when exactly one caller gets to probe (a probe whose worker
+vanished is replaced after BREAKER_PROBE_TIMEOUT_SECONDS); half_open → closed on a success, back to
+open on a failure. Each transition is one Lua script (no two workers can both take the probe),
+logged, and counted in Redis for /metrics. The clock is an argument, so tests drive it by hand.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+REGISTRY_KEY = "hato:breakers"  # names of every provider that has a breaker
+TRANSITIONS_KEY = "hato:breaker:transitions"  # "name|from|to" -> count
+STATES = ("closed", "open", "half_open")
+
+# KEYS[1] state hash; ARGV now, cooldown, probe timeout. Returns {allowed, retry_at, transition}.
+ALLOW_LUA = """
+local now = tonumber(ARGV[1])
+local state = redis.call('HGET', KEYS[1], 'state') or 'closed'
+if state == 'closed' then return {1, '0', ''} end
+if state == 'open' then
+  local ready = tonumber(redis.call('HGET', KEYS[1], 'opened_at') or '0') + tonumber(ARGV[2])
+  if now < ready then return {0, tostring(ready), ''} end
+  redis.call('HSET', KEYS[1], 'state', 'half_open', 'probe_until', tostring(now + tonumber(ARGV[3])))
+  return {1, '0', 'open>half_open'}
+end
+local probe = tonumber(redis.call('HGET', KEYS[1], 'probe_until') or '0')
+if now < probe then return {0, tostring(probe), ''} end
+redis.call('HSET', KEYS[1], 'probe_until', tostring(now + tonumber(ARGV[3])))
+return {1, '0', ''}
+"""
+
+# KEYS[1] state hash, KEYS[2] failure times; ARGV now, window, threshold, unique member.
+FAILURE_LUA = """
+local now = tonumber(ARGV[1])
+local state = redis.call('HGET', KEYS[1], 'state') or 'closed'
+if state == 'half_open' then
+  redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', ARGV[1])
+  return 'half_open>open'
+end
+if state == 'open' then return '' end
+redis.call('ZADD', KEYS[2], now, ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. tostring(now - tonumber(ARGV[2])))
+redis.call('PEXPIRE', KEYS[2], math.ceil(tonumber(ARGV[2]) * 1000) + 1000)
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then
+  redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', ARGV[1])
+  redis.call('DEL', KEYS[2])
+  return 'closed>open'
+end
+return ''
+"""
+
+# KEYS[1] state hash, KEYS[2] failure times. Returns the transition, if any.
+SUCCESS_LUA = """
+local state = redis.call('HGET', KEYS[1], 'state') or 'closed'
+if state == 'closed' then return '' end
+redis.call('HSET', KEYS[1], 'state', 'closed')
+redis.call('HDEL', KEYS[1], 'opened_at', 'probe_until')
+redis.call('DEL', KEYS[2])
+return state .. '>closed'
+"""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """When a breaker opens and how long it stays open."""
+
+    failures: int = 5
+    window: float = 30.0
+    cooldown: float = 30.0
+    probe_timeout: float = 30.0
+
+    @classmethod
+    def from_config(cls, config: Mapping) -> "Settings":
+        """Read BREAKER_FAILURES / BREAKER_WINDOW_SECONDS / BREAKER_COOLDOWN_SECONDS / BREAKER_PROBE_TIMEOUT_SECONDS."""
+        return cls(int(config.get("BREAKER_FAILURES", 5)), float(config.get("BREAKER_WINDOW_SECONDS", 30)),
+                   float(config.get("BREAKER_COOLDOWN_SECONDS", 30)),
+                   float(config.get("BREAKER_PROBE_TIMEOUT_SECONDS", 30)))
+
+
+@dataclass(frozen=True)
+class Permit:
+    """Whether a caller may use the provider now, and if not, when to ask again (epoch seconds)."""
+
+    allowed: bool
+    retry_at: float = 0.0
+
+
+class CircuitBreaker:
+    """allow() before a send; success() / failure() after it."""
+
+    def __init__(self, client, name: str, settings: Settings, clock: Callable[[], float] = time.time) -> None:
+        self.client = client
+        self.name = name
+        self.settings = settings
+        self.clock = clock
+        self.keys = [f"hato:breaker:{name}", f"hato:breaker:{name}:failures"]
+        self._allow = client.register_script(ALLOW_LUA)
+        self._failure = client.register_script(FAILURE_LUA)
+        self._success = client.register_script(SUCCESS_LUA)
+
+    def state(self) -> str:
+        """closed | open | half_open."""
+        value = self.client.hget(self.keys[0], "state")
+        return value.decode() if isinstance(value, bytes) else (value or "closed")
+
+    def allow(self) -> Permit:
+        """May we send now? Moving open → half_open hands this caller the single probe."""
+        s = self.settings
+        allowed, retry_at, transition = self._allow(keys=self.keys[:1], args=[self.clock(), s.cooldown,
+                                                                             s.probe_timeout])
+        self._note(transition)
+        return Permit(bool(allowed), float(retry_at))
+
+    def failure(self) -> None:
+        """Count one transient failure (it may open the breaker)."""
+        s = self.settings
+        self._note(self._failure(keys=self.keys, args=[self.clock(), s.window, s.failures, uuid.uuid4().hex]))
+
+    def success(self) -> None:
+        """A send worked: an open or half-open breaker closes."""
+        self._note(self._success(keys=self.keys))
+
+    def _note(self, transition) -> None:
+        transition = transition.decode() if isinstance(transition, bytes) else (transition or "")
+        if not transition:
+            return
+        before, after = transition.split(">")
+        log.warning("circuit breaker %s: %s -> %s", self.name, before, after)
+        pipe = self.client.pipeline()
+        pipe.sadd(REGISTRY_KEY, self.name)
+        pipe.hincrby(TRANSITIONS_KEY, f"{self.name}|{before}|{after}", 1)
+        pipe.execute()
+
+
+def snapshot(client) -> tuple[dict[str, str], dict[tuple[str, str, str], int]]:
+    """Every known breaker's state and the transition counts, for /metrics."""
+    names = sorted(n.decode() if isinstance(n, bytes) else n for n in client.smembers(REGISTRY_KEY))
+    states = {}
+    for name in names:
+        value = client.hget(f"hato:breaker:{name}", "state")
+        states[name] = (value.decode() if isinstance(value, bytes) else value) or "closed"
+    counts = {}
+    for field, value in client.hgetall(TRANSITIONS_KEY).items():
+        field = field.decode() if isinstance(field, bytes) else field
+        counts[tuple(field.split("|"))] = int(value)
+    return states, counts

@@ -1,0 +1,116 @@
+/* Preferences page: turn Web Push on or off for this browser.
+   Subscribes with the server's public VAPID key, then stores the subscription with
+   POST /push/subscriptions (DELETE to remove it). The service worker is /sw.js. */
+(function () {
+  "use strict";
+
+  var section = document.getElementById("push");
+  if (!section || !section.querySelector("[data-push-subscribe]")) {
+    return;  // no page section, or push is not configured on this server
+  }
+  var statusEl = section.querySelector("[data-push-status]");
+  var onButton = section.querySelector("[data-push-subscribe]");
+  var offButton = section.querySelector("[data-push-unsubscribe]");
+  var csrf = section.getAttribute("data-csrf");
+
+  function say(text) {
+    statusEl.textContent = text;
+  }
+
+  function show(subscribed) {
+    onButton.hidden = subscribed;
+    offButton.hidden = !subscribed;
+  }
+
+  function keyBytes(base64url) {
+    var padded = base64url.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((base64url.length + 3) % 4);
+    var raw = atob(padded);
+    var bytes = new Uint8Array(raw.length);
+    for (var i = 0; i < raw.length; i += 1) {
+      bytes[i] = raw.charCodeAt(i);
+    }
+    return bytes;
+  }
+
+  function send(method, body) {
+    return fetch("/push/subscriptions", {
+      method: method,
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf },
+      body: JSON.stringify(body)
+    });
+  }
+
+  function busy(flag) {
+    onButton.disabled = flag;
+    offButton.disabled = flag;
+  }
+
+  async function subscribe() {
+    busy(true);
+    try {
+      var permission = await Notification.requestPermission();
+      if (permission !== "granted") {
+        say("Notifications are blocked for this site. Allow them in your browser's site settings, then try again.");
+        return;
+      }
+      var keyResponse = await fetch("/push/vapid-public-key", { credentials: "same-origin" });
+      if (!keyResponse.ok) {
+        say("Push notifications are not set up on this server yet.");
+        return;
+      }
+      var publicKey = (await keyResponse.json()).publicKey;
+      var registration = await navigator.serviceWorker.register("/sw.js", { scope: "/" });
+      var subscription = await registration.pushManager.subscribe({
+        userVisibleOnly: true,
+        applicationServerKey: keyBytes(publicKey)
+      });
+      var saved = await send("POST", subscription.toJSON ? subscription.toJSON() : subscription);
+      if (!saved.ok) {
+        var problem = await saved.json().catch(function () { return {}; });
+        say("Could not turn on push: " + (problem.detail || saved.status));
+        return;
+      }
+      show(true);
+      say("Push notifications are on for this browser.");
+    } catch (err) {
+      say("Could not turn on push notifications: " + err.message);
+    } finally {
+      busy(false);
+    }
+  }
+
+  async function unsubscribe() {
+    busy(true);
+    try {
+      var registration = await navigator.serviceWorker.getRegistration("/");
+      var subscription = registration && await registration.pushManager.getSubscription();
+      if (subscription) {
+        await send("DELETE", { endpoint: subscription.endpoint });
+        await subscription.unsubscribe();
+      }
+      show(false);
+      say("Push notifications are off for this browser.");
+    } catch (err) {
+      say("Could not turn off push notifications: " + err.message);
+    } finally {
+      busy(false);
+    }
+  }
+
+  if (!("serviceWorker" in navigator) || !("PushManager" in window) || !("Notification" in window)) {
+    onButton.hidden = true;
+    say("This browser cannot receive push notifications.");
+    return;
+  }
+  onButton.addEventListener("click", subscribe);
+  offButton.addEventListener("click", unsubscribe);
+  navigator.serviceWorker.getRegistration("/").then(function (registration) {
+    return registration ? registration.pushManager.getSubscription() : null;
+  }).then(function (subscription) {
+    show(Boolean(subscription));
+    say(subscription ? "Push notifications are on for this browser." : "Push notifications are off for this browser.");
+  }).catch(function () {
+    show(false);
+  });
+}());

@@ -1,0 +1,151 @@
+"""Web Push end to end against a local push service: VAPID verified, payload decrypted, 404/410/429 handled."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+from click.testing import CliRunner
+from py_vapid import Vapid
+
+from app.console import preview
+from app.extensions import db
+from app.models import PushSubscription
+from app.push import payload
+from app.push.cli import generate_command
+from jobs.delivery import deliver_batch
+from tests.conftest import free_port
+from tests.delivery.conftest import reload
+from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
+from tests.push.conftest import add_subscription, push_service, vapid  # noqa: F401
+
+
+def push_delivery(user, priority="default", title="Build failed", body="main is red", link_path="/builds/7"):
+    type_ = NotificationTypeFactory(type=f"build-{priority}", label="Builds", default_push=True, priority=priority)
+    note = NotificationFactory(user_id=user.id, type=type_.type, title=title, body=body, link_path=link_path)
+    delivery = DeliveryFactory(notification_id=note.id, channel="push")
+    db.session.flush()
+    return delivery, note
+
+
+def test_push_is_signed_encrypted_and_recorded(app, vapid, push_service):
+    user = UserFactory()
+    phone, laptop = (add_subscription(user, push_service.subscribe()) for _ in range(2))
+    delivery, note = push_delivery(user, priority="high")
+
+    assert deliver_batch("push", [delivery.id])["sent"] == 1
+
+    assert push_service.rejected == []
+    assert sorted(r.endpoint for r in push_service.received) == sorted([phone.endpoint, laptop.endpoint])
+    got = push_service.received[0]
+    tag = f"build-high:{note.id}"
+    assert got.payload == {"title": "Build failed", "body": "main is red",
+                           "url": f"{app.config['BASE_URL']}/builds/7", "tag": tag}
+    assert got.claims["aud"] == push_service.origin and got.claims["sub"] == "mailto:ops@hato.test"
+    assert (got.headers["ttl"], got.headers["urgency"], got.headers["topic"]) == ("900", "high", tag.replace(":", "-"))
+    row = reload(delivery)
+    assert (row.status, row.provider, row.attempts) == ("sent", "webpush", 1)
+    assert row.provider_message_id.startswith(push_service.origin)
+    db.session.expire_all()
+    assert db.session.get(PushSubscription, phone.id).last_success_at is not None
+
+
+def test_low_priority_gets_low_urgency_and_a_long_ttl(app, vapid, push_service):
+    user = UserFactory()
+    add_subscription(user, push_service.subscribe())
+    delivery, _ = push_delivery(user, priority="low")
+    deliver_batch("push", [delivery.id])
+    assert (push_service.received[0].headers["urgency"], push_service.received[0].headers["ttl"]) == ("low", "259200")
+
+
+def test_gone_subscription_is_invalidated_and_the_row_fails(app, vapid, push_service):
+    user = UserFactory()
+    sub = add_subscription(user, push_service.subscribe())
+    push_service.answer[sub.endpoint] = (410, {})
+    delivery, _ = push_delivery(user)
+
+    assert deliver_batch("push", [delivery.id])["failed"] == 1
+
+    row = reload(delivery)
+    assert (row.status, row.error_kind) == ("failed", "subscription_gone")
+    assert db.session.get(PushSubscription, sub.id).invalidated_at is not None
+    # The next message for this user finds no active subscription and is skipped, not sent.
+    again = DeliveryFactory(notification_id=NotificationFactory(user_id=user.id, type="build-default").id,
+                            channel="push")
+    db.session.flush()
+    assert deliver_batch("push", [again.id])["skipped"] == 1
+    assert reload(again).skip_reason == "no_subscription"
+
+
+def test_one_gone_device_does_not_fail_the_others(app, vapid, push_service):
+    user = UserFactory()
+    alive = add_subscription(user, push_service.subscribe())
+    dead = add_subscription(user, push_service.subscribe())
+    push_service.answer[dead.endpoint] = (404, {})
+    delivery, _ = push_delivery(user)
+
+    assert deliver_batch("push", [delivery.id])["sent"] == 1
+    db.session.expire_all()
+    assert db.session.get(PushSubscription, dead.id).invalidated_at is not None
+    assert db.session.get(PushSubscription, alive.id).invalidated_at is None
+
+
+def test_429_is_transient_and_honours_retry_after(app, vapid, push_service):
+    user = UserFactory()
+    sub = add_subscription(user, push_service.subscribe())
+    push_service.answer[sub.endpoint] = (429, {"Retry-After": "120"})
+    delivery, _ = push_delivery(user)
+
+    assert deliver_batch("push", [delivery.id])["pending"] == 1
+
+    row = reload(delivery)
+    assert (row.status, row.error_kind, row.attempts) == ("pending", None, 1)
+    assert row.next_attempt_at >= datetime.now(timezone.utc) + timedelta(seconds=118)
+    assert db.session.get(PushSubscription, sub.id).invalidated_at is None
+
+
+def test_503_is_transient(app, vapid, push_service):
+    user = UserFactory()
+    sub = add_subscription(user, push_service.subscribe())
+    push_service.answer[sub.endpoint] = (503, {})
+    delivery, _ = push_delivery(user)
+    assert deliver_batch("push", [delivery.id])["pending"] == 1
+    assert "503" in reload(delivery).last_error
+
+
+def test_unreachable_push_service_is_transient(app, vapid, push_service):
+    user = UserFactory()
+    subscription = push_service.subscribe()
+    add_subscription(user, {**subscription, "endpoint": f"http://127.0.0.1:{free_port()}/push/x"})
+    delivery, _ = push_delivery(user)
+    assert deliver_batch("push", [delivery.id])["pending"] == 1
+    row = reload(delivery)
+    assert (row.attempts, row.status) == (1, "pending") and "ConnectionError" in row.last_error
+
+
+def test_payload_is_cut_under_the_limit_without_breaking_characters():
+    body = "日本語のテキスト" * 400  # 9,600 bytes of three-byte characters
+    text = payload.fit_payload("Title", body, "https://x.test/a", "t:1")
+    assert len(text.encode("utf-8")) <= payload.PUSH_LIMIT
+    data = json.loads(text)
+    assert data["body"].endswith("…") and data["title"] == "Title" and data["url"] == "https://x.test/a"
+    assert len(text.encode("utf-8")) > payload.PUSH_LIMIT - 10  # as much as fits
+    assert payload.fit_payload("a", "b", None, "t") == payload.push_payload("a", "b", None, "t")
+    assert preview.push_payload is payload.push_payload  # the console preview shows what is sent
+
+
+def test_topic_is_sanitized():
+    assert payload.topic("comment:123") == "comment-123"
+    assert payload.topic("a b/ç" * 20) == ("a-b--" * 20)[:32]
+
+
+def test_vapid_generate_prints_and_writes_a_usable_pair(app, tmp_path):
+    out = tmp_path / "vapid.env"
+    result = CliRunner().invoke(generate_command, ["--out", str(out)])
+    assert result.exit_code == 0, result.output
+    lines = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+    assert set(lines) == {"VAPID_PUBLIC_KEY", "VAPID_PRIVATE_KEY"}
+    assert out.read_text() == result.stdout and oct(out.stat().st_mode & 0o777) == "0o600"
+    signed = Vapid.from_string(lines["VAPID_PRIVATE_KEY"]).sign({"sub": "mailto:a@b.c", "aud": "https://p.test"})
+    assert f"k={lines['VAPID_PUBLIC_KEY']}" in signed["Authorization"]
+    again = CliRunner().invoke(generate_command, ["--out", str(out)])
+    assert again.exit_code != 0 and "refusing" in again.output
