@@ -72,7 +72,7 @@ def sweep_once() -> dict:
     if token is None:
         return {"locked": True}
     try:
-        released = service.release_expired_leases(config["SWEEP_LIMIT"])
+        released = service.release_expired_leases(config["SWEEP_LIMIT"], config["RETRY_MAX_ATTEMPTS"])
         due = service.take_due(config["SWEEP_REQUEUE_AFTER_SECONDS"], config["SWEEP_LIMIT"], idle_priorities())
         pruned = service.prune_idempotency_keys()
         db.session.commit()

@@ -1,1 +1,1 @@
-"""The operator console: announcements, types, templates, suppressions, API keys, users, audit log."""
+"""The operator console: announcements, types, templates, users, audit log, campaigns, delivery log, DLQ, dashboard."""

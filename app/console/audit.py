@@ -40,8 +40,11 @@ ACTIONS = (
     "announcement.create", "announcement.update", "announcement.publish", "announcement.expire",
     "announcement.delete", "type.create", "type.update", "template.save", "template.restore",
     "suppression.lift", "api_key.create", "api_key.revoke", "user.create", "user.update", "user.role",
+    "campaign.create", "campaign.send", "campaign.schedule", "campaign.cancel", "campaign.resume", "campaign.delete",
+    "dlq.replay", "dlq.discard", "dlq.replay_all", "dlq.discard_all",
 )
-TARGET_TYPES = ("announcement", "notification_type", "message_template", "email_suppression", "api_key", "user")
+TARGET_TYPES = ("announcement", "notification_type", "message_template", "email_suppression", "api_key", "user",
+                "campaign", "delivery", "bulk_operation")
 
 
 def changed_fields(before: dict | None, after: dict | None) -> list[tuple[str, object, object]]:

@@ -53,6 +53,10 @@ def index():
 from app.console import (  # noqa: E402,F401 - registers the page routes on bp
     announcements,
     auditlog,
+    campaigns,
+    dashboard,
+    deliveries,
+    dlq,
     keys,
     suppressions,
     templates_,

@@ -74,6 +74,7 @@ class Campaign(db.Model):
     data: Mapped[dict] = mapped_column(JSONB, server_default=sa.text("'{}'::jsonb"))
     audience_kind: Mapped[str] = mapped_column(sa.Text, server_default="all")
     audience_locale: Mapped[str | None] = mapped_column(sa.Text)
+    audience_report: Mapped[dict | None] = mapped_column(JSONB)  # an uploaded list's counts, unknown ids, bad lines
     status: Mapped[str] = mapped_column(sa.Text, server_default="draft")
     scheduled_at: Mapped[datetime | None] = mapped_column(_tz)
     total: Mapped[int] = mapped_column(sa.Integer, server_default="0")

@@ -125,6 +125,8 @@ class NotificationDelivery(db.Model):
         sa.Index(
             "notification_deliveries_lease_idx", "locked_until", postgresql_where=sa.text("status = 'sending'")
         ),
+        sa.Index("notification_deliveries_created_idx", "created_at"),  # dashboard windows (0006)
+        sa.Index("notification_deliveries_failed_idx", "id", postgresql_where=sa.text("status = 'failed'")),  # the DLQ
     )
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)

@@ -1,0 +1,1 @@
+"""Campaigns: one send to many users, fanned out by a set-based background job (jobs/fanout.py)."""

@@ -1,0 +1,196 @@
+"""The campaign fanout, set-based: one INSERT … SELECT per keyset batch of about 10,000 user ids.
+
+Each batch is one statement with the ingest pipeline's shape (app/notify/service.NOTIFY_CTES:
+cells → inserted → deliveries) over a `recipients` CTE that reads the next user ids after the
+campaign's cursor. Preferences are resolved inline by the seed's EFFECTIVE_SEND_SQL; notifications
+carry `dedupe_key = 'campaign:<id>'` with ON CONFLICT DO NOTHING, and their e-mail/push deliveries
+are written by the same statement (data-modifying CTE). Two changes make it fit a keyset batch:
+preferences are read by the batch's user-id range (an index range instead of hashing every
+preference row of the type again for each batch), and the recipient's e-mail travels with the
+recipient (no second lookup per user). tests/campaigns/test_fanout.py checks the rows are exactly
+the ones the ingest writes. The cursor and done count move in the same transaction, under a lock on
+the campaign row, so a batch either happened completely (and is never redone) or not at all; a
+re-run from scratch would still create nothing twice, because of the dedupe key.
+
+Nothing here commits, enqueues or publishes: jobs/fanout.py commits each batch, then enqueues its
+deliveries on the `low` queue and publishes badge events for recipients with a live socket.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+
+from app.extensions import db
+from app.models import Campaign
+from app.preferences.queries import EFFECTIVE_SEND_SQL
+
+# `(SELECT … LIMIT)` on the primary key, with the cursor as a plain parameter: the index scan starts
+# at the cursor and stops after :size rows, however many users there are.
+LOCALE_MATCH_SQL = ("(lower(replace(u.locale, '_', '-')) = :locale "
+                    "OR lower(replace(u.locale, '_', '-')) LIKE :locale || '-%')")
+
+AUDIENCE_SQL = {
+    "all": "SELECT u.id AS user_id, u.email FROM users u WHERE u.id > :after ORDER BY u.id LIMIT :size",
+    "locale": f"SELECT u.id AS user_id, u.email FROM users u WHERE u.id > :after AND {LOCALE_MATCH_SQL} "
+              "ORDER BY u.id LIMIT :size",
+    "list": "SELECT r.user_id, u.email FROM campaign_recipients r JOIN users u ON u.id = r.user_id "
+            "WHERE r.campaign_id = :campaign_id AND r.user_id > :after ORDER BY r.user_id LIMIT :size",
+}
+
+COUNT_SQL = {
+    "all": sa.text("SELECT count(*) FROM users"),
+    "locale": sa.text(f"SELECT count(*) FROM users u WHERE {LOCALE_MATCH_SQL}"),
+    "list": sa.text("SELECT count(*) FROM campaign_recipients WHERE campaign_id = :campaign_id"),
+}
+
+# NOTIFY_CTES with the batch's preference range and the recipient's e-mail (see the module docstring).
+FANOUT_CTES = f"""
+prefs AS (
+  SELECT p.user_id, p.channel, p.enabled
+  FROM notification_preferences p
+  WHERE p.type = :type AND p.user_id > :after AND p.user_id <= (SELECT max(user_id) FROM recipients)
+),
+cells AS (
+  SELECT r.user_id, r.email, c.channel, {EFFECTIVE_SEND_SQL} AS send
+  FROM recipients r
+  JOIN notification_types t ON t.type = :type
+  CROSS JOIN (VALUES ('in_app'), ('email'), ('push')) AS c(channel)
+  LEFT JOIN prefs p ON p.user_id = r.user_id AND p.channel = c.channel
+),
+inserted AS (
+  -- With in-app off the row is still written (it anchors the deliveries) but is born read,
+  -- so it never enters the unread index, and in_app = false hides it from every list.
+  INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, data, campaign_id,
+                             in_app, read_at)
+  SELECT c.user_id, :type, :title, :body, :link_path, :dedupe_key, CAST(:data AS jsonb),
+         CAST(:campaign_id AS bigint), c.send, CASE WHEN c.send THEN NULL ELSE now() END
+  FROM cells c
+  WHERE c.channel = 'in_app'
+  ON CONFLICT (user_id, dedupe_key) DO NOTHING
+  RETURNING id, user_id, in_app
+),
+deliveries AS (
+  -- A channel that is on but has nowhere to go is recorded as skipped, so the ledger says why.
+  INSERT INTO notification_deliveries (notification_id, channel, status, skip_reason)
+  SELECT i.id, c.channel, CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'skipped' END, s.reason
+  FROM inserted i
+  JOIN cells c ON c.user_id = i.user_id AND c.channel <> 'in_app' AND c.send
+  CROSS JOIN LATERAL (
+    SELECT CASE
+      WHEN c.channel = 'email' AND coalesce(c.email, '') = '' THEN 'no_email_address'
+      WHEN c.channel = 'push' AND NOT EXISTS (
+        SELECT 1 FROM push_subscriptions ps WHERE ps.user_id = i.user_id AND ps.invalidated_at IS NULL
+      ) THEN 'no_push_subscription'
+    END AS reason
+  ) s
+  RETURNING id, notification_id, channel, status
+)"""
+
+
+def _batch_statement(kind: str) -> sa.TextClause:
+    return sa.text(
+        f"""
+WITH recipients AS (
+  {AUDIENCE_SQL[kind]}
+),
+{FANOUT_CTES}
+SELECT (SELECT count(*) FROM recipients) AS users,
+       (SELECT max(user_id) FROM recipients) AS last_user_id,
+       (SELECT count(*) FROM inserted) AS created,
+       (SELECT coalesce(array_agg(id ORDER BY id), '{{}}') FROM deliveries
+         WHERE channel = 'email' AND status = 'pending') AS email_ids,
+       (SELECT coalesce(array_agg(id ORDER BY id), '{{}}') FROM deliveries
+         WHERE channel = 'push' AND status = 'pending') AS push_ids,
+       (SELECT coalesce(array_agg(user_id), '{{}}') FROM inserted WHERE in_app) AS badge_user_ids
+"""
+    )
+
+
+BATCH_SQL = {kind: _batch_statement(kind) for kind in AUDIENCE_SQL}
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What one batch wrote: the new pending deliveries, the inboxes that changed, whether it was the last."""
+
+    users: int
+    created: int
+    pending: dict[str, list[int]] = field(default_factory=dict)
+    badge_user_ids: list[int] = field(default_factory=list)
+    finished: bool = False
+    title: str = ""
+
+
+def dedupe_key(campaign_id: int) -> str:
+    """The key every notification of the campaign carries (one per user, whatever the re-runs)."""
+    return f"campaign:{campaign_id}"
+
+
+def audience_size(kind: str, locale: str | None = None, campaign_id: int | None = None) -> int:
+    """How many users an audience names right now."""
+    return db.session.execute(COUNT_SQL[kind], {"locale": locale, "campaign_id": campaign_id}).scalar_one()
+
+
+def _locked(campaign_id: int) -> Campaign | None:
+    return db.session.get(Campaign, campaign_id, with_for_update=True, populate_existing=True)
+
+
+def start(campaign_id: int) -> Campaign | None:
+    """Move a due scheduled campaign to running (counting its audience); None if it must not run.
+
+    A campaign already running is returned as is, so a second job (or a restart) resumes from its
+    cursor. Drafts, finished, cancelled and failed campaigns, and ones not due yet, are left alone.
+    """
+    campaign = _locked(campaign_id)
+    if campaign is None:
+        return None
+    if campaign.status == "scheduled":
+        now = db.session.execute(sa.select(sa.func.now())).scalar_one()
+        if campaign.scheduled_at is not None and campaign.scheduled_at > now:
+            return None
+        campaign.status = "running"
+        campaign.started_at = campaign.started_at or now
+        campaign.total = max(audience_size(campaign.audience_kind, campaign.audience_locale, campaign.id),
+                             campaign.done)
+        db.session.flush()
+    return campaign if campaign.status == "running" else None
+
+
+def run_batch(campaign_id: int, size: int) -> Batch | None:
+    """Fan out the next batch of users after the cursor; None when the campaign is no longer running.
+
+    The campaign row stays locked until the caller commits, so a cancel waits for this batch and the
+    next call sees it: cancelling stops the fanout after the batch in progress.
+    """
+    campaign = _locked(campaign_id)
+    if campaign is None or campaign.status != "running":
+        return None
+    row = db.session.execute(BATCH_SQL[campaign.audience_kind], {
+        "after": campaign.cursor_user_id, "size": size, "locale": campaign.audience_locale,
+        "campaign_id": campaign.id, "type": campaign.type, "title": campaign.title, "body": campaign.body,
+        "link_path": campaign.link_path, "dedupe_key": dedupe_key(campaign.id),
+        "data": json.dumps(campaign.data or {}, separators=(",", ":")),
+    }).one()
+    finished = row.users < size
+    campaign.done += row.users
+    if row.last_user_id is not None:
+        campaign.cursor_user_id = row.last_user_id
+    if finished:
+        # Users who signed up during the fanout are included (their ids come after the cursor),
+        # so the final count is the truth the bar should end on.
+        campaign.status, campaign.total = "done", campaign.done
+        campaign.finished_at = db.session.execute(sa.select(sa.func.now())).scalar_one()
+    db.session.flush()
+    return Batch(users=row.users, created=row.created,
+                 pending={"email": list(row.email_ids), "push": list(row.push_ids)},
+                 badge_user_ids=list(row.badge_user_ids), finished=finished, title=campaign.title)
+
+
+def mark_failed(campaign_id: int, error: str) -> None:
+    """Record that the fanout stopped on an error (an operator can resume it from the cursor)."""
+    campaign = _locked(campaign_id)
+    if campaign is not None and campaign.status == "running":
+        campaign.status, campaign.error = "failed", error[:2000]
+        db.session.flush()

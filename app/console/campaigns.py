@@ -1,0 +1,158 @@
+"""Campaign pages: list, create a draft, review its audience, send now or schedule, cancel, resume.
+
+The fanout runs in a job (jobs/fanout.py); these views commit, then enqueue it. The progress bar is
+a fragment the page polls every second while the campaign is scheduled or running.
+"""
+from __future__ import annotations
+
+from flask import current_app, flash, redirect, render_template, request, url_for
+from flask_login import current_user
+from flask_wtf import FlaskForm
+from flask_wtf.file import FileField
+from wtforms import DateTimeLocalField, RadioField, SelectField, StringField, TextAreaField
+from wtforms.validators import DataRequired, Length, Optional, ValidationError
+
+from app.campaigns import csv_audience, queries, service
+from app.console import queries as console_queries
+from app.console.forms import LOCAL_FORMAT, aware
+from app.console.service import BODY_MAX, TITLE_MAX, ConsoleError
+from app.console.views import bp, operator_zone
+from app.extensions import db
+from jobs.fanout import enqueue_fanout
+
+AUDIENCES = {"all": "Everyone", "locale": "Users of a locale", "list": "An uploaded list of external ids"}
+
+
+class CampaignForm(FlaskForm):
+    """What to send and to whom (when is chosen on the review page)."""
+
+    name = StringField("Name (for operators)", validators=[DataRequired(), Length(max=service.NAME_MAX)])
+    type = SelectField("Notification type", validators=[DataRequired()])
+    title = StringField("Title", validators=[DataRequired(), Length(max=TITLE_MAX)])
+    body = TextAreaField("Body", validators=[DataRequired(), Length(max=BODY_MAX)])
+    link_path = StringField("Link (optional)", validators=[Optional(), Length(max=service.LINK_MAX)])
+    payload = TextAreaField("Data for the templates (JSON, optional)", validators=[Optional()])
+    audience = RadioField("Audience", choices=AUDIENCES, default="all")
+    locale = StringField("Locale", validators=[Optional(), Length(max=35)])
+    list_file = FileField("List of external ids")
+
+
+class SendForm(FlaskForm):
+    """Send a reviewed draft now or at a time."""
+
+    when = RadioField("When", choices={"now": "Now", "at": "At a time"}, default="now")
+    send_at = DateTimeLocalField("Send at", format=LOCAL_FORMAT, validators=[Optional()])
+
+    def validate_when(self, field) -> None:
+        """A scheduled send needs its time."""
+        if field.data == "at" and self.send_at.data is None:
+            raise ValidationError("Choose when to send, or send now.")
+
+
+def _list_bytes(form: CampaignForm) -> bytes | None:
+    upload = form.list_file.data
+    # One byte over the limit is enough for the parser to refuse the file; never read more.
+    return upload.read(csv_audience.MAX_BYTES + 1) if upload and form.audience.data == "list" else None
+
+
+@bp.get("/campaigns")
+def campaigns():
+    """Every campaign, newest first, with its progress."""
+    return render_template("console/campaigns.html", page=queries.campaign_page(request.args.get("cursor")))
+
+
+@bp.route("/campaigns/new", methods=["GET", "POST"])
+def new_campaign():
+    """Create a draft campaign (its audience is checked and shown before anything is sent)."""
+    form = CampaignForm()
+    form.type.choices = [(t["type"], f"{t['label']} ({t['type']})") for t in console_queries.notification_types()]
+    if form.validate_on_submit():
+        try:
+            campaign = service.create_campaign(
+                current_user, name=form.name.data, type_=form.type.data, title=form.title.data,
+                body=form.body.data, link_path=form.link_path.data, data=service.parse_data(form.payload.data),
+                audience_kind=form.audience.data, audience_locale=form.locale.data, list_file=_list_bytes(form))
+        except ConsoleError as exc:
+            form.form_errors.append(str(exc))
+        else:
+            db.session.commit()
+            flash("Draft saved: check the audience below, then send or schedule it.", "success")
+            return redirect(url_for("console.campaign", campaign_id=campaign.id))
+    locales = queries.known_locales(current_app.config["DEFAULT_LOCALE"])
+    return render_template("console/campaigns_form.html", form=form, locales=locales), 422 if form.errors else 200
+
+
+@bp.get("/campaigns/<int:campaign_id>")
+def campaign(campaign_id: int):
+    """One campaign: its content and audience, progress, and per-channel results."""
+    item = queries.campaign(campaign_id)
+    if item is None:
+        return render_template("console/missing.html", what="campaign"), 404
+    stats = queries.campaign_stats(campaign_id) if item.status != "draft" else None
+    return render_template("console/campaigns_detail.html", item=item, progress=queries.progress(campaign_id),
+                           stats=stats, form=SendForm())
+
+
+@bp.post("/campaigns/<int:campaign_id>/send")
+def send_campaign(campaign_id: int):
+    """Send a draft now (the fanout job is enqueued after the commit) or schedule it."""
+    form = SendForm()
+    if not form.validate_on_submit():
+        flash(" ".join(e for errors in form.errors.values() for e in errors), "error")
+        return redirect(url_for("console.campaign", campaign_id=campaign_id))
+    at = aware(form.send_at.data, operator_zone()) if form.when.data == "at" else None
+    try:
+        now = service.send_campaign(current_user, campaign_id, at)
+    except ConsoleError as exc:
+        flash(str(exc), "error")
+        return redirect(url_for("console.campaign", campaign_id=campaign_id))
+    db.session.commit()
+    if now and not enqueue_fanout(campaign_id):
+        flash("Sending: the job queue did not answer, so the sweeper will start the fanout shortly.", "success")
+    else:
+        flash("Sending now." if now else "Scheduled.", "success")
+    return redirect(url_for("console.campaign", campaign_id=campaign_id))
+
+
+ACTIONS = {
+    "cancel": (service.cancel_campaign, "Cancelled: the fanout stops after the batch in progress."),
+    "resume": (service.resume_campaign, "Resumed from where the fanout stopped."),
+    "delete": (service.delete_draft, "Draft deleted."),
+}
+
+
+@bp.post("/campaigns/<int:campaign_id>/<any(cancel, resume, delete):action>")
+def campaign_action(campaign_id: int, action: str):
+    """Cancel a scheduled/running campaign, resume a failed one, or delete a draft."""
+    change, message = ACTIONS[action]
+    try:
+        change(current_user, campaign_id)
+    except ConsoleError as exc:
+        flash(str(exc), "error")
+        return redirect(url_for("console.campaign", campaign_id=campaign_id))
+    db.session.commit()
+    if action == "resume":
+        enqueue_fanout(campaign_id)  # when Redis is down the sweeper starts it
+    flash(message, "success")
+    if action == "delete":
+        return redirect(url_for("console.campaigns"))
+    return redirect(url_for("console.campaign", campaign_id=campaign_id))
+
+
+@bp.get("/campaigns/<int:campaign_id>/progress")
+def campaign_progress(campaign_id: int):
+    """The progress bar fragment (polled while the campaign is scheduled or running)."""
+    progress = queries.progress(campaign_id)
+    if progress is None:
+        return "", 404
+    return render_template("console/_progress.html", progress=progress)
+
+
+@bp.get("/campaigns/<int:campaign_id>/results")
+def campaign_results(campaign_id: int):
+    """The per-channel results fragment (polled while deliveries are still waiting)."""
+    progress = queries.progress(campaign_id)
+    if progress is None:
+        return "", 404
+    return render_template("console/_campaign_results.html", progress=progress,
+                           stats=queries.campaign_stats(campaign_id))

@@ -1,0 +1,112 @@
+"""The dead-letter queue: failed deliveries by error kind, provider, type and time; replay or discard.
+
+One row is replayed or discarded right here (commit, then enqueue); everything matching a filter
+becomes a bulk operation run by jobs/bulk.py, whose progress bar this page polls. Every action is
+audit-logged by app/console/ledger_service.py. Discarding marks a row `skipped` with the reason.
+"""
+from __future__ import annotations
+
+from flask import flash, redirect, render_template, request, url_for
+from flask_login import current_user
+
+from app.console import ledger_queries, ledger_service, queries
+from app.console.forms import parse_local
+from app.console.service import ConsoleError
+from app.console.views import bp, operator_zone
+from app.extensions import db
+from app.queueing import enqueue_deliveries
+from jobs.bulk import enqueue_bulk
+
+FILTER_NAMES = ("error_kind", "provider", "type", "since", "until")
+
+
+def dlq_filters(values) -> ledger_queries.DlqFilters:
+    """Read the DLQ filters from a query string or a form (times in the operator's zone)."""
+    zone = operator_zone()
+    errors = [f"{label} is not a date and time." for name, label in (("since", "From"), ("until", "Until"))
+              if values.get(name, "").strip() and parse_local(values.get(name), zone) is None]
+    return ledger_queries.DlqFilters(
+        error_kind=values.get("error_kind", "")[:100].strip(), provider=values.get("provider", "")[:100].strip(),
+        type=values.get("type", "")[:63].strip(), since=parse_local(values.get("since"), zone),
+        until=parse_local(values.get("until"), zone), errors=errors)
+
+
+def _filter_args(values) -> dict:
+    return {name: values.get(name) for name in FILTER_NAMES if values.get(name)}
+
+
+def _back():
+    """Where a row action returns to: the page it was posted from (console pages only)."""
+    target = request.form.get("next", "")
+    return redirect(target if target.startswith("/console/") and "//" not in target else url_for("console.dlq"))
+
+
+@bp.get("/dlq")
+def dlq():
+    """Failed deliveries, newest first, with the bulk actions for everything matching the filters."""
+    filters = dlq_filters(request.args)
+    page, matching = None, 0
+    if not filters.errors:
+        page = ledger_queries.dlq_page(filters, ledger_queries.cursor_id(request.args.get("cursor")))
+        matching = ledger_queries.dlq_count(filters)
+    return render_template("console/dlq.html", filters=filters, page=page, matching=matching,
+                           args=_filter_args(request.args), facets=ledger_queries.dlq_facets(),
+                           types=queries.notification_types(), operations=ledger_queries.bulk_operations()), \
+        422 if filters.errors else 200
+
+
+@bp.post("/dlq/<int:delivery_id>/replay")
+def replay_delivery(delivery_id: int):
+    """Replay one failed delivery: back to pending with its attempts reset, then enqueued."""
+    try:
+        replayed = ledger_service.replay_one(current_user, delivery_id)
+    except ConsoleError as exc:
+        flash(str(exc), "error")
+        return _back()
+    db.session.commit()
+    enqueue_deliveries(replayed.priority, replayed.channel, [delivery_id])  # the sweeper covers a Redis outage
+    flash(f"Delivery {delivery_id} replayed.", "success")
+    return _back()
+
+
+@bp.post("/dlq/<int:delivery_id>/discard")
+def discard_delivery(delivery_id: int):
+    """Discard one failed delivery with a reason (it becomes skipped: 'discarded: <reason>')."""
+    try:
+        ledger_service.discard_one(current_user, delivery_id, request.form.get("reason", ""))
+    except ConsoleError as exc:
+        flash(str(exc), "error")
+        return _back()
+    db.session.commit()
+    flash(f"Delivery {delivery_id} discarded.", "success")
+    return _back()
+
+
+@bp.post("/dlq/bulk")
+def bulk_dlq():
+    """Replay or discard every failed delivery matching the filters, in a background job."""
+    filters = dlq_filters(request.form)
+    args = _filter_args(request.form)
+    if filters.errors:
+        flash(" ".join(filters.errors), "error")
+        return redirect(url_for("console.dlq", **args))
+    try:
+        operation = ledger_service.create_bulk(current_user, request.form.get("kind", ""), filters,
+                                               request.form.get("reason", ""))
+    except ConsoleError as exc:
+        flash(str(exc), "error")
+        return redirect(url_for("console.dlq", **args))
+    db.session.commit()
+    enqueue_bulk(operation.id)  # when Redis is down the sweeper starts it
+    verb = "Replaying" if operation.kind == "replay" else "Discarding"
+    flash(f"{verb} {operation.total:,} failed deliveries in the background.", "success")
+    return redirect(url_for("console.dlq", **args) + f"#operation-{operation.id}")
+
+
+@bp.get("/dlq/operations/<int:operation_id>/progress")
+def bulk_progress(operation_id: int):
+    """The progress fragment of one bulk operation (polled while it is queued or running)."""
+    operation = ledger_queries.bulk_operation(operation_id)
+    if operation is None:
+        return "", 404
+    return render_template("console/_progress_bulk.html", op=operation)

@@ -1,0 +1,160 @@
+"""The dashboard: status windows, the SVG chart and its table, latency, DLQ, queues, workers, breakers."""
+from __future__ import annotations
+
+import re
+import sys
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+import sqlalchemy as sa
+from redis.exceptions import ConnectionError as RedisConnectionError
+from rq import Worker
+from rq.serializers import JSONSerializer
+
+import app.providers as providers_module
+from app.console import charts
+from app.console.dashboard import duration
+from app.extensions import db, redis
+from app.queueing import enqueue_deliveries, get_queue
+from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
+
+
+@pytest.fixture(autouse=True)
+def clean_redis(app):
+    redis.client().flushdb()
+    yield
+    redis.client().flushdb()
+
+
+@pytest.fixture
+def ledger():
+    """Deliveries created now, 30 minutes, 3 hours and 3 days ago, sent after known delays; two failed."""
+    NotificationTypeFactory(type="comment")
+    note = lambda: NotificationFactory(user_id=UserFactory().id, type="comment").id  # noqa: E731
+    rows = []
+    for age, status, delay in [("0 minutes", "sent", 1), ("0 minutes", "sent", 3), ("30 minutes", "sent", 9),
+                               ("30 minutes", "pending", None), ("3 hours", "failed", None),
+                               ("3 days", "failed", None), ("3 hours", "sent", 100)]:
+        d = DeliveryFactory(notification_id=note(), channel="email", status=status, error_kind=None)
+        db.session.execute(sa.text(
+            "UPDATE notification_deliveries SET created_at = now() - CAST(:age AS interval), updated_at = now() - "
+            "CAST(:age AS interval), sent_at = now() - CAST(:age AS interval) + make_interval(secs => :delay) "
+            "WHERE id = :id"), {"age": age, "delay": delay, "id": d.id})
+        rows.append(d)
+    return rows
+
+
+def test_the_page_shows_windows_latency_dlq_and_a_chart(client, operator, ledger):
+    page = client.get("/console/dashboard").get_data(as_text=True)
+
+    windows = page.split('id="status-windows"')[1].split("</table>")[0]
+    cells = dict(re.findall(r'tag--(\w+)">\w+</span></th>\s*<td class="num">(\d+)</td>', windows))
+    assert cells == {"sent": "3", "sending": "0", "pending": "1", "skipped": "0", "failed": "0"}
+    assert re.search(r'tag--sent">sent</span></th>\s*<td class="num">3</td><td class="num">4</td>', windows)
+    assert re.search(r'tag--failed">failed</span></th>\s*<td class="num">0</td><td class="num">1</td>', windows)
+    # p50/p95 of 1 s, 3 s and 9 s (the last hour's sent rows).
+    assert 'id="stat-p50">3.0 s' in page and 'id="stat-p95">8.4 s' in page
+    assert 'id="stat-dlq">2</span>' in page and "oldest 3 d 0 h" in page
+    svg = page.split("<svg class=\"ops-chart__svg\"")[1].split("</svg>")[0]
+    assert '<title id="chart-title">' in svg and "4 deliveries in the last 60 minutes (3 sent, 1 pending)" in svg
+    assert svg.count('class="ops-chart__bar ops-chart__bar--sent"') == 2
+    table = page.split('id="chart-table"')[1].split("</table>")[0]
+    assert table.count("<tr><th scope=\"row\">") == 2  # two minutes had deliveries
+
+
+def test_the_figures_refresh_themselves(client, operator):
+    fragment = client.get("/console/dashboard/live").get_data(as_text=True)
+
+    assert fragment.startswith('<div id="dashboard-live"') and 'hx-trigger="every 5s"' in fragment
+    assert "No deliveries were created in the last 60 minutes." in fragment
+
+
+def test_queues_and_workers_come_from_redis(client, operator, ledger):
+    enqueue_deliveries("low", "email", [ledger[3].id])
+    worker = Worker([get_queue("high")], connection=redis.client(), name="worker-one", serializer=JSONSerializer)
+    worker.register_birth()
+    try:
+        page = client.get("/console/dashboard/live").get_data(as_text=True)
+    finally:
+        worker.register_death()
+
+    queues = page.split('id="queues"')[1].split("</table>")[0]
+    assert re.search(r'<th scope="row">low</th><td class="num">1</td><td class="num">\d+ ms', queues)
+    assert '<th scope="row">high</th><td class="num">0</td><td class="num">—' in queues
+    assert "<code>worker-one</code>" in page
+
+
+def test_without_workers_or_redis_the_page_says_so(client, operator, monkeypatch):
+    assert "No worker is running" in client.get("/console/dashboard/live").get_data(as_text=True)
+
+    def down(*args, **kwargs):
+        raise RedisConnectionError("connection refused")
+
+    monkeypatch.setattr("app.console.dashboard_queries.get_queue", down)
+    page = client.get("/console/dashboard/live").get_data(as_text=True)
+    assert "Redis does not answer" in page and 'id="stat-dlq"' in page
+
+
+def _providers(client) -> str:
+    return client.get("/console/dashboard/live").get_data(as_text=True).split('id="providers"')[1].split("</table>")[0]
+
+
+def test_breaker_states_come_from_the_providers(client, operator, app, monkeypatch):
+    breaker = pytest.importorskip("app.providers.breaker")
+    monkeypatch.setitem(app.config, "EMAIL_PROVIDER", "fake")
+    closed = r'<th scope="row">email</th>\s*<td>fake</td>\s*<td><span class="tag tag--sent">closed'
+    assert re.search(closed, _providers(client))
+
+    settings = breaker.Settings.from_config(app.config)
+    tripped = breaker.CircuitBreaker(redis.client(), "fake", settings)
+    for _ in range(settings.failures):
+        tripped.failure()
+
+    assert 'tag--failed">open</span>' in _providers(client)
+
+
+def test_without_breakers_the_state_is_n_a_and_a_hook_takes_precedence(client, operator, app, monkeypatch):
+    monkeypatch.setitem(app.config, "EMAIL_PROVIDER", "fake")
+    monkeypatch.setitem(sys.modules, "app.providers.breaker", None)  # a deployment without breakers
+    monkeypatch.delattr(providers_module, "breaker", raising=False)
+    assert re.search(r'<td>fake</td>\s*<td><span class="tag ">n/a', _providers(client))
+
+    monkeypatch.setattr(providers_module, "breaker_state", lambda name: "half_open", raising=False)
+    assert 'tag--pending">half-open</span>' in _providers(client)
+
+
+def test_chart_geometry():
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+    counts = {(now, "sent"): 30, (now, "failed"): 10, (now - timedelta(minutes=59), "pending"): 5}
+
+    chart = charts.deliveries_per_minute(now, counts, ZoneInfo("Asia/Tokyo"))
+
+    assert chart.peak == 40 and chart.totals["sent"] == 30
+    last = [s for s in chart.segments if s.label == "21:00"]
+    assert [s.status for s in last] == ["sent", "failed"]  # stacked bottom-up
+    assert last[0].height == pytest.approx(chart.plot_height * 30 / 40, abs=0.01)
+    assert last[1].y + last[1].height == pytest.approx(last[0].y, abs=0.01)
+    assert [t.label for t in chart.y_ticks] == ["0", "10", "20", "30", "40"]
+    assert [row[0] for row in chart.rows] == ["20:01", "21:00"] and chart.x_ticks[0].label == "20:01"
+
+
+@pytest.mark.parametrize("value, expected", [(1, 1), (7, 10), (11, 20), (120, 200), (4999, 5000), (0, 1)])
+def test_nice_ceiling(value, expected):
+    assert charts.nice_ceiling(value) == expected
+
+
+@pytest.mark.parametrize("seconds, text", [(None, "—"), (0.25, "250 ms"), (4.21, "4.2 s"), (185, "3 min 5 s"),
+                                           (7800, "2 h 10 min"), (3 * 86400 + 4 * 3600, "3 d 4 h")])
+def test_duration(seconds, text):
+    assert duration(seconds) == text
+
+
+@pytest.mark.parametrize("peak, ticks", [(0, ["0", "1"]), (1, ["0", "1"]), (7, ["0", "2", "4", "6", "8"]),
+                                         (1234, ["0", "500", "1,000", "1,500"])])
+def test_the_y_axis_uses_round_steps(peak, ticks):
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+    chart = charts.deliveries_per_minute(now, {(now, "sent"): peak} if peak else {}, ZoneInfo("UTC"))
+
+    assert [t.label for t in chart.y_ticks] == ticks
+    assert chart.y_ticks[0].position == chart.baseline and chart.y_ticks[-1].position >= chart.top

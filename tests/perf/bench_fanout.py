@@ -1,0 +1,245 @@
+"""Campaign fanout throughput: the real fanout job against a raw INSERT … SELECT of the same rows.
+
+    python -m tests.perf.bench_fanout [--users 1000000] [--batch 10000] [--rounds 2] [--keep]
+
+Uses its own database `hato_bench_fanout` (dropped, created and migrated here, dropped again at the end
+unless --keep) on the server of DATABASE_URL, and Redis database 3 on the server of REDIS_URL (flushed
+before and after). Loads USERS users with one INSERT … SELECT generate_series, and a deviating
+preference row for 10 % of them (5 % e-mail off, 5 % inbox off), for a type whose inbox and e-mail
+are on by default. Then, in this one process and run:
+
+  (a) raw      two statements in one transaction: INSERT INTO notifications … SELECT FROM users (inbox
+               preference joined), then INSERT INTO notification_deliveries … SELECT the e-mail rows:
+               the same rows, tables and indexes, with nothing else: the physical ceiling here
+  (b) fanout   jobs/fanout.fanout_campaign(id) for a campaign to everyone: keyset batches of --batch
+               users, each one INSERT … SELECT with the preference resolution, dedupe key and
+               deliveries in one statement, committed per batch, its deliveries enqueued on `low`,
+               badge events for the (1,000) users marked online
+
+The tables are truncated and checkpointed before every run. The machine is shared, so the runs
+alternate (a), (b), (a), (b) (--rounds 2) and the faster run of each counts: a burst of someone
+else's load then skews neither side. Rows are notifications + deliveries. Then an announcement to the
+same users: one row, and a user who never read anything counts it unread.
+Prints a table, then one JSON line (ratio = fanout_rows_per_s / raw_rows_per_s; target >= 0.7).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from urllib.parse import urlsplit, urlunsplit
+
+BENCH_DB = "hato_bench_fanout"
+BENCH_REDIS_DB = 3
+ONLINE_USERS = 1000
+TYPE = "promo"
+
+SETUP_SQL = [
+    f"""INSERT INTO notification_types (type, label, default_in_app, default_email, default_push, priority)
+        VALUES ('{TYPE}', 'Offers', true, true, false, 'default')""",
+    """INSERT INTO users (external_id, email, display_name, locale)
+       SELECT 'user-' || g, 'user' || g || '@example.com', 'User ' || g, CASE WHEN g % 10 = 3 THEN 'ja' ELSE 'en' END
+       FROM generate_series(1, :users) g""",
+    # 10 % deviate from the type's defaults: half turned e-mail off, half turned the inbox off.
+    f"""INSERT INTO notification_preferences (user_id, type, channel, enabled)
+        SELECT id, '{TYPE}', CASE WHEN id % 20 = 0 THEN 'email' ELSE 'in_app' END, false
+        FROM users WHERE id % 10 = 0""",
+]
+
+CONTENT = {"title": "Spring sale", "body": "Everything 20 % off this week.", "link_path": "/offers/spring"}
+
+# The ceiling: the same notifications (inbox-off users born read and hidden) and the same pending
+# e-mail deliveries, straight from users, with no batching, no dedupe check and no RETURNING.
+RAW_SQL = [
+    f"""INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, data, campaign_id,
+                                   in_app, read_at)
+        SELECT u.id, '{TYPE}', :title, :body, :link_path, :dedupe_key, CAST('{{}}' AS jsonb), :campaign_id,
+               coalesce(p.enabled, true), CASE WHEN coalesce(p.enabled, true) THEN NULL ELSE now() END
+        FROM users u
+        LEFT JOIN notification_preferences p ON p.user_id = u.id AND p.type = '{TYPE}' AND p.channel = 'in_app'""",
+    f"""INSERT INTO notification_deliveries (notification_id, channel, status)
+        SELECT n.id, 'email', 'pending'
+        FROM notifications n
+        LEFT JOIN notification_preferences p ON p.user_id = n.user_id AND p.type = '{TYPE}' AND p.channel = 'email'
+        WHERE n.campaign_id = :campaign_id AND coalesce(p.enabled, true)""",
+]
+
+COUNTS_SQL = """SELECT (SELECT count(*) FROM notifications) AS notifications,
+                       (SELECT count(*) FROM notifications WHERE NOT in_app) AS hidden,
+                       (SELECT count(*) FROM notification_deliveries) AS deliveries"""
+
+
+def _urls() -> tuple[str, str]:
+    db = urlsplit(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/hato"))
+    redis_url = urlsplit(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    if redis_url.scheme == "unix":
+        redis = urlunsplit((redis_url.scheme, redis_url.netloc, redis_url.path, f"db={BENCH_REDIS_DB}", ""))
+    else:
+        redis = urlunsplit((redis_url.scheme, redis_url.netloc, f"/{BENCH_REDIS_DB}", "", ""))
+    return urlunsplit((db.scheme, db.netloc, f"/{BENCH_DB}", db.query, "")), redis
+
+
+def _admin(url: str, *statements: str) -> None:
+    """Run statements on the server's `postgres` database (create/drop the bench database)."""
+    import psycopg
+
+    params = psycopg.conninfo.conninfo_to_dict(url)
+    params["dbname"] = "postgres"
+    with psycopg.connect(psycopg.conninfo.make_conninfo(**params), autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+def _maintenance(db, *statements: str) -> None:
+    """VACUUM/CHECKPOINT need autocommit; run them on their own connection."""
+    with db.engine.connect() as conn:
+        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+        for statement in statements:
+            conn.exec_driver_sql(statement)
+
+
+def _counts(db, sa) -> dict:
+    db.session.rollback()
+    return dict(db.session.execute(sa.text(COUNTS_SQL)).mappings().one())
+
+
+def _campaign(service, db) -> int:
+    """A fresh campaign to everyone, sent now (each fanout run gets its own)."""
+    campaign = service.create_campaign(None, name="Bench", type_=TYPE, title=CONTENT["title"], body=CONTENT["body"],
+                                       link_path=CONTENT["link_path"])
+    service.send_campaign(None, campaign.id)
+    db.session.commit()
+    return campaign.id
+
+
+def _fresh(db, sa) -> None:
+    """Empty the written tables and checkpoint, so every run starts from the same state."""
+    db.session.execute(sa.text("TRUNCATE notification_deliveries, notifications CASCADE"))
+    db.session.commit()
+    _maintenance(db, "CHECKPOINT")
+
+
+def run(users: int, batch: int, rounds: int) -> dict:
+    """Load, run (a) and (b) alternately `rounds` times, the announcement check; return the figures."""
+    import sqlalchemy as sa
+    from flask_migrate import upgrade
+
+    from app import create_app
+    from app.campaigns import fanout, service
+    from app.console.service import create_announcement
+    from app.extensions import db, redis
+    from app.inbox.queries import unread_counts
+    from app.models import Campaign
+    from app.queueing import get_queue
+    from app.realtime.presence import touch
+    from jobs.fanout import fanout_campaign
+
+    # Presence lasts the whole run, so the same 1,000 users are online for every batch.
+    app = create_app({"FANOUT_BATCH_SIZE": batch, "PRESENCE_TTL_SECONDS": 3600})
+    figures: dict = {"users": users, "batch": batch, "rounds": rounds, "raw_runs": [], "fanout_runs": []}
+    with app.app_context():
+        upgrade()
+        redis.client().flushdb()
+        started = time.perf_counter()
+        for statement in SETUP_SQL:
+            db.session.execute(sa.text(statement), {"users": users})
+        db.session.commit()
+        figures["load_s"] = time.perf_counter() - started
+        _maintenance(db, "VACUUM ANALYZE users", "VACUUM ANALYZE notification_preferences")
+        raw_campaign = _campaign(service, db)
+        for _ in range(rounds):
+            # (a) raw
+            _fresh(db, sa)
+            started = time.perf_counter()
+            for statement in RAW_SQL:
+                db.session.execute(sa.text(statement), {**CONTENT, "campaign_id": raw_campaign,
+                                                        "dedupe_key": fanout.dedupe_key(raw_campaign)})
+            db.session.commit()
+            figures["raw_runs"].append(time.perf_counter() - started)
+            raw = _counts(db, sa)
+            # (b) the real fanout job
+            _fresh(db, sa)
+            redis.client().flushdb()  # the previous run's delivery jobs
+            touch(redis.client(), range(1, users + 1, max(users // ONLINE_USERS, 1)), ttl=3600)
+            campaign_id = _campaign(service, db)
+            started = time.perf_counter()
+            result = fanout_campaign(campaign_id)
+            figures["fanout_runs"].append(time.perf_counter() - started)
+            real = _counts(db, sa)
+        finished = db.session.get(Campaign, campaign_id)
+        figures["campaign"] = {"status": finished.status, "done": finished.done, "total": finished.total}
+        figures["jobs"] = {name: get_queue(name).count for name in ("high", "default", "low")}
+        figures["badges"] = result["badges"]
+        figures["same_counts"] = raw == real
+
+        # An announcement to the same users is one row; nobody gets a row until they read it.
+        started = time.perf_counter()
+        create_announcement(None, title="Maintenance on Sunday", body="The service pauses 02:00-03:00.")
+        db.session.commit()
+        figures["announcement_ms"] = (time.perf_counter() - started) * 1000
+        rows = db.session.execute(sa.text("SELECT (SELECT count(*) FROM announcements), "
+                                          "(SELECT count(*) FROM announcement_reads)")).one()
+        never_read = db.session.execute(sa.text("SELECT max(id) FROM users")).scalar_one()
+        counts = unread_counts(never_read)
+        figures.update(announcement_rows=rows[0] + rows[1], announcement_reads=rows[1],
+                       never_read_user=never_read, never_read_unread=counts.total,
+                       never_read_announcements=counts.announcements)
+        redis.client().flushdb()
+        db.session.remove()
+        db.engine.dispose()
+
+    raw_rows = raw["notifications"] + raw["deliveries"]
+    real_rows = real["notifications"] + real["deliveries"]
+    raw_s, fanout_s = min(figures["raw_runs"]), min(figures["fanout_runs"])
+    figures.update(raw_s=raw_s, fanout_s=fanout_s, raw_rows=raw_rows, fanout_rows=real_rows,
+                   notifications=real["notifications"], deliveries=real["deliveries"], hidden=real["hidden"],
+                   raw_rows_per_s=raw_rows / raw_s, fanout_rows_per_s=real_rows / fanout_s)
+    figures["ratio"] = figures["fanout_rows_per_s"] / figures["raw_rows_per_s"]
+    return figures
+
+
+def report(f: dict) -> None:
+    """Print the table, then the JSON line."""
+    print(f"\nCampaign fanout to {f['users']:,} users (10 % with a deviating preference), batches of {f['batch']:,}")
+    print(f"{'':<34}{'seconds':>10}{'notifications':>15}{'deliveries':>12}{'rows/s':>12}")
+    print(f"{'(a) raw INSERT … SELECT':<34}{f['raw_s']:>10.2f}{f['notifications']:>15,}{f['deliveries']:>12,}"
+          f"{f['raw_rows_per_s']:>12,.0f}")
+    print(f"{'(b) fanout job (real)':<34}{f['fanout_s']:>10.2f}{f['notifications']:>15,}{f['deliveries']:>12,}"
+          f"{f['fanout_rows_per_s']:>12,.0f}")
+    print(f"{'ratio (b)/(a)':<34}{f['ratio']:>10.2f}   target >= 0.70")
+    runs = lambda key: ", ".join(f"{s:.2f}" for s in f[key])  # noqa: E731
+    print(f"runs, alternating, fastest counted: (a) {runs('raw_runs')} s · (b) {runs('fanout_runs')} s")
+    print(f"same counts in (a) and (b): {f['same_counts']} · inbox-off rows (born read, hidden): {f['hidden']:,}"
+          f" · campaign {f['campaign']['status']} {f['campaign']['done']:,}/{f['campaign']['total']:,}")
+    print(f"delivery jobs queued: low {f['jobs']['low']:,}, default {f['jobs']['default']}, high {f['jobs']['high']}"
+          f" · badge events (online users only): {f['badges']:,}")
+    print(f"announcement to the same users: {f['announcement_rows']} row ({f['announcement_ms']:.1f} ms),"
+          f" {f['announcement_reads']} read rows; user {f['never_read_user']:,} (never read anything) counts"
+          f" {f['never_read_announcements']} unread announcement ({f['never_read_unread']} unread in all)")
+    keys = ("users", "batch", "rounds", "raw_rows", "fanout_rows", "raw_s", "fanout_s", "raw_rows_per_s",
+            "fanout_rows_per_s", "ratio", "announcement_rows", "never_read_unread", "same_counts")
+    print(json.dumps({k: round(f[k], 3) if isinstance(f[k], float) else f[k] for k in keys}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--users", type=int, default=1_000_000)
+    parser.add_argument("--batch", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=2, help="Alternating (a)/(b) runs; the fastest of each counts.")
+    parser.add_argument("--keep", action="store_true", help="Keep the benchmark database afterwards.")
+    args = parser.parse_args()
+    db_url, redis_url = _urls()
+    os.environ.update(DATABASE_URL=db_url, REDIS_URL=redis_url)
+    os.environ.setdefault("SECRET_KEY", "bench-secret")
+    _admin(db_url, f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)', f'CREATE DATABASE "{BENCH_DB}"')
+    try:
+        figures = run(args.users, args.batch, max(args.rounds, 1))
+    finally:
+        if not args.keep:
+            _admin(db_url, f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
+    report(figures)
+
+
+if __name__ == "__main__":
+    main()
