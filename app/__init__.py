@@ -20,12 +20,25 @@ def create_app(test_config: dict | None = None) -> Flask:
     from app import cli, errors, security, templating
     from app.auth.views import bp as auth_bp
     from app.inbox.views import bp as inbox_bp
+    from app.preferences.views import bp as preferences_bp
     from app.health import bp as health_bp
+    from app.api.views import bp as api_bp
+    from app.delivery.views import bp as delivery_bp
+    from app.metrics import bp as metrics_bp
+    from app.realtime.views import bp as realtime_bp
+    from app.console.views import bp as console_bp
+    from app.push.views import bp as push_bp
 
     security.init_app(app)
     templating.init_app(app)
     errors.init_app(app)
     cli.init_app(app)
-    for blueprint in (auth_bp, inbox_bp, health_bp):
+    for blueprint in (auth_bp, inbox_bp, health_bp, realtime_bp):
         app.register_blueprint(blueprint)
+    app.register_blueprint(delivery_bp)
+    app.register_blueprint(metrics_bp)
+    app.register_blueprint(preferences_bp)
+    app.register_blueprint(api_bp)
+    app.register_blueprint(console_bp)
+    app.register_blueprint(push_bp)
     return app

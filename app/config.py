@@ -57,6 +57,11 @@ class Config:
         self.MAX_CONTENT_LENGTH = 2 * 1024 * 1024
         self.API_MAX_BODY_BYTES = _int("API_MAX_BODY_BYTES", 256 * 1024)
         self.API_RATE_LIMIT = env.get("API_RATE_LIMIT", "6000 per minute")
+        # IETF RateLimit header names; Flask-Limiter's reset value is an epoch, so it keeps the X- name
+        # and the API adds RateLimit-Reset in seconds (app/api/views.py).
+        self.RATELIMIT_HEADER_LIMIT = "RateLimit-Limit"
+        self.RATELIMIT_HEADER_REMAINING = "RateLimit-Remaining"
+        self.RATELIMIT_HEADER_RESET = "X-RateLimit-Reset"
         self.LOGIN_RATE_LIMIT = env.get("LOGIN_RATE_LIMIT", "5 per minute")
         self.RATELIMIT_ENABLED = _bool("RATELIMIT_ENABLED", True)
         self.SMTP_URL = env.get("SMTP_URL", "smtp://127.0.0.1:8025")
@@ -72,5 +77,30 @@ class Config:
         self.RETRY_CAP_SECONDS = _float("RETRY_CAP_SECONDS", 600.0)
         self.RETRY_MAX_ATTEMPTS = _int("RETRY_MAX_ATTEMPTS", 8)
         self.DELIVERY_BATCH_SIZE = _int("DELIVERY_BATCH_SIZE", 100)
+        # Campaign fanout: users per INSERT … SELECT (one transaction each); DLQ bulk actions: rows per batch.
+        self.FANOUT_BATCH_SIZE = _int("FANOUT_BATCH_SIZE", 10_000)
+        self.BULK_BATCH_SIZE = _int("BULK_BATCH_SIZE", 1_000)
         self.DELIVERY_LEASE_SECONDS = _int("DELIVERY_LEASE_SECONDS", 120)
         self.SWEEP_INTERVAL_SECONDS = _float("SWEEP_INTERVAL_SECONDS", 5.0)
+        # A due pending row is re-enqueued by the sweeper when nobody touched it for this long.
+        self.SWEEP_REQUEUE_AFTER_SECONDS = _float("SWEEP_REQUEUE_AFTER_SECONDS", 30.0)
+        self.SWEEP_LIMIT = _int("SWEEP_LIMIT", 5000)
+        # Provider per channel, by registry name (app/providers): smtp | fake; push has none yet.
+        self.EMAIL_PROVIDER = env.get("EMAIL_PROVIDER", "smtp")
+        self.PUSH_PROVIDER = env.get("PUSH_PROVIDER", "webpush")
+        self.PUSH_TIMEOUT = _float("PUSH_TIMEOUT", 10.0)
+        # http:// push endpoints on this machine (a local push service in tests); never in production.
+        self.PUSH_ALLOW_HTTP_ENDPOINTS = _bool("PUSH_ALLOW_HTTP_ENDPOINTS", False)
+        # Circuit breaker per provider (app/providers/breaker.py): opens after BREAKER_FAILURES transient
+        # failures within BREAKER_WINDOW_SECONDS; one probe after BREAKER_COOLDOWN_SECONDS.
+        self.BREAKER_FAILURES = _int("BREAKER_FAILURES", 5)
+        self.BREAKER_WINDOW_SECONDS = _float("BREAKER_WINDOW_SECONDS", 30.0)
+        self.BREAKER_COOLDOWN_SECONDS = _float("BREAKER_COOLDOWN_SECONDS", 30.0)
+        self.BREAKER_PROBE_TIMEOUT_SECONDS = _float("BREAKER_PROBE_TIMEOUT_SECONDS", 30.0)
+        # Token bucket per provider (app/providers/ratelimit.py): PROVIDER_RATE_<NAME> messages per second,
+        # PROVIDER_BURST_<NAME> bucket size (default: one second's worth), e.g. PROVIDER_RATE_SMTP=50.
+        # A worker sleeps for a token up to RATE_LIMIT_MAX_WAIT_SECONDS, else the rows wait in the ledger.
+        self.RATE_LIMIT_MAX_WAIT_SECONDS = _float("RATE_LIMIT_MAX_WAIT_SECONDS", 1.0)
+        for name, value in env.items():
+            if name.startswith(("PROVIDER_RATE_", "PROVIDER_BURST_")):
+                setattr(self, name, float(value))

@@ -42,9 +42,11 @@ BASE_URL = f"http://{HOST}:{WEB_PORT}"
 DEFAULT_SMTP_URL = f"smtp://{HOST}:{SMTP_PORT}"
 
 # The web server of `make run`; the README documents these exact arguments.
+# app/realtime/gunicorn_conf.py sizes the gthread pool for websockets (WEB_MAX_SOCKETS, default 1000
+# per worker) and closes sockets with 1001 on SIGTERM so pages reconnect.
 GUNICORN_ARGS = [
-    "wsgi:app", "--bind", f"{HOST}:{WEB_PORT}", "--worker-class", "gthread",
-    "--workers", "2", "--threads", "16", "--graceful-timeout", "5",
+    "-c", "python:app.realtime.gunicorn_conf", "wsgi:app", "--bind", f"{HOST}:{WEB_PORT}",
+    "--graceful-timeout", "5",
 ]
 
 MACHINE_PG = "postgresql://postgres@127.0.0.1:5432"

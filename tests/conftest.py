@@ -10,6 +10,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 from urllib.parse import urlsplit
 
 import psycopg
@@ -94,12 +95,25 @@ def _needs_commits(request) -> bool:
     return any(request.node.get_closest_marker(m) for m in ("committed", "e2e", "chaos"))
 
 
-def truncate_all(application) -> None:
-    """Empty every table (used after tests that really commit)."""
+def truncate_all(application, attempts: int = 5) -> None:
+    """Empty every table (used after tests that really commit).
+
+    A live-server thread or a worker may still be finishing a request that touches these tables;
+    TRUNCATE then waits for (or deadlocks with) it, so give up the lock quickly and try again.
+    """
+    tables = ", ".join(t.name for t in reversed(db.metadata.sorted_tables))
     with application.app_context():
-        tables = [t.name for t in reversed(db.metadata.sorted_tables)]
-        db.session.execute(sa.text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
-        db.session.commit()
+        for attempt in range(attempts):
+            try:
+                db.session.execute(sa.text("SET LOCAL lock_timeout = '3s'"))
+                db.session.execute(sa.text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+                db.session.commit()
+                break
+            except sa.exc.OperationalError:
+                db.session.rollback()
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
         db.session.remove()
 
 
@@ -141,7 +155,18 @@ def _reset_rate_limits(app):
     limiter._storage, limiter._limiter = app.limiter_state
     with app.app_context():
         limiter.reset()
+        _reset_provider_state()
     yield
+
+
+def _reset_provider_state() -> None:
+    """Close every circuit breaker and refill every token bucket (app/providers/routing.py keeps them in Redis)."""
+    from app.extensions import redis
+
+    client = redis.client()
+    keys = [*client.scan_iter("hato:breaker*", count=500), *client.scan_iter("hato:bucket*", count=500)]
+    if keys:
+        client.delete(*keys)
 
 
 @pytest.fixture

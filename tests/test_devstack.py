@@ -45,8 +45,15 @@ def test_split_args_drops_the_separator():
     assert devstack.split_args(["run"]) == ("run", [])
 
 
-def test_gunicorn_runs_gthread_on_port_5000():
+def test_gunicorn_uses_the_realtime_config_on_port_5000():
     args = devstack.GUNICORN_ARGS
-    assert args[0] == "wsgi:app"
-    assert args[args.index("--worker-class") + 1] == "gthread"
+    assert "wsgi:app" in args
+    assert args[args.index("-c") + 1] == "python:app.realtime.gunicorn_conf"
     assert args[args.index("--bind") + 1] == "127.0.0.1:5000"
+
+
+def test_the_realtime_config_runs_gthread():
+    from app.realtime import gunicorn_conf
+
+    assert gunicorn_conf.worker_class == "gthread"
+    assert gunicorn_conf.threads > gunicorn_conf.workers

@@ -1,0 +1,67 @@
+"""Who has a live socket: one Redis sorted set of user id -> last heartbeat (unix seconds).
+
+Each web process refreshes the users it holds every TTL/3 seconds, so a user is "online" while any
+process refreshed them within the TTL. Nobody removes a user on disconnect (another process may still
+hold a socket for them); they simply age out. Bulk producers (campaign fanout) ask
+`online_user_ids()` so they publish only for users someone is listening for.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from itertools import chain
+
+import redis as redis_lib
+from flask import current_app
+from redis.exceptions import RedisError
+
+from app.extensions import redis
+
+log = logging.getLogger(__name__)
+
+PRESENCE_KEY = "hato:presence"
+DEFAULT_TTL_SECONDS = 60.0
+CHUNK = 1000
+
+
+def ttl_seconds() -> float:
+    """Return how long a heartbeat keeps a user online."""
+    return float(current_app.config.get("PRESENCE_TTL_SECONDS", DEFAULT_TTL_SECONDS))
+
+
+def _chunks(items: list, size: int = CHUNK):
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def touch(client: redis_lib.Redis, user_ids: Iterable[int], ttl: float, now: float | None = None) -> None:
+    """Mark these users as seen now and forget heartbeats older than ttl (raises RedisError)."""
+    now = time.time() if now is None else now
+    ids = sorted({int(user_id) for user_id in user_ids})
+    with client.pipeline(transaction=False) as pipe:
+        for chunk in _chunks(ids):
+            pipe.zadd(PRESENCE_KEY, {user_id: now for user_id in chunk})
+        pipe.zremrangebyscore(PRESENCE_KEY, "-inf", f"({now - ttl}")
+        if ids:
+            # If every web process dies the whole set expires instead of lingering.
+            pipe.expire(PRESENCE_KEY, int(ttl) + 1)
+        pipe.execute()
+
+
+def online_user_ids(user_ids: Iterable[int]) -> set[int]:
+    """Return the subset of user_ids with a live socket in some web process (empty if Redis is down)."""
+    ids = list(dict.fromkeys(int(user_id) for user_id in user_ids))
+    if not ids:
+        return set()
+    cutoff = time.time() - ttl_seconds()
+    try:
+        with redis.client().pipeline(transaction=False) as pipe:
+            for chunk in _chunks(ids):
+                pipe.zmscore(PRESENCE_KEY, chunk)
+            scores = chain.from_iterable(pipe.execute())
+    except RedisError as exc:
+        # Without Redis there is no pub/sub either, so nobody could be told anyway.
+        log.warning("presence lookup failed: %s", exc)
+        return set()
+    return {user_id for user_id, score in zip(ids, scores) if score is not None and score >= cutoff}

@@ -1,0 +1,94 @@
+"""The header badge updates live in every tab, follows mark-read, and survives a server restart."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from app.extensions import db
+from tests.conftest import free_port
+from tests.factories import TEST_PASSWORD, UserFactory
+from tests.realtime.helpers import Gunicorn, api_notify, create_api_key, insert_notification, session_cookie
+
+pytestmark = pytest.mark.e2e
+
+HOSTILE_TITLE = '<img src=x onerror="document.title=1"> Build #42 failed'
+
+
+@pytest.fixture
+def member(live_server):
+    """A user with two unread notifications; returns (user id, e-mail, external id)."""
+    with live_server.app_context():
+        user = UserFactory(display_name="Tab Tester")
+        db.session.commit()
+        for n in range(2):
+            insert_notification(user.id, title=f"Old news {n}", key=f"e2e-old-{n}")
+        member = (user.id, user.email, user.external_id)
+        db.session.remove()
+    return member
+
+
+def open_inbox(page, url: str) -> None:
+    """Load the inbox and wait until its websocket has delivered the first (authoritative) count."""
+    with page.expect_websocket() as socket_info:
+        page.goto(url)
+    socket_info.value.wait_for_event("framereceived")
+    page.evaluate("window.__sameDocument = true")
+
+
+def test_two_tabs_follow_an_api_call_and_a_mark_read(page, live_server, member):
+    _, email, external_id = member
+    key = create_api_key(live_server)
+    page.goto("/login")
+    page.get_by_label("E-mail").fill(email)
+    page.get_by_label("Password").fill(TEST_PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(re.compile(r"/inbox$"))
+    open_inbox(page, live_server.base_url + "/inbox")
+    other = page.context.new_page()
+    open_inbox(other, live_server.base_url + "/inbox")
+    tabs = (page, other)
+    for tab in tabs:
+        expect(tab.locator("#inbox-badge")).to_have_text("2")
+
+    api_notify(live_server.base_url, key, external_id, HOSTILE_TITLE)
+    for tab in tabs:
+        expect(tab.locator("#inbox-badge")).to_have_text("3", timeout=1000)
+        toast = tab.locator("#toasts [data-toast]")
+        expect(toast).to_contain_text(HOSTILE_TITLE, timeout=1000)  # shown as text, not markup
+        expect(tab.locator("#toasts img")).to_have_count(0)
+        assert tab.evaluate("window.__sameDocument") is True  # no reload
+    expect(page.locator("#toasts")).to_have_attribute("aria-live", "polite")
+
+    page.get_by_role("button", name="Mark read: Old news 0").click()
+    expect(page.locator("#inbox-badge")).to_have_text("2", timeout=1000)
+    expect(other.locator("#inbox-badge")).to_have_text("2", timeout=1000)
+    assert other.evaluate("window.__sameDocument") is True
+
+    expect(page.locator("#toasts [data-toast]")).to_have_count(1)
+    page.locator("#toasts [data-toast-close]").click()
+    expect(page.locator("#toasts [data-toast]")).to_have_count(0)
+
+
+def test_after_a_server_restart_the_page_reconnects_with_the_right_count(page, app, member):
+    user_id, _, _ = member
+    port = free_port()
+    server = Gunicorn(port).start()
+    try:
+        page.context.add_cookies([{"name": "session", "value": session_cookie(app, user_id),
+                                   "url": server.base_url}])
+        open_inbox(page, server.base_url + "/inbox")
+        badge = page.locator("#inbox-badge")
+        expect(badge).to_have_text("2")
+
+        assert server.stop() == 0  # SIGTERM: sockets closed with 1001
+        with app.app_context():
+            for n in range(3):
+                insert_notification(user_id, title=f"While down {n}", key=f"e2e-down-{n}")
+        server = Gunicorn(port).start()
+
+        expect(badge).to_have_text("5", timeout=20_000)
+        assert page.evaluate("window.__sameDocument") is True  # the socket reconnected; no reload
+    finally:
+        server.kill()

@@ -1,0 +1,408 @@
+"""Benchmark: live badge delivery over websockets from one web process.
+
+    python -m tests.perf.bench_realtime [--worker-class gthread|gevent] [--sockets 1000] [--rate 50]
+                                        [--duration 20] [--max-sockets 5000] [--step 1000]
+
+One gunicorn worker (the production config, app.realtime.gunicorn_conf) against its own database
+`hato_bench_realtime` and Redis DB 7 (on the servers of DATABASE_URL / REDIS_URL, else 127.0.0.1).
+A bounded asyncio client opens --sockets signed-in websockets (session cookies signed with the app's
+own serializer, so nobody logs in 1,000 times). A separate process then POSTs /v1/notifications to the
+same web process for random connected users at a fixed rate for a fixed time. "from 202" runs from
+the 202 response to the frame carrying that notification's toast arriving (the API publishes before
+it answers, so a frame can beat its own 202: values may be negative); "from POST" runs from sending
+the request. "uncoalesc" leaves out the events that came within 100 ms of the previous one for the
+same user (those wait, by design, for the end of the user's coalescing window). "floor" is the same
+events seen by a bare Redis subscriber in the client process: what the machine itself adds. Then the socket count steps up to
+--max-sockets, stopping at the first handshake error or missing first frame. The last line is JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import json
+import multiprocessing
+import os
+import random
+import re
+import resource
+import signal
+import socket
+import threading
+import time
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psutil
+import psycopg
+import redis as redis_lib
+import sqlalchemy as sa
+from websockets.asyncio.client import connect
+
+DB_NAME = "hato_bench_realtime"
+REDIS_DB = 7
+TOAST_RE = re.compile(r"bench-(\d+)")
+CONNECT_CONCURRENCY = 50
+FIRST_FRAME_TIMEOUT = 15.0
+SETTLE_SECONDS = 3.0
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def raise_fd_limit() -> int:
+    """Raise this process's open-file limit to the hard limit (the server and publisher inherit it)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+def bench_env() -> dict:
+    """Return DATABASE_URL / REDIS_URL for our own database and Redis DB on the configured servers."""
+    db = urlsplit(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/hato"))
+    cache = urlsplit(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    if cache.scheme == "unix":
+        cache = cache._replace(query=urlencode({**dict(parse_qsl(cache.query)), "db": REDIS_DB}))
+    else:
+        cache = cache._replace(path=f"/{REDIS_DB}")
+    return {"DATABASE_URL": urlunsplit(db._replace(path=f"/{DB_NAME}")), "REDIS_URL": urlunsplit(cache),
+            "SECRET_KEY": "bench-realtime-secret", "API_RATE_LIMIT": "100000 per minute"}
+
+
+def prepare_database(env: dict, users: int):
+    """Recreate and migrate the bench database, empty our Redis DB, create users and an API key.
+
+    Returns (app, {user id: external id}, API key).
+    """
+    os.environ.update(env)
+    params = psycopg.conninfo.conninfo_to_dict(env["DATABASE_URL"])
+    with psycopg.connect(psycopg.conninfo.make_conninfo(**{**params, "dbname": "postgres"}),
+                         autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+    from flask_migrate import upgrade
+
+    from app import create_app
+    from app.api.service import create_api_key
+    from app.extensions import db, redis
+
+    app = create_app()
+    with app.app_context():
+        upgrade()
+        redis.client().flushdb()  # DB 7 only, ours
+        db.session.execute(sa.text(
+            "INSERT INTO notification_types (type, label) VALUES ('comment', 'Comment') ON CONFLICT DO NOTHING"))
+        db.session.execute(sa.text(
+            "INSERT INTO users (email, display_name, external_id) "
+            "SELECT 'bench' || n || '@example.com', 'Bench ' || n, 'bench-' || n FROM generate_series(1, :n) AS n"),
+            {"n": users})
+        key, _ = create_api_key("bench_realtime")
+        db.session.commit()
+        users_by_id = dict(db.session.execute(sa.text("SELECT id, external_id FROM users ORDER BY id")).all())
+        db.session.remove()
+    return app, users_by_id, key
+
+
+class Clients:
+    """Many websocket clients in one asyncio loop, recording when each bench toast arrives."""
+
+    def __init__(self, base_url: str, cookies: dict[int, str], compression: str | None = "deflate") -> None:
+        self.compression = compression
+        self.url = base_url.replace("http://", "ws://") + "/ws"
+        self.origin = base_url
+        self.cookies = cookies
+        self.arrivals: dict[int, float] = {}
+        self.sockets: dict[int, object] = {}
+        self.tasks: list[asyncio.Task] = []
+        self.errors: list[str] = []
+        self.closed: list[tuple[int | None, float]] = []  # (close code, when) for sockets the server closed
+        self.gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
+
+    async def _one(self, user_id: int, ready: asyncio.Future) -> None:
+        try:
+            async with self.gate:
+                ws = await connect(self.url, origin=self.origin, proxy=None, ping_interval=None,
+                                   compression=self.compression,
+                                   additional_headers={"Cookie": f"session={self.cookies[user_id]}"},
+                                   open_timeout=FIRST_FRAME_TIMEOUT, close_timeout=1)
+                await asyncio.wait_for(ws.recv(), FIRST_FRAME_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - any failure means "this socket did not make it"
+            self.errors.append(f"{type(exc).__name__}: {exc}"[:200])
+            ready.set_result(False)
+            return
+        self.sockets[user_id] = ws
+        ready.set_result(True)
+        try:
+            async for frame in ws:
+                now = time.perf_counter()
+                for seq in TOAST_RE.findall(frame):
+                    self.arrivals.setdefault(int(seq), now)
+        except Exception:  # noqa: BLE001 - an abnormal close is recorded below like any other
+            pass
+        self.closed.append((ws.close_code, time.perf_counter()))
+
+    async def open(self, user_ids: list[int]) -> int:
+        """Open sockets for user_ids; return how many got their first frame."""
+        futures = []
+        for user_id in user_ids:
+            ready = asyncio.get_running_loop().create_future()
+            self.tasks.append(asyncio.create_task(self._one(user_id, ready)))
+            futures.append(ready)
+        return sum(await asyncio.gather(*futures))
+
+    async def close(self) -> None:
+        """Close every socket."""
+        await asyncio.gather(*(ws.close() for ws in self.sockets.values()), return_exceptions=True)
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+class RedisFloor(threading.Thread):
+    """A bare subscriber to the same badge events: the transport and scheduling floor of this machine."""
+
+    def __init__(self, redis_url: str) -> None:
+        super().__init__(daemon=True)
+        self.arrivals: dict[int, float] = {}
+        self.pubsub = redis_lib.Redis.from_url(redis_url).pubsub()
+        self.pubsub.psubscribe("hato:badge:user:*")
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            message = self.pubsub.get_message(timeout=0.2)
+            if message and message["type"] == "pmessage":
+                for seq in TOAST_RE.findall(message["data"].decode()):
+                    self.arrivals.setdefault(int(seq), time.perf_counter())
+        self.pubsub.close()
+
+
+def publish_events(base_url: str, key: str, users: dict[int, str], rate: float, duration: float, out) -> None:
+    """POST /v1/notifications for a random connected user per tick, as a product service does.
+
+    Runs in its own process (one keep-alive connection) so that its CPU time does not delay the
+    clients' event loop; sends back, per event, when the request started and when the 202 arrived.
+    """
+    rng = random.Random(7)
+    user_ids = sorted(users)
+    started: dict[int, float] = {}
+    accepted: dict[int, float] = {}
+    chosen: dict[int, int] = {}
+    failures: list[str] = []
+    host, port = urlsplit(base_url).hostname, urlsplit(base_url).port
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    begin = time.perf_counter()
+    for seq in range(int(rate * duration)):
+        delay = begin + seq / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        user_id = rng.choice(user_ids)
+        body = json.dumps({"type": "comment", "recipient": users[user_id], "title": f"bench-{seq}",
+                           "dedupe_key": f"bench:{seq}"})
+        started[seq] = time.perf_counter()  # CLOCK_MONOTONIC: comparable across processes
+        try:
+            conn.request("POST", "/v1/notifications", body=body, headers=headers)
+            response = conn.getresponse()
+            response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            failures.append(f"{type(exc).__name__}: {exc}")
+            conn.close()
+            continue
+        if response.status != 202:
+            failures.append(f"HTTP {response.status}")
+            continue
+        accepted[seq] = time.perf_counter()
+        chosen[seq] = user_id
+    conn.close()
+    out.put((started, accepted, chosen, failures))
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Return the p-th percentile (nearest rank) of values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+
+def latency_stats(sent: dict[int, float], arrivals: dict[int, float]) -> dict:
+    """Return p50/p95/p99/max in ms and how many events never arrived."""
+    values = [(arrivals[seq] - at) * 1000 for seq, at in sent.items() if seq in arrivals]
+    return {"p50_ms": percentile(values, 50), "p95_ms": percentile(values, 95), "p99_ms": percentile(values, 99),
+            "max_ms": max(values, default=float("nan")), "lost": len(sent) - len(values)}
+
+
+def held_by_coalescing(sent: dict[int, float], users: dict[int, int], window: float) -> set[int]:
+    """Return the events that came within `window` of the previous event for the same user."""
+    last: dict[int, float] = {}
+    held = set()
+    for seq in sorted(sent):
+        user_id = users[seq]
+        if user_id in last and sent[seq] - last[user_id] < window:
+            held.add(seq)
+        last[user_id] = sent[seq]
+    return held
+
+
+def rss_kb(pid: int) -> float:
+    """Return the resident set size of pid in KiB."""
+    return psutil.Process(pid).memory_info().rss / 1024
+
+
+async def latency_phase(env: dict, base_url: str, key: str, clients: Clients, users: dict[int, str],
+                        args) -> tuple[list[dict], int]:
+    """POST at a fixed rate from another process; return latency rows and the number of failed API calls."""
+    floor = RedisFloor(env["REDIS_URL"])
+    floor.start()
+    spawn = multiprocessing.get_context("spawn")
+    results = spawn.Queue()
+    publisher = spawn.Process(target=publish_events, args=(base_url, key, users, args.rate, args.duration, results))
+    publisher.start()
+    deadline = time.monotonic() + args.duration + 120
+    while results.empty():
+        if time.monotonic() > deadline or not publisher.is_alive() and results.empty():
+            raise RuntimeError(f"publisher failed (exit code {publisher.exitcode})")
+        await asyncio.sleep(0.05)
+    started, accepted, chosen, failures = results.get()
+    publisher.join(10)
+    await asyncio.sleep(SETTLE_SECONDS)  # let the last frames arrive
+    floor.stop.set()
+    floor.join(2)
+    held = held_by_coalescing(accepted, chosen, 0.1)
+    free = {seq: at for seq, at in accepted.items() if seq not in held}
+    posted = {seq: started[seq] for seq in accepted}
+    rows = [{"phase": "from 202", **latency_stats(accepted, clients.arrivals), "events": len(accepted)},
+            {"phase": "uncoalesc", **latency_stats(free, clients.arrivals), "events": len(free)},
+            {"phase": "from POST", **latency_stats(posted, clients.arrivals), "events": len(posted)},
+            {"phase": "floor", **latency_stats(accepted, floor.arrivals), "events": len(accepted)}]
+    return rows, len(failures)
+
+
+async def capacity_phase(clients: Clients, user_ids: list[int], worker: int, base_rss: float,
+                         args) -> tuple[list[dict], int]:
+    """Add sockets in steps up to --max-sockets; stop at the first error. Return rows and the last clean count."""
+    rows = []
+    target = len(clients.sockets)
+    clean = 0 if clients.errors else target
+    while not clients.errors and target < args.max_sockets:
+        target = min(target + args.step, args.max_sockets)
+        started = time.perf_counter()
+        await clients.open(user_ids[len(clients.sockets) + len(clients.errors):target])
+        connected = len(clients.sockets)
+        rows.append({"phase": "capacity", "sockets": connected, "errors": len(clients.errors),
+                     "connect_s": time.perf_counter() - started, "rss_mb": rss_kb(worker) / 1024,
+                     "rss_per_socket_kb": (rss_kb(worker) - base_rss) / max(connected, 1),
+                     "threads": psutil.Process(worker).num_threads()})
+        if not clients.errors:
+            clean = connected
+    return rows, clean
+
+
+async def run(args) -> dict:
+    """Run both phases against one fresh gunicorn worker; return the figures."""
+    from tests.realtime.helpers import Gunicorn, session_cookie
+
+    fd_limit = raise_fd_limit()
+    env = bench_env()
+    app, users, key = prepare_database(env, max(args.sockets, args.max_sockets))
+    user_ids = list(users)
+    cookies = {user_id: session_cookie(app, user_id) for user_id in user_ids}
+    server = Gunicorn(free_port(), worker_class=args.worker_class, sockets=args.max_sockets + 64, env=env,
+                      log_path=os.environ.get("BENCH_LOG", "/tmp/bench_realtime_gunicorn.log")).start()
+    try:
+        [worker] = server.worker_pids()
+        warm = Clients(server.base_url, cookies)  # the first socket starts the listener and loads templates
+        await warm.open(user_ids[:1])
+        await warm.close()
+        await asyncio.sleep(1.0)
+        base_rss = rss_kb(worker)
+        clients = Clients(server.base_url, cookies, None if args.no_compression else "deflate")
+        started = time.perf_counter()
+        connected = await clients.open(user_ids[:args.sockets])
+        connect_s = time.perf_counter() - started
+        await asyncio.sleep(1.0)
+        rss_at_n = rss_kb(worker)
+        load = os.getloadavg()[0]
+        cpu_before = sum(psutil.Process(worker).cpu_times()[:2])
+        live = {user_id: users[user_id] for user_id in clients.sockets}
+        rows, api_errors = await latency_phase(env, server.base_url, key, clients, live, args)
+        row = rows[0]
+        row.update(sockets=connected, connect_s=connect_s, rss_mb=rss_at_n / 1024,
+                   rss_per_socket_kb=(rss_at_n - base_rss) / max(connected, 1),
+                   threads=psutil.Process(worker).num_threads(),
+                   worker_cpu_s=sum(psutil.Process(worker).cpu_times()[:2]) - cpu_before)
+        for other in rows[1:]:
+            other["sockets"] = connected if other["phase"] != "floor" else "-"
+        capacity, max_sockets = await capacity_phase(clients, user_ids, worker, base_rss, args)
+        rows += capacity
+        first_error = clients.errors[0] if clients.errors else None
+        open_sockets = len(clients.sockets)
+        stop_started = time.perf_counter()
+        server.proc.send_signal(signal.SIGTERM)  # graceful stop with every socket still open
+        while len(clients.closed) < open_sockets and time.perf_counter() - stop_started < 30:
+            await asyncio.sleep(0.05)
+        going_away = sum(code == 1001 for code, _ in clients.closed)
+        all_closed_s = max((at for _, at in clients.closed), default=stop_started) - stop_started
+        server.proc.wait(30)
+        shutdown_s = time.perf_counter() - stop_started
+        await clients.close()
+    finally:
+        server.kill()
+    return {"rows": rows, "worker_class": args.worker_class, "rate": args.rate, "duration": args.duration,
+            "clients_offer_deflate": not args.no_compression,
+            "cpus": os.cpu_count(), "load_avg_1m": round(load, 2), "fd_limit": fd_limit,
+            "sockets": connected, "events": row["events"], "p50_ms": round(row["p50_ms"], 2),
+            "p95_ms": round(row["p95_ms"], 2), "p99_ms": round(row["p99_ms"], 2), "lost": row["lost"],
+            "api_errors": api_errors, "from_post_p99_ms": round(rows[2]["p99_ms"], 2),
+            "uncoalesced_p99_ms": round(rows[1]["p99_ms"], 2), "coalesced_events": row["events"] - rows[1]["events"],
+            "floor_p99_ms": round(rows[3]["p99_ms"], 2), "worker_cpu_s": round(row["worker_cpu_s"], 2),
+            "rss_per_socket_kb": round(row["rss_per_socket_kb"], 1), "max_sockets": max_sockets,
+            "first_error": first_error, "closed_1001": going_away, "open_at_sigterm": open_sockets,
+            "all_closed_s": round(all_closed_s, 2), "shutdown_s": round(shutdown_s, 2)}
+
+
+def print_table(result: dict) -> None:
+    """Print the human-readable table."""
+    print(f"realtime: 1 gunicorn worker ({result['worker_class']}), {result['rate']:g} events/s for "
+          f"{result['duration']:g} s; {result['cpus']} CPUs, load average {result['load_avg_1m']} before the run")
+    print(f"{'phase':<9} {'sockets':>7} {'events':>6} {'lost':>5} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} "
+          f"{'max ms':>7} {'connect s':>9} {'RSS MB':>7} {'KB/sock':>7} {'threads':>7}")
+    for row in result["rows"]:
+        timed = "p50_ms" in row
+        print(f"{row['phase']:<9} {row['sockets']:>7} {row.get('events', ''):>6} "
+              f"{row.get('lost', row.get('errors', '')):>5} "
+              + (f"{row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f} {row['p99_ms']:>7.1f} {row['max_ms']:>7.1f} "
+                 if timed else " " * 32)
+              + (f"{row['connect_s']:>9.2f} {row['rss_mb']:>7.1f} {row['rss_per_socket_kb']:>7.1f} {row['threads']:>7}"
+                 if "rss_mb" in row else ""))
+    print(f"max sockets reached: {result['max_sockets']}"
+          + (f" (first error: {result['first_error']})" if result["first_error"] else "")
+          + f"; worker CPU during the latency phase: {result['worker_cpu_s']} s"
+          + f"; SIGTERM with {result['open_at_sigterm']} sockets open: {result['closed_1001']} closed with 1001"
+          + f" within {result['all_closed_s']} s, worker exit after {result['shutdown_s']} s")
+
+
+def main() -> None:
+    """Parse arguments, run, print the table and the JSON line."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--worker-class", default="gthread", choices=["gthread", "gevent"])
+    parser.add_argument("--sockets", type=int, default=1000)
+    parser.add_argument("--rate", type=float, default=50.0,
+                        help="API calls per second (100/s is near one worker's API capacity on 2 vCPUs)")
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds of events")
+    parser.add_argument("--max-sockets", type=int, default=5000)
+    parser.add_argument("--step", type=int, default=1000)
+    parser.add_argument("--no-compression", action="store_true",
+                        help="clients do not offer permessage-deflate (browsers always do)")
+    args = parser.parse_args()
+    result = asyncio.run(run(args))
+    print_table(result)
+    print(json.dumps({key: value for key, value in result.items() if key != "rows"}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,256 @@
+"""The hub's own logic with stand-in sockets: coalescing, dispatch, writing, shutdown."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from simple_websocket import ConnectionClosed
+from sqlalchemy.exc import OperationalError
+
+from app import create_app
+from app.extensions import db
+from app.inbox import queries
+from app.realtime import hub as hub_module
+from app.realtime.hub import Hub, parse_toast
+from app.realtime.publish import BROADCAST_CHANNEL, user_channel
+from tests.realtime.helpers import frame_count
+
+
+class FakeSocket:
+    """What the hub uses of simple_websocket.Server: event, connected, send, receive, close."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.connected = True
+        self.sent: list[str] = []
+        self.inbox: list[str] = []
+        self.closed_with: int | None = None
+        self.thread = threading.Thread(target=lambda: None)  # simple-websocket's reader, already done
+        self.thread.start()
+
+    def send(self, data: str) -> None:
+        if not self.connected:
+            raise ConnectionClosed()
+        self.sent.append(data)
+
+    def receive(self, timeout=None):
+        if self.inbox:
+            return self.inbox.pop(0)
+        if not self.connected:
+            raise ConnectionClosed()
+        return None
+
+    def close(self, reason=None, message=None) -> None:
+        if not self.connected:
+            raise ConnectionClosed()
+        self.closed_with = reason
+        self.connected = False
+
+
+class CountingBadge:
+    """Stands in for badge_count: each call returns one more, and records who asked when."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, float]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, user_id: int) -> int:
+        with self.lock:
+            self.calls.append((user_id, time.monotonic()))
+            return len(self.calls)
+
+
+@pytest.fixture
+def counting(monkeypatch):
+    badge = CountingBadge()
+    monkeypatch.setattr(queries, "badge_count", badge)
+    return badge
+
+
+@pytest.fixture
+def hub(app):
+    """A hub of its own on the test app (real Redis listener), shut down afterwards."""
+    hub = Hub(app)
+    yield hub
+    hub.shutdown(timeout=1)
+
+
+def serve_in_thread(hub, conn) -> threading.Thread:
+    def serve():
+        try:
+            hub.serve(conn)
+        finally:
+            hub.disconnect(conn)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def wait_until(predicate, timeout=3.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_burst_for_one_user_costs_one_count_per_window(app, hub, counting):
+    ws = FakeSocket()
+    conn = hub.connect(41, ws)
+    assert hub.listening.wait(3)
+    serve_in_thread(hub, conn)
+    assert wait_until(lambda: len(counting.calls) >= 1)  # the resync after subscribing
+    time.sleep(0.15)
+    start = len(counting.calls)
+    began = time.monotonic()
+    while time.monotonic() - began < 0.5:
+        hub.notify(41, {"title": "burst"})
+        time.sleep(0.005)
+    time.sleep(0.3)  # let the trailing window flush
+    burst_calls = [at for _, at in counting.calls[start:]]
+    # About 100 notifications in 0.5 s: leading edge + one per 100 ms window (+1 for timing slack).
+    assert 2 <= len(burst_calls) <= 7
+    gaps = [b - a for a, b in zip(burst_calls, burst_calls[1:])]
+    assert all(gap >= 0.095 for gap in gaps), gaps
+    # The last frame carries the last count: nothing after the burst is left unsent.
+    assert frame_count(ws.sent[-1]) == len(counting.calls)
+
+
+def test_each_user_is_coalesced_separately_and_both_tabs_get_the_frame(app, hub, counting):
+    tabs = [FakeSocket(), FakeSocket()]
+    other = FakeSocket()
+    conns = [hub.connect(51, tabs[0]), hub.connect(51, tabs[1]), hub.connect(52, other)]
+    for conn in conns:
+        serve_in_thread(hub, conn)
+    assert hub.listening.wait(3)
+    hub.notify_all()  # the view's greet is not part of this test; the resync may have come before all three
+    assert wait_until(lambda: all(ws.sent for ws in (*tabs, other)))
+    time.sleep(0.15)
+    before = len(counting.calls)
+    hub.notify(51, {"title": "<b>for 51</b>"})
+    hub.notify(52)
+    assert wait_until(lambda: len(counting.calls) >= before + 2)
+    assert wait_until(lambda: all("for 51" in ws.sent[-1] for ws in tabs))
+    frame = tabs[0].sent[-1]
+    assert "&lt;b&gt;for 51&lt;/b&gt;" in frame and "<b>" not in frame
+    assert 'hx-swap-oob="true"' in frame and 'id="toasts" hx-swap-oob="beforeend"' in frame
+    assert tabs[0].sent[-1] == tabs[1].sent[-1]
+    assert "toast" not in other.sent[-1]
+
+
+def test_dispatch_reads_user_and_broadcast_channels(app, hub, monkeypatch):
+    seen = []
+    monkeypatch.setattr(hub, "notify", lambda user_id, toast=None: seen.append((user_id, toast)))
+    monkeypatch.setattr(hub, "local_user_ids", lambda: [1, 2])
+    monkeypatch.setattr(hub, "notify_all", lambda: seen.append("all"))
+    hub.dispatch({"type": "pmessage", "channel": user_channel(12).encode(),
+                  "data": json.dumps({"kind": "badge", "toast": {"title": "Hi"}}).encode()})
+    hub.dispatch({"type": "message", "channel": BROADCAST_CHANNEL.encode(), "data": b'{"kind": "badge"}'})
+    hub.dispatch({"type": "pmessage", "channel": b"hato:badge:user:abc", "data": b"{}"})
+    hub.dispatch({"type": "pmessage", "channel": user_channel(13).encode(), "data": b"not json"})
+    hub.dispatch({"type": "psubscribe", "channel": b"hato:badge:user:*", "data": 1})
+    assert seen == [(12, {"title": "Hi"}), "all", "all"]
+
+
+def test_events_for_users_without_a_local_socket_cost_nothing(app, hub, counting):
+    hub.notify(999)
+    time.sleep(0.2)
+    assert counting.calls == []
+
+
+@pytest.mark.parametrize(
+    ("payload", "toast"),
+    [
+        ({"kind": "badge"}, None),
+        ({"kind": "badge", "toast": {"title": ""}}, None),
+        ({"kind": "badge", "toast": "x"}, None),
+        ({"kind": "badge", "toast": {"title": 5}}, {"title": "5"}),
+        (["x"], None),
+    ],
+)
+def test_parse_toast(payload, toast):
+    assert parse_toast(payload) == toast
+
+
+def test_serve_discards_client_messages_and_stops_when_the_client_leaves(app, hub, counting):
+    ws = FakeSocket()
+    ws.inbox = ["hello", "again"]
+    conn = hub.connect(61, ws)
+    thread = serve_in_thread(hub, conn)
+    conn.push("frame-1")
+    assert wait_until(lambda: "frame-1" in ws.sent and not ws.inbox)
+    ws.connected = False
+    ws.event.set()
+    thread.join(2)
+    assert not thread.is_alive()
+    assert hub.socket_count() == 0 and 61 not in hub.local_user_ids()
+
+
+def test_shutdown_closes_every_socket_with_going_away(app, hub, counting):
+    sockets = [FakeSocket() for _ in range(3)]
+    conns = [hub.connect(70 + n, ws) for n, ws in enumerate(sockets)]
+
+    def serve(conn):
+        try:
+            hub.serve(conn)
+        finally:
+            hub.disconnect(conn)
+
+    threads = [threading.Thread(target=serve, args=(conn,), daemon=True) for conn in conns]
+    for thread in threads:
+        thread.start()
+    hub.shutdown()
+    assert [ws.closed_with for ws in sockets] == [1001, 1001, 1001]
+    assert hub.socket_count() == 0
+    late = FakeSocket()
+    late_conn = hub.connect(80, late)
+    assert late.closed_with == 1001 and late_conn in hub._conns[80]  # a process going away turns new sockets away
+
+
+def test_threads_start_only_with_the_first_socket(app, counting):
+    hub = Hub(app)
+    try:
+        assert hub._threads == []
+        hub.connect(90, FakeSocket())
+        assert [t.name for t in hub._threads][:1] == ["hato-realtime-listener"]
+        assert len(hub._threads) == 1 + app.config["REALTIME_FLUSH_THREADS"]
+    finally:
+        hub.shutdown(timeout=0.5)
+
+
+def test_create_app_starts_no_realtime_threads():
+    def realtime_threads():
+        return {thread for thread in threading.enumerate() if thread.name.startswith("hato-realtime")}
+
+    before = realtime_threads()
+    fresh = create_app({"TESTING": True})
+    try:
+        assert fresh.test_client().get("/login").status_code == 200
+        assert hub_module.hub_for(fresh)._threads == []
+        assert not realtime_threads() - before
+    finally:
+        with fresh.app_context():
+            db.engine.dispose()
+
+
+def test_a_database_error_drops_the_batch_and_the_flusher_carries_on(app, hub, monkeypatch):
+    calls = []
+
+    def database_down(user_id):
+        calls.append(user_id)
+        raise OperationalError("SELECT badge", {}, Exception("connection refused"))
+
+    monkeypatch.setattr(queries, "badge_count", database_down)
+    ws = FakeSocket()
+    serve_in_thread(hub, hub.connect(95, ws))
+    hub.notify(95)
+    assert wait_until(lambda: calls)
+    assert ws.sent == []
+    monkeypatch.setattr(queries, "badge_count", lambda user_id: 7)
+    time.sleep(0.15)  # past the coalescing window
+    hub.notify(95)
+    assert wait_until(lambda: any(frame_count(frame) == 7 for frame in ws.sent))

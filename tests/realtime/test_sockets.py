@@ -1,0 +1,226 @@
+"""Live sockets against a real server: counts on connect and after events, toasts, presence, liveness."""
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from app.extensions import db, redis
+from app.realtime.hub import hub_for
+from app.realtime.presence import PRESENCE_KEY, online_user_ids
+from app.realtime.publish import publish_badge, publish_broadcast
+from tests.conftest import free_port
+from tests.realtime.helpers import (
+    close_quietly,
+    connect,
+    frame_count,
+    insert_notification,
+    server_thread,
+    session_cookie,
+    wait_for_count,
+    wait_for_frame,
+)
+
+pytestmark = pytest.mark.committed
+
+
+@pytest.fixture
+def sockets():
+    """Collect client sockets and close them after the test."""
+    opened = []
+    yield opened
+    for ws in opened:
+        close_quietly(ws)
+
+
+def open_socket(sockets, base_url, cookie):
+    ws = connect(base_url, cookie)
+    sockets.append(ws)
+    return ws
+
+
+def test_an_event_reaches_every_tab_of_that_user_only_within_a_second(live_server, make_user, sockets):
+    user_id, cookie = make_user()
+    _, other_cookie = make_user()
+    tabs = [open_socket(sockets, live_server.base_url, cookie) for _ in range(2)]
+    other = open_socket(sockets, live_server.base_url, other_cookie)
+    for ws in (*tabs, other):
+        wait_for_count(ws, 0)
+    with live_server.app_context():
+        insert_notification(user_id, title="<script>alert(1)</script> deploy")
+        published = time.monotonic()
+        assert publish_badge([user_id], toast={"title": "<script>alert(1)</script> deploy"})
+    for ws in tabs:
+        frame = wait_for_count(ws, 1, timeout=1.0)
+        assert time.monotonic() - published < 1.0
+        assert "&lt;script&gt;alert(1)&lt;/script&gt; deploy" in frame
+        assert "<script>" not in frame
+        assert 'hx-swap-oob="true"' in frame
+    # The other user hears nothing about it.
+    late = [other.receive(timeout=0.3)]
+    assert not any(frame and "deploy" in frame for frame in late)
+
+
+def test_a_broadcast_makes_every_socket_recount_its_own_badge(live_server, make_user, sockets):
+    first_id, first_cookie = make_user()
+    _, second_cookie = make_user()
+    with live_server.app_context():
+        insert_notification(first_id)
+    first = open_socket(sockets, live_server.base_url, first_cookie)
+    second = open_socket(sockets, live_server.base_url, second_cookie)
+    wait_for_count(first, 1)
+    wait_for_count(second, 0)
+    with live_server.app_context():
+        db.session.execute(sa.text(
+            "INSERT INTO announcements (title, body, published_at) VALUES ('Maintenance', 'Tonight', now())"))
+        db.session.commit()
+        assert publish_broadcast()
+    wait_for_count(first, 2, timeout=1.0)
+    wait_for_count(second, 1, timeout=1.0)
+
+
+def test_reconnecting_gets_the_authoritative_count(live_server, make_user, sockets):
+    user_id, cookie = make_user()
+    ws = open_socket(sockets, live_server.base_url, cookie)
+    wait_for_count(ws, 0)
+    close_quietly(ws)
+    with live_server.app_context():
+        for n in range(3):
+            insert_notification(user_id, key=f"missed-{n}")  # published to nobody
+    again = open_socket(sockets, live_server.base_url, cookie)
+    assert frame_count(again.receive(timeout=2)) == 3
+
+
+def test_idle_sockets_hold_no_database_connection(live_server, make_user, sockets):
+    for _ in range(3):
+        _, cookie = make_user()
+        wait_for_count(open_socket(sockets, live_server.base_url, cookie), 0)
+    time.sleep(0.3)  # let the resync after the first subscribe finish
+    with live_server.app_context():
+        assert db.engine.pool.checkedout() == 0
+    assert hub_for(live_server).socket_count() >= 3
+
+
+def test_connected_users_are_present(live_server, make_user, sockets):
+    with live_server.app_context():
+        redis.client().delete(PRESENCE_KEY)  # ids restart after each committed test's TRUNCATE
+    user_id, cookie = make_user()
+    absent_id, _ = make_user()
+    wait_for_count(open_socket(sockets, live_server.base_url, cookie), 0)
+    with live_server.app_context():
+        assert online_user_ids([user_id, absent_id]) == {user_id}
+
+
+def test_sockets_are_closed_with_going_away_when_the_server_shuts_down(make_user):
+    user_id, _ = make_user()
+    with server_thread(free_port()) as server:
+        ws = connect(server.base_url, session_cookie(server.app, user_id))
+        wait_for_count(ws, 0)
+        hub_for(server.app).shutdown()
+        deadline = time.monotonic() + 3
+        while ws.connected and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not ws.connected
+        assert ws.close_reason == 1001
+
+
+def kill_pubsub_connections(client) -> int:
+    """Drop every pub/sub connection on our Redis DB (this process's listeners only: DBs are per engineer)."""
+    db_number = client.connection_pool.connection_kwargs.get("db", 0)
+    killed = 0
+    for entry in client.client_list(_type="pubsub"):
+        if int(entry["db"]) == db_number:
+            killed += client.client_kill_filter(_id=entry["id"])
+    return killed
+
+
+def test_the_listener_resubscribes_and_resyncs_after_losing_redis(make_user):
+    user_id, _ = make_user()
+    with server_thread(free_port()) as server:
+        hub = hub_for(server.app)
+        ws = connect(server.base_url, session_cookie(server.app, user_id))
+        try:
+            wait_for_count(ws, 0)
+            assert hub.listening.wait(3)
+            with server.app.app_context():
+                client = redis.client()
+                deadline = time.monotonic() + 3
+                while hub.listening.is_set() and time.monotonic() < deadline:
+                    kill_pubsub_connections(client)
+                    time.sleep(0.05)
+                # Published while nobody listens: lost, so the resync after resubscribing must cover it.
+                insert_notification(user_id)
+                publish_badge([user_id])
+            wait_for_count(ws, 1, timeout=15)
+            with server.app.app_context():
+                insert_notification(user_id)
+                publish_badge([user_id])
+            wait_for_count(ws, 2, timeout=1)
+        finally:
+            close_quietly(ws)
+
+
+def raw_handshake(port: int, cookie: str) -> tuple[socket.socket, bytes]:
+    """Complete a websocket handshake by hand, offering permessage-deflate as browsers do; return the response."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall(
+        f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: http://127.0.0.1:{port}\r\n"
+        f"Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
+        f"Cookie: session={cookie}\r\n\r\n".encode())
+    response = sock.recv(4096)
+    assert response.startswith(b"HTTP/1.1 101")
+    return sock, response
+
+
+def test_compression_is_declined(live_server, make_user):
+    """permessage-deflate would cost ~90 KB of zlib state per socket for ~300-byte frames."""
+    _, cookie = make_user()
+    sock, response = raw_handshake(int(live_server.base_url.rsplit(":", 1)[1]), cookie)
+    try:
+        headers, _, first_frame = response.partition(b"\r\n\r\n")
+        assert b"sec-websocket-extensions" not in headers.lower()
+        # Uncompressed: the first frame (text, FIN, not RSV1) carries the badge in plain bytes.
+        first_frame += b"" if b"data-count" in first_frame else sock.recv(4096)
+        assert first_frame[0] == 0x81 and b'data-count="0"' in first_frame
+    finally:
+        sock.close()
+
+
+def test_a_client_that_stops_answering_pings_is_dropped(make_user):
+    user_id, _ = make_user()
+    with server_thread(free_port(), SOCK_SERVER_OPTIONS={"ping_interval": 0.3}) as server:
+        hub = hub_for(server.app)
+        frozen, _ = raw_handshake(server.port, session_cookie(server.app, user_id))
+        try:
+            deadline = time.monotonic() + 2
+            while hub.socket_count() == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert hub.socket_count() == 1
+            deadline = time.monotonic() + 5
+            while hub.socket_count() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert hub.socket_count() == 0
+        finally:
+            frozen.close()
+
+
+def test_a_live_client_answers_pings_and_stays(make_user):
+    user_id, _ = make_user()
+    with server_thread(free_port(), SOCK_SERVER_OPTIONS={"ping_interval": 0.2}) as server:
+        ws = connect(server.base_url, session_cookie(server.app, user_id))
+        try:
+            wait_for_count(ws, 0)
+            time.sleep(1.0)  # five ping intervals
+            assert ws.connected and hub_for(server.app).socket_count() == 1
+            with server.app.app_context():
+                insert_notification(user_id)
+                publish_badge([user_id])
+            wait_for_frame(ws, lambda frame: frame_count(frame) == 1)
+        finally:
+            close_quietly(ws)
