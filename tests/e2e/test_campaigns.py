@@ -21,7 +21,8 @@ from jobs.fanout import enqueue_fanout
 from tests.conftest import free_port
 from tests.delivery import bulk
 from tests.delivery.sink import RecordingHandler, SmtpSink
-from tests.factories import TEST_PASSWORD, NotificationTypeFactory, UserFactory
+from tests.factories import NotificationTypeFactory, UserFactory
+from tests.e2e.helpers import sign_in
 
 pytestmark = pytest.mark.e2e
 
@@ -72,11 +73,7 @@ def _setup(live_server, *, email: bool, users: int) -> str:
 
 
 def _sign_in(page, email: str) -> None:
-    page.goto("/login")
-    page.get_by_label("E-mail").fill(email)
-    page.get_by_label("Password").fill(TEST_PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page).to_have_url(re.compile(r"/inbox$"))
+    sign_in(page, email)
 
 
 def wait_for(predicate, seconds: float, what: str) -> None:

@@ -9,7 +9,8 @@ import pytest
 from playwright.sync_api import expect
 
 from app.extensions import db
-from tests.factories import TEST_PASSWORD, NotificationTypeFactory, UserFactory
+from tests.factories import NotificationTypeFactory, UserFactory
+from tests.e2e.helpers import sign_in
 
 pytestmark = pytest.mark.e2e
 
@@ -25,12 +26,8 @@ def _user(live_server, **fields) -> str:
     return email
 
 
-def _sign_in(page, email):
-    page.goto("/login")
-    page.get_by_label("E-mail").fill(email)
-    page.get_by_label("Password").fill(TEST_PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page).to_have_url(re.compile(r"/inbox$"))
+def _sign_in(page, email: str) -> None:
+    sign_in(page, email)
 
 
 def _type(locator, text):

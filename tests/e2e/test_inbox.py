@@ -6,7 +6,8 @@ import pytest
 from playwright.sync_api import expect
 
 from app.extensions import db
-from tests.factories import TEST_PASSWORD, AnnouncementFactory, NotificationFactory, NotificationTypeFactory, UserFactory
+from tests.factories import AnnouncementFactory, NotificationFactory, NotificationTypeFactory, UserFactory
+from tests.e2e.helpers import sign_in
 
 pytestmark = pytest.mark.e2e
 
@@ -26,12 +27,8 @@ def _member(live_server, titles, **row):
     return email
 
 
-def _sign_in(page, email):
-    page.goto("/login")
-    page.get_by_label("E-mail").fill(email)
-    page.get_by_label("Password").fill(TEST_PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page).to_have_url(re.compile(r"/inbox$"))
+def _sign_in(page, email: str) -> None:
+    sign_in(page, email)
 
 
 def _row(page, title):
@@ -119,7 +116,7 @@ def test_inbox_works_without_javascript(browser, live_server):
     context = browser.new_context(java_script_enabled=False, base_url=live_server.base_url)
     page = context.new_page()
     try:
-        _sign_in(page, _member(live_server, ["No script here", "Second"]))
+        sign_in(page, _member(live_server, ["No script here", "Second"]), scripts=False)
         expect(page.locator("#inbox-badge")).to_have_text("2")
         _row(page, "No script here").get_by_role("button", name=re.compile(r"^Mark read")).click()
         expect(page).to_have_url(re.compile(r"/inbox\?filter=all$"))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from playwright.sync_api import expect
@@ -29,11 +30,19 @@ def member(live_server):
     return member
 
 
-def open_inbox(page, url: str) -> None:
-    """Load the inbox and wait until its websocket has delivered the first (authoritative) count."""
-    with page.expect_websocket() as socket_info:
-        page.goto(url)
-    socket_info.value.wait_for_event("framereceived")
+def open_inbox(page, url: str, seconds: float = 15) -> None:
+    """Load the inbox and wait until its websocket has delivered the first (authoritative) count.
+
+    The frame listener is attached when the socket is created, so a first frame that arrives before
+    the test would have started waiting is still counted.
+    """
+    frames: list = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(payload)))
+    page.goto(url)
+    deadline = time.monotonic() + seconds
+    while not frames:
+        assert time.monotonic() < deadline, "no websocket frame arrived"
+        page.wait_for_timeout(50)
     page.evaluate("window.__sameDocument = true")
 
 

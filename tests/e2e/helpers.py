@@ -1,0 +1,25 @@
+"""Shared steps for the browser tests."""
+import re
+
+from playwright.sync_api import Page, expect
+
+from tests.factories import TEST_PASSWORD
+
+# htmx wires its attributes on DOMContentLoaded; a click before that is a plain navigation.
+HTMX_READY = "() => document.readyState === 'complete' && window.htmx !== undefined"
+
+
+def wait_for_htmx(page: Page) -> None:
+    """Wait until the page's scripts ran and htmx has processed the document."""
+    page.wait_for_function(HTMX_READY)
+
+
+def sign_in(page: Page, email: str, *, scripts: bool = True) -> None:
+    """Sign in through the form and, when the page runs scripts, wait for it to be interactive."""
+    page.goto("/login")
+    page.get_by_label("E-mail").fill(email)
+    page.get_by_label("Password").fill(TEST_PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(re.compile(r"/inbox$"))
+    if scripts:
+        wait_for_htmx(page)
