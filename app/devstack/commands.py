@@ -1,0 +1,285 @@
+"""The run, test, bench and env commands, and main()."""
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from app.devstack.settings import (
+    BENCH_DB,
+    BENCH_REDIS_DB,
+    RUN_DB,
+    RUN_REDIS_DB,
+    TEST_DB,
+    TEST_REDIS_DB,
+    BASE_URL,
+    CHROMIUM,
+    DEFAULT_SMTP_URL,
+    GUNICORN_ARGS,
+    HOST,
+    MACHINE_PG,
+    MACHINE_REDIS_PORT,
+    MAIL_DIR,
+    ROOT,
+    SMTP_PORT,
+    VAR,
+    WEB_PORT,
+    _out_lock,
+    say_to_stderr,
+    cli_has_command,
+    pg_url_with_database,
+    redact,
+    redis_url_with_db,
+    say,
+    split_args,
+)
+from app.devstack.services import (
+    Embedded,
+    ensure_database,
+    machine_postgres_answers,
+    machine_redis_answers,
+    resolve_shared_services,
+    start_machine_postgres,
+    start_machine_redis,
+)
+from app.devstack.processes import (
+    Child,
+    ChildDied,
+    Interrupted,
+    Signals,
+    check_children,
+    dev_secret_key,
+    flask_argv,
+    port_in_use,
+    run_foreground,
+    stop_children,
+    wait_for_web,
+)
+
+# --- commands -------------------------------------------------------------------------------------
+
+
+def cmd_run() -> int:
+    if port_in_use(WEB_PORT):
+        say(f"port {WEB_PORT} is already in use (is another `make run` running?)")
+        return 1
+    own_smtp = not os.environ.get("SMTP_URL")
+    if own_smtp and port_in_use(SMTP_PORT):
+        say(f"port {SMTP_PORT} (the local mail sink) is already in use; stop that or set SMTP_URL")
+        return 1
+    signals = Signals()
+    signals.install()
+    embedded = Embedded(signals)
+    children: list[Child] = []
+    try:
+        VAR.mkdir(exist_ok=True)
+        env = dict(os.environ)
+        if os.environ.get("DATABASE_URL"):
+            db_label = f"DATABASE_URL ({redact(env['DATABASE_URL'])})"
+        else:
+            server = embedded.postgres("pg")
+            ensure_database(server, RUN_DB)
+            env["DATABASE_URL"] = pg_url_with_database(server, RUN_DB)
+            db_label = f"embedded (var/pg): {env['DATABASE_URL']}"
+        say(f"PostgreSQL: {db_label}")
+        if os.environ.get("REDIS_URL"):
+            redis_label = f"REDIS_URL ({redact(env['REDIS_URL'])})"
+        else:
+            env["REDIS_URL"] = redis_url_with_db(embedded.redis_server("redis.db"), RUN_REDIS_DB)
+            redis_label = f"embedded (var/redis.db): {env['REDIS_URL']}"
+        say(f"Redis: {redis_label}")
+        env.setdefault("SECRET_KEY", dev_secret_key())
+        env.setdefault("BASE_URL", BASE_URL)
+        env.setdefault("SMTP_URL", DEFAULT_SMTP_URL)
+        env["PYTHONUNBUFFERED"] = "1"
+
+        say("applying migrations (flask --app wsgi db upgrade)")
+        subprocess.run(flask_argv("db", "upgrade"), cwd=ROOT, env=env, check=True)
+        say("loading demo data (flask --app wsgi demo seed)")
+        seeded = subprocess.run(flask_argv("demo", "seed"), cwd=ROOT, env=env, check=True,
+                                capture_output=True, text=True)
+        sys.stderr.write(seeded.stderr)
+        print(seeded.stdout, end="", flush=True)
+        help_text = subprocess.run(flask_argv("--help"), cwd=ROOT, env=env, capture_output=True,
+                                   text=True).stdout
+        has_sweep = cli_has_command(help_text, "sweep")
+
+        plan = []
+        if own_smtp:
+            for sub in ("tmp", "new", "cur"):  # Maildir creates these only when var/mail is missing
+                (MAIL_DIR / sub).mkdir(parents=True, exist_ok=True)
+            plan.append(("mail", [sys.executable, "-m", "aiosmtpd", "-n", "-l", f"{HOST}:{SMTP_PORT}",
+                                  "-c", "aiosmtpd.handlers.Mailbox", str(MAIL_DIR)]))
+        plan.append(("web", [sys.executable, "-m", "gunicorn", *GUNICORN_ARGS]))
+        plan.append(("worker", flask_argv("worker")))
+        if has_sweep:
+            plan.append(("sweeper", flask_argv("sweep")))
+        else:
+            say("note: `flask --app wsgi sweep` does not exist yet; running without the sweeper")
+        for name, argv in plan:
+            with signals.deferred():
+                children.append(Child(name, argv, env))
+        health = wait_for_web(children)
+
+        lines = [
+            "",
+            "=" * 72,
+            f"  Hato is running on {BASE_URL}   (GET /healthz: {health})",
+            "",
+            *["  " + line for line in seeded.stdout.rstrip().splitlines()],
+            "",
+            (f"  Mail: the local SMTP sink on {HOST}:{SMTP_PORT} writes each message as a file in "
+             f"{MAIL_DIR.relative_to(ROOT)}/new/") if own_smtp
+            else f"  Mail: sent to SMTP_URL={redact(env['SMTP_URL'])}",
+            f"  PostgreSQL: {db_label}",
+            f"  Redis: {redis_label}",
+            f"  Processes: {', '.join(c.name for c in children)}"
+            + ("" if has_sweep else " (no sweeper: the `sweep` command does not exist yet)"),
+            "  Ctrl-C stops everything.",
+            "=" * 72,
+            "",
+        ]
+        with _out_lock:
+            print("\n".join(lines), flush=True)
+        while True:
+            check_children(children)
+            time.sleep(0.5)
+    except Interrupted:
+        say("interrupted; shutting down")
+        return 0
+    except ChildDied as exc:
+        say(f"{exc}; stopping everything")
+        return 1
+    except subprocess.CalledProcessError as exc:
+        say(f"`{' '.join(exc.cmd[2:])}` failed (exit code {exc.returncode})")
+        if exc.stdout:
+            print(exc.stdout, end="")
+        if exc.stderr:
+            print(exc.stderr, end="", file=sys.stderr)
+        return 1
+    finally:
+        signals.stopping = True
+        stop_children(children)
+        embedded.stop()
+        say("all stopped")
+
+
+def ensure_chromium() -> str:
+    """Return the Chromium path for the browser tests, installing Debian's package if we can."""
+    path = os.environ.get("CHROMIUM_PATH") or CHROMIUM
+    if Path(path).exists():
+        return path
+    if path == CHROMIUM and os.geteuid() == 0 and shutil.which("apt-get"):
+        say("Chromium is missing; installing Debian's chromium package (apt-get) …")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run("apt-get update -q && apt-get install -y -q chromium", shell=True, env=env)
+    if not Path(path).exists():
+        say(f"WARNING: no Chromium at {path}; the browser tests (tests/e2e) will fail. "
+            "Install Debian's package (`sudo apt-get install -y chromium`) or set CHROMIUM_PATH.")
+    return path
+
+
+def cmd_test(pytest_args: list[str]) -> int:
+    chromium = ensure_chromium()
+    signals = Signals()
+    signals.install()
+    embedded = Embedded(signals)
+    try:
+        db_url, redis_url = resolve_shared_services(embedded, TEST_DB, TEST_REDIS_DB)
+        env = dict(os.environ, DATABASE_URL=db_url, REDIS_URL=redis_url, HATO_TEST="1",
+                   SECRET_KEY="test-secret", CHROMIUM_PATH=chromium)
+        say("running: python -m pytest " + " ".join(shlex.quote(a) for a in pytest_args))
+        return run_foreground([sys.executable, "-m", "pytest", *pytest_args], env)
+    except Interrupted:
+        say("interrupted")
+        return 130
+    finally:
+        signals.stopping = True
+        embedded.stop()
+
+
+def cmd_bench() -> int:
+    modules = sorted(p.stem for p in (ROOT / "tests" / "perf").glob("bench_*.py"))
+    if not modules:
+        say("no benchmarks yet")
+        return 0
+    signals = Signals()
+    signals.install()
+    embedded = Embedded(signals)
+    failed: list[str] = []
+    try:
+        db_url, redis_url = resolve_shared_services(embedded, BENCH_DB, BENCH_REDIS_DB)
+        ensure_database(db_url, BENCH_DB)
+        env = dict(os.environ, DATABASE_URL=db_url, REDIS_URL=redis_url, PYTHONUNBUFFERED="1")
+        env.setdefault("SECRET_KEY", "bench-secret")
+        subprocess.run(flask_argv("db", "upgrade"), cwd=ROOT, env=env, check=True)
+        for name in modules:
+            say(f"=== tests.perf.{name} ===")
+            code = run_foreground([sys.executable, "-m", f"tests.perf.{name}"], env)
+            if code:
+                say(f"tests.perf.{name} failed (exit code {code})")
+                failed.append(name)
+        if failed:
+            say("failed: " + ", ".join(failed))
+        return 1 if failed else 0
+    except Interrupted:
+        say("interrupted")
+        return 130
+    except subprocess.CalledProcessError as exc:
+        say(f"`{' '.join(exc.cmd[2:])}` failed (exit code {exc.returncode})")
+        return 1
+    finally:
+        signals.stopping = True
+        embedded.stop()
+
+
+def cmd_env() -> int:
+    """Print export lines for the services `make test` would use (starting nothing embedded)."""
+    say_to_stderr()
+    exports: dict[str, str] = {}
+    if os.environ.get("DATABASE_URL"):
+        exports["DATABASE_URL"] = pg_url_with_database(os.environ["DATABASE_URL"], TEST_DB)
+    elif machine_postgres_answers() or start_machine_postgres():
+        exports["DATABASE_URL"] = f"{MACHINE_PG}/{TEST_DB}"
+    else:
+        print("# no PostgreSQL answers on 127.0.0.1:5432; `make test` uses an embedded one "
+              "(var/pg-test) only while it runs")
+    if os.environ.get("REDIS_URL"):
+        exports["REDIS_URL"] = redis_url_with_db(os.environ["REDIS_URL"], TEST_REDIS_DB)
+    elif machine_redis_answers() or start_machine_redis():
+        exports["REDIS_URL"] = f"redis://{HOST}:{MACHINE_REDIS_PORT}/{TEST_REDIS_DB}"
+    else:
+        print("# no Redis answers on 127.0.0.1:6379; `make test` uses an embedded one "
+              "(var/redis-test.db) only while it runs")
+    exports.update(HATO_TEST="1", SECRET_KEY="test-secret",
+                   CHROMIUM_PATH=os.environ.get("CHROMIUM_PATH") or CHROMIUM)
+    for key, value in exports.items():
+        print(f"export {key}={shlex.quote(value)}")
+    return 0
+
+
+def _usage() -> str:
+    from app import devstack
+
+    return devstack.__doc__ or ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in {"-h", "--help", "help"}:
+        print(_usage())
+        return 0 if argv else 2
+    command, rest = split_args(argv)
+    if command == "run" and not rest:
+        return cmd_run()
+    if command == "test":
+        return cmd_test(rest)
+    if command == "bench" and not rest:
+        return cmd_bench()
+    if command == "env" and not rest:
+        return cmd_env()
+    print(_usage(), file=sys.stderr)
+    return 2
+
