@@ -1,6 +1,6 @@
 """Ledger reads for the console: the delivery log, one delivery's timeline, the dead-letter queue.
 
-Both lists page by keyset on the delivery id, newest first (never OFFSET). The DLQ reads walk
+Both lists page by keyset on the delivery id, newest first (no skipped-row scans). The DLQ reads walk
 `notification_deliveries_failed_idx`, which holds failed rows only, so they cost the size of the DLQ,
 not of the ledger.
 """

@@ -1,6 +1,6 @@
 """Console reads: announcements by state, types, templates, suppressions, users, the audit log.
 
-Every list that can grow without bound is keyset-paginated (never OFFSET); the rest are small
+Every list that can grow without bound is keyset-paginated (no skipped-row scans); the rest are small
 tables (types, templates, live announcements) read whole with a LIMIT as a guard.
 """
 from __future__ import annotations

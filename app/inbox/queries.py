@@ -65,7 +65,7 @@ def badge_text(count: int) -> str:
 
 @dataclass(frozen=True)
 class Cursor:
-    """The last row of a page: where the next page starts (keyset, never OFFSET)."""
+    """The last row of a page: where the next page starts (keyset pagination: no rows are skipped over)."""
 
     created_at: datetime
     id: int

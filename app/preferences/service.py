@@ -74,7 +74,7 @@ def _parse_time(text: str) -> time | None:
         parsed = time.fromisoformat(text.strip())
     except ValueError:
         return None
-    # Quiet hours are wall-clock times in the user's zone; an offset here would contradict it.
+    # Quiet hours are wall-clock times in the user's zone; a fixed UTC shift here would contradict it.
     return parsed.replace(second=0, microsecond=0) if parsed.tzinfo is None else None
 
 
