@@ -27,6 +27,7 @@ os.environ.setdefault("SECRET_KEY", "test-secret")
 from app import create_app  # noqa: E402
 from app.extensions import db, limiter  # noqa: E402
 from tests.factories import TEST_PASSWORD  # noqa: E402
+from tests.perf.common import maintenance_conninfo  # noqa: E402
 
 TEST_CONFIG = {"TESTING": True, "SERVER_NAME": None}
 
@@ -34,13 +35,6 @@ TEST_CONFIG = {"TESTING": True, "SERVER_NAME": None}
 def database_name(url: str) -> str:
     """Return the database name in a postgresql:// URL."""
     return urlsplit(url).path.lstrip("/")
-
-
-def maintenance_conninfo(url: str) -> str:
-    """Return a libpq conninfo for the `postgres` database on the same server as url."""
-    params = psycopg.conninfo.conninfo_to_dict(url)
-    params["dbname"] = "postgres"
-    return psycopg.conninfo.make_conninfo(**params)
 
 
 def recreate_database(url: str) -> None:

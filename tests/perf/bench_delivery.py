@@ -27,7 +27,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+
+from tests.perf.common import bench_urls, recreate_database
 
 BENCH_DB = "hato_bench_delivery"
 BENCH_REDIS_DB = 8
@@ -42,26 +43,6 @@ def noop() -> None:
     from rq import get_current_job
 
     get_current_job().connection.incr(COUNTER_KEY)
-
-
-def _urls() -> tuple[str, str]:
-    db = urlsplit(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/hato"))
-    redis_url = urlsplit(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
-    if redis_url.scheme == "unix":
-        redis = urlunsplit((redis_url.scheme, redis_url.netloc, redis_url.path, f"db={BENCH_REDIS_DB}", ""))
-    else:
-        redis = urlunsplit((redis_url.scheme, redis_url.netloc, f"/{BENCH_REDIS_DB}", "", ""))
-    return urlunsplit((db.scheme, db.netloc, f"/{BENCH_DB}", db.query, "")), redis
-
-
-def _recreate_database(url: str) -> None:
-    import psycopg
-
-    params = psycopg.conninfo.conninfo_to_dict(url)
-    params["dbname"] = "postgres"
-    with psycopg.connect(psycopg.conninfo.make_conninfo(**params), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{BENCH_DB}"')
 
 
 class SmtpWire:
@@ -80,10 +61,10 @@ class Bench:
 
         self.count = count
         self.workdir = workdir
-        self.db_url, self.redis_url = _urls()
+        self.db_url, self.redis_url = bench_urls(BENCH_DB, BENCH_REDIS_DB)
         os.environ.update(DATABASE_URL=self.db_url, REDIS_URL=self.redis_url)
         os.environ.setdefault("SECRET_KEY", "bench-secret")
-        _recreate_database(self.db_url)
+        recreate_database(self.db_url)
         from flask_migrate import upgrade
 
         from app import create_app

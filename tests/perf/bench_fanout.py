@@ -28,7 +28,8 @@ import argparse
 import json
 import os
 import time
-from urllib.parse import urlsplit, urlunsplit
+
+from tests.perf.common import bench_urls, drop_database, recreate_database
 
 BENCH_DB = "hato_bench_fanout"
 BENCH_REDIS_DB = 3
@@ -68,27 +69,6 @@ RAW_SQL = [
 COUNTS_SQL = """SELECT (SELECT count(*) FROM notifications) AS notifications,
                        (SELECT count(*) FROM notifications WHERE NOT in_app) AS hidden,
                        (SELECT count(*) FROM notification_deliveries) AS deliveries"""
-
-
-def _urls() -> tuple[str, str]:
-    db = urlsplit(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/hato"))
-    redis_url = urlsplit(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
-    if redis_url.scheme == "unix":
-        redis = urlunsplit((redis_url.scheme, redis_url.netloc, redis_url.path, f"db={BENCH_REDIS_DB}", ""))
-    else:
-        redis = urlunsplit((redis_url.scheme, redis_url.netloc, f"/{BENCH_REDIS_DB}", "", ""))
-    return urlunsplit((db.scheme, db.netloc, f"/{BENCH_DB}", db.query, "")), redis
-
-
-def _admin(url: str, *statements: str) -> None:
-    """Run statements on the server's `postgres` database (create/drop the bench database)."""
-    import psycopg
-
-    params = psycopg.conninfo.conninfo_to_dict(url)
-    params["dbname"] = "postgres"
-    with psycopg.connect(psycopg.conninfo.make_conninfo(**params), autocommit=True) as conn:
-        for statement in statements:
-            conn.execute(statement)
 
 
 def _maintenance(db, *statements: str) -> None:
@@ -229,15 +209,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="Alternating (a)/(b) runs; the fastest of each counts.")
     parser.add_argument("--keep", action="store_true", help="Keep the benchmark database afterwards.")
     args = parser.parse_args()
-    db_url, redis_url = _urls()
+    db_url, redis_url = bench_urls(BENCH_DB, BENCH_REDIS_DB)
     os.environ.update(DATABASE_URL=db_url, REDIS_URL=redis_url)
     os.environ.setdefault("SECRET_KEY", "bench-secret")
-    _admin(db_url, f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)', f'CREATE DATABASE "{BENCH_DB}"')
+    recreate_database(db_url)
     try:
         figures = run(args.users, args.batch, max(args.rounds, 1))
     finally:
         if not args.keep:
-            _admin(db_url, f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
+            drop_database(db_url)
     report(figures)
 
 

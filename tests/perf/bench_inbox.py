@@ -25,7 +25,8 @@ import json
 import os
 import statistics
 import time
-from urllib.parse import urlsplit, urlunsplit
+
+from tests.perf.common import bench_urls, recreate_database
 
 BENCH_DB = "hato_bench_inbox"
 SEED_USER = 42
@@ -65,11 +66,6 @@ DATASET_SQL = [
 ]
 
 
-def _bench_url() -> str:
-    url = urlsplit(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/hato"))
-    return urlunsplit((url.scheme, url.netloc, f"/{BENCH_DB}", url.query, ""))
-
-
 def _conninfo(url: str, dbname: str | None = None) -> str:
     import psycopg
 
@@ -77,14 +73,6 @@ def _conninfo(url: str, dbname: str | None = None) -> str:
     if dbname:
         params["dbname"] = dbname
     return psycopg.conninfo.make_conninfo(**params)
-
-
-def _recreate_database(url: str) -> None:
-    import psycopg
-
-    with psycopg.connect(_conninfo(url, "postgres"), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{BENCH_DB}"')
 
 
 def build(app, url: str, vacuum: bool = True) -> float:
@@ -241,9 +229,9 @@ def main() -> None:
     parser.add_argument("--analyze-only", action="store_true", help="ANALYZE without VACUUM, as the seed did")
     args = parser.parse_args()
     started = time.monotonic()
-    url = _bench_url()
+    url, _ = bench_urls(BENCH_DB, 0)
     os.environ.setdefault("SECRET_KEY", "bench-secret")
-    _recreate_database(url)
+    recreate_database(url)
     from app import create_app
     from app.config import sqlalchemy_url
     from app.extensions import db

@@ -39,7 +39,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+
+from tests.perf.common import bench_urls, recreate_database
 
 BENCH_DB = "hato_bench_ingest"
 BENCH_REDIS_DB = 9
@@ -53,31 +54,11 @@ ROOT = Path(__file__).resolve().parents[2]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _urls() -> tuple[str, str]:
-    db = urlsplit(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/hato"))
-    redis_url = urlsplit(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
-    if redis_url.scheme == "unix":
-        redis = urlunsplit((redis_url.scheme, redis_url.netloc, redis_url.path, f"db={BENCH_REDIS_DB}", ""))
-    else:
-        redis = urlunsplit((redis_url.scheme, redis_url.netloc, f"/{BENCH_REDIS_DB}", "", ""))
-    return urlunsplit((db.scheme, db.netloc, f"/{BENCH_DB}", db.query, "")), redis
-
-
-def _recreate_database(url: str) -> None:
-    import psycopg
-
-    params = psycopg.conninfo.conninfo_to_dict(url)
-    params["dbname"] = "postgres"
-    with psycopg.connect(psycopg.conninfo.make_conninfo(**params), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{BENCH_DB}"')
-
-
 def _prepare(db_url: str, redis_url: str) -> str:
     """Migrate, load a type, USERS recipients and an API key; return the key."""
     os.environ.update(DATABASE_URL=db_url, REDIS_URL=redis_url)
     os.environ.setdefault("SECRET_KEY", "bench-secret")
-    _recreate_database(db_url)
+    recreate_database(db_url)
     import sqlalchemy as sa
     from flask_migrate import upgrade
 
@@ -372,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=WORKERS, help="gunicorn workers")
     parser.add_argument("--threads", type=int, default=THREADS, help="gunicorn threads per worker")
     args = parser.parse_args(argv)
-    db_url, redis_url = _urls()
+    db_url, redis_url = bench_urls(BENCH_DB, BENCH_REDIS_DB)
     key = _prepare(db_url, redis_url)
     scenarios = _scenarios(key, uuid.uuid4().hex[:8])
     with tempfile.TemporaryDirectory(prefix="hato-bench-ingest-") as tmp:

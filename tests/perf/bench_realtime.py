@@ -33,10 +33,10 @@ import time
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psutil
-import psycopg
 import redis as redis_lib
 import sqlalchemy as sa
 from websockets.asyncio.client import connect
+from tests.perf.common import recreate_database
 
 DB_NAME = "hato_bench_realtime"
 REDIS_DB = 7
@@ -78,11 +78,7 @@ def prepare_database(env: dict, users: int):
     Returns (app, {user id: external id}, API key).
     """
     os.environ.update(env)
-    params = psycopg.conninfo.conninfo_to_dict(env["DATABASE_URL"])
-    with psycopg.connect(psycopg.conninfo.make_conninfo(**{**params, "dbname": "postgres"}),
-                         autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+    recreate_database(env["DATABASE_URL"])
     from flask_migrate import upgrade
 
     from app import create_app

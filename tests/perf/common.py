@@ -1,0 +1,40 @@
+"""What every benchmark needs: its own database and Redis db on the servers the environment names."""
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+
+def maintenance_conninfo(url: str) -> str:
+    """Return a libpq conninfo for the `postgres` database on the same server as url."""
+    params = psycopg.conninfo.conninfo_to_dict(url)
+    params["dbname"] = "postgres"
+    return psycopg.conninfo.make_conninfo(**params)
+
+
+def bench_urls(db_name: str, redis_db: int) -> tuple[str, str]:
+    """Return (DATABASE_URL, REDIS_URL) for db_name / redis_db on the servers in the environment."""
+    db = urlsplit(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/hato"))
+    redis = urlsplit(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    if redis.scheme == "unix":
+        redis_url = urlunsplit((redis.scheme, redis.netloc, redis.path, f"db={redis_db}", ""))
+    else:
+        redis_url = urlunsplit((redis.scheme, redis.netloc, f"/{redis_db}", "", ""))
+    return urlunsplit((db.scheme, db.netloc, f"/{db_name}", db.query, "")), redis_url
+
+
+def drop_database(url: str) -> None:
+    """Drop the database named in url, if it exists."""
+    name = urlsplit(url).path.lstrip("/")
+    with psycopg.connect(maintenance_conninfo(url), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def recreate_database(url: str) -> None:
+    """Drop and create the database named in url (empty, ready for migrations)."""
+    drop_database(url)
+    name = urlsplit(url).path.lstrip("/")
+    with psycopg.connect(maintenance_conninfo(url), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
