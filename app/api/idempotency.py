@@ -1,16 +1,18 @@
 """Idempotency-Key on POST/PUT/DELETE (IETF httpapi draft, Stripe semantics), scoped per API key.
 
-1. Claim: INSERT the (api key, Idempotency-Key) row first, in its own short transaction, so a
-   concurrent request with the same key finds it at once (409) instead of doing the work twice.
-2. The view does its work and ends with respond(): the response is stored in the same
-   transaction as the work, so "committed" and "replayable" cannot disagree.
+Everything happens in the request's one transaction:
+
+1. Claim: take a transaction-scoped advisory lock on (api key, Idempotency-Key) without waiting, and
+   INSERT the key's row. A concurrent request with the same key cannot take the lock and gets 409 at
+   once, instead of doing the work twice or queueing behind the first.
+2. The view does its work and ends with respond(): the response is stored and committed with the
+   work, so "committed" and "replayable" cannot disagree, and the commit releases the lock.
 3. Same key, same request (method + path + canonical body): replay the stored status and body
    with `Idempotent-Replayed: true`. Different request: 422. Still running: 409.
 
 Only successful (2xx) responses are stored; a request that fails (validation, unknown recipient,
-crash) releases its claim and may be retried with the same key. Records live 24 h: after that, or
-after a claim has been in flight for LEASE_SECONDS (its process died), the key can be claimed anew.
-The sweeper prunes old rows.
+crash, a process killed mid-request) rolls back, which takes its claim and lock with it, so the
+client may retry with the same key at once. Records live 24 h; the sweeper prunes old rows.
 """
 from __future__ import annotations
 
@@ -19,7 +21,6 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from datetime import datetime
 from functools import wraps
 
 import sqlalchemy as sa
@@ -34,57 +35,55 @@ from app.extensions import db
 log = logging.getLogger(__name__)
 
 RETENTION_HOURS = 24
-LEASE_SECONDS = 60
 MAX_KEY_LENGTH = 255
 # Printable ASCII without surrounding spaces; a quoted sf-string ("…") is fine and kept as sent.
 KEY_PATTERN = r"^[!-~]([ -~]*[!-~])?$"
 KEY_RE = re.compile(KEY_PATTERN)
 
-# The claim's commit need not wait for its WAL flush (set_config(…, true) = SET LOCAL, in the same
-# round trip): the work's own synchronous commit flushes the WAL up to and past the claim, and a claim
-# lost in a crash before that only means the client's retry claims the key again.
+# `held` is false while another transaction holds the key (in flight: 409). With the lock held, a
+# conflict means a committed record: a replay, or a mismatch. A record older than the retention, or
+# one committed unfinished by an older version of this code, is taken over. The 64-bit lock id is a
+# hash of the pair; two live keys sharing one would only make one of them wait for a 409 retry.
 CLAIM_SQL = sa.text(
     f"""
-INSERT INTO idempotency_keys (api_key_id, key, method, path, request_hash)
-SELECT :api_key_id, :key, :method, :path, :request_hash
-FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
-ON CONFLICT (api_key_id, key) DO UPDATE
-   SET method = EXCLUDED.method, path = EXCLUDED.path, request_hash = EXCLUDED.request_hash,
-       response_status = NULL, response_body = NULL, created_at = now(), completed_at = NULL
- WHERE idempotency_keys.created_at < now() - interval '{RETENTION_HOURS} hours'
-    OR (idempotency_keys.completed_at IS NULL
-        AND idempotency_keys.created_at < now() - interval '{LEASE_SECONDS} seconds')
-RETURNING id, created_at
+WITH lock AS (
+  SELECT pg_try_advisory_xact_lock(hashtextextended(CAST(:api_key_id AS text) || ':' || :key, 0)) AS held
+),
+claimed AS (
+  INSERT INTO idempotency_keys (api_key_id, key, method, path, request_hash)
+  SELECT :api_key_id, :key, :method, :path, :request_hash FROM lock WHERE held
+  ON CONFLICT (api_key_id, key) DO UPDATE
+     SET method = EXCLUDED.method, path = EXCLUDED.path, request_hash = EXCLUDED.request_hash,
+         response_status = NULL, response_body = NULL, created_at = now(), completed_at = NULL
+   WHERE idempotency_keys.created_at < now() - interval '{RETENTION_HOURS} hours'
+      OR idempotency_keys.completed_at IS NULL
+  RETURNING id
+)
+SELECT lock.held, claimed.id FROM lock LEFT JOIN claimed ON true
 """
 )
 
 LOOKUP_SQL = sa.text(
     """
-SELECT request_hash, response_status, response_body, completed_at
+SELECT request_hash, response_status, response_body
 FROM idempotency_keys WHERE api_key_id = :api_key_id AND key = :key
 """
 )
 
-# created_at identifies this claim: a claim taken over after its lease ran out is not ours any more.
 COMPLETE_SQL = sa.text(
     """
 UPDATE idempotency_keys
 SET response_status = :status, response_body = CAST(:body AS jsonb), completed_at = now()
-WHERE id = :id AND created_at = :created_at
+WHERE id = :id
 """
-)
-
-RELEASE_SQL = sa.text(
-    "DELETE FROM idempotency_keys WHERE id = :id AND created_at = :created_at AND completed_at IS NULL"
 )
 
 
 @dataclass
 class Claim:
-    """This request holds the key until it responds or releases it."""
+    """This request holds the key until its transaction ends."""
 
     id: int
-    created_at: datetime
     done: bool = False
 
 
@@ -114,38 +113,30 @@ def _replay(status: int, body) -> Response:
 
 
 def claim(api_key_id: int, key: str, fingerprint: str) -> Claim | Response:
-    """Claim key for this request and commit; or return the replay, or raise 409/422."""
+    """Claim key for this request inside its transaction; or return the replay, or raise 409/422."""
     params = {"api_key_id": api_key_id, "key": key, "method": request.method, "path": request.path,
               "request_hash": fingerprint}
-    for _ in range(3):
-        row = db.session.execute(CLAIM_SQL, params).first()
-        if row is not None:
-            db.session.commit()
-            return Claim(row.id, row.created_at)
-        existing = db.session.execute(LOOKUP_SQL, params).first()
-        db.session.commit()
-        if existing is None:
-            continue  # the holder released it between our two statements: claim again
-        if existing.request_hash != fingerprint:
-            raise ApiError(422, "This Idempotency-Key was already used for a different request; "
-                                "use a new key for a new request.")
-        if existing.completed_at is None:
-            raise ApiError(409, "A request with this Idempotency-Key is still in progress; retry shortly.",
-                           headers={"Retry-After": "1"})
-        return _replay(existing.response_status, existing.response_body)
-    raise ApiError(409, "This Idempotency-Key is busy; retry shortly.", headers={"Retry-After": "1"})
+    row = db.session.execute(CLAIM_SQL, params).one()
+    if not row.held:
+        raise ApiError(409, "A request with this Idempotency-Key is still in progress; retry shortly.",
+                       headers={"Retry-After": "1"})
+    if row.id is not None:
+        return Claim(row.id)
+    # With the lock held, a conflicting record is a committed, finished request: nobody can change it.
+    existing = db.session.execute(LOOKUP_SQL, params).one()
+    db.session.rollback()
+    if existing.request_hash != fingerprint:
+        raise ApiError(422, "This Idempotency-Key was already used for a different request; "
+                            "use a new key for a new request.")
+    return _replay(existing.response_status, existing.response_body)
 
 
-def release(held: Claim) -> None:
-    """Undo the request's work and free its key so the client may retry with it."""
+def release() -> None:
+    """Undo the request's work; the rollback also drops its claim and lock, freeing the key."""
     try:
         db.session.rollback()
-        db.session.execute(RELEASE_SQL, {"id": held.id, "created_at": held.created_at})
-        db.session.commit()
     except SQLAlchemyError:
-        # The claim then blocks the key until its lease runs out; the original error matters more.
-        log.exception("could not release idempotency claim %s", held.id)
-        db.session.rollback()
+        log.exception("rollback after a failed idempotent request")
 
 
 def respond(status: int, body: BaseModel | None = None) -> Response:
@@ -153,8 +144,7 @@ def respond(status: int, body: BaseModel | None = None) -> Response:
     payload = body.model_dump_json() if body is not None else None
     held: Claim | None = getattr(request, "hato_idempotency_claim", None)
     if held is not None:
-        db.session.execute(COMPLETE_SQL, {"id": held.id, "created_at": held.created_at, "status": status,
-                                          "body": payload})
+        db.session.execute(COMPLETE_SQL, {"id": held.id, "status": status, "body": payload})
     db.session.commit()
     if held is not None:
         held.done = True
@@ -166,7 +156,7 @@ def respond(status: int, body: BaseModel | None = None) -> Response:
 def idempotent(model: type[BaseModel] | None = None):
     """Parse the JSON body as model (passed as `payload`) and apply Idempotency-Key around the view.
 
-    The view must end with respond(); if it raises instead, its work is rolled back and the key released.
+    The view must end with respond(); if it raises instead, its work and its claim are rolled back.
     """
 
     def decorate(view):
@@ -187,7 +177,7 @@ def idempotent(model: type[BaseModel] | None = None):
                 return view(*args, **kwargs)
             finally:
                 if not outcome.done:
-                    release(outcome)
+                    release()
 
         return wrapped
 
