@@ -36,7 +36,8 @@ class Config:
         self.DATABASE_URL = env.get("DATABASE_URL", "postgresql://127.0.0.1:5432/hato")
         self.SQLALCHEMY_DATABASE_URI = sqlalchemy_url(self.DATABASE_URL)
         self.SQLALCHEMY_ENGINE_OPTIONS = {
-            "pool_pre_ping": _bool("DB_POOL_PRE_PING", True),
+            # Off by default: app/dbpool.py spots closed connections on checkout without a round trip.
+            "pool_pre_ping": _bool("DB_POOL_PRE_PING", False),
             "pool_size": _int("DB_POOL_SIZE", 10),
             "max_overflow": _int("DB_MAX_OVERFLOW", 20),
         }

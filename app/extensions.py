@@ -12,6 +12,8 @@ from flask_sqlalchemy import SQLAlchemy
 from flask_wtf import CSRFProtect
 from sqlalchemy import MetaData
 
+from app import dbpool
+
 # Deterministic constraint names so Alembic migrations stay reviewable.
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -62,6 +64,8 @@ def limiter_storage_uri(redis_url: str) -> str:
 def init_app(app: Flask) -> None:
     """Bind every extension to app."""
     db.init_app(app)
+    with app.app_context():
+        dbpool.install(db.engine)
     migrate.init_app(app, db, directory=str(app.root_path + "/../migrations"))
     login.init_app(app)
     login.login_view = "auth.login"

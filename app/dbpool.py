@@ -1,0 +1,39 @@
+"""A pooled connection's liveness, checked without a round trip to PostgreSQL.
+
+SQLAlchemy's pre-ping sends a query on every checkout: about a millisecond per API request. A
+connection resting in the pool has nothing to say, so when its socket is readable the server has
+spoken first: it was terminated (a restart, pg_terminate_backend, an idle timeout) and sent its
+last error, or closed the socket. Such a connection is discarded and the pool hands out a fresh
+one, so a database restart costs no failed request. What this cannot see (a peer that vanished
+without a word) is bounded by TCP keepalives and the statement that then fails with a 503.
+"""
+from __future__ import annotations
+
+import select
+
+import sqlalchemy as sa
+from sqlalchemy.exc import DisconnectionError
+
+
+def _server_has_spoken(dbapi_connection) -> bool:
+    """True if the idle connection is closed, broken, or has unread data from the server."""
+    if getattr(dbapi_connection, "closed", False) or getattr(dbapi_connection, "broken", False):
+        return True
+    try:
+        readable, _, _ = select.select([dbapi_connection.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+def check_on_checkout(dbapi_connection, connection_record, connection_proxy) -> None:
+    """Pool checkout hook: refuse a connection the server has already closed or terminated."""
+    if _server_has_spoken(dbapi_connection):
+        # The pool closes this one and retries the checkout with a new connection.
+        raise DisconnectionError("the server closed this pooled connection")
+
+
+def install(engine: sa.Engine) -> None:
+    """Check every checkout from engine's pool (idempotent)."""
+    if not sa.event.contains(engine, "checkout", check_on_checkout):
+        sa.event.listen(engine, "checkout", check_on_checkout)
