@@ -12,7 +12,7 @@ from flask_sqlalchemy import SQLAlchemy
 from flask_wtf import CSRFProtect
 from sqlalchemy import MetaData
 
-from app import dbpool
+from app import dbpool, ratelimit_storage
 
 # Deterministic constraint names so Alembic migrations stay reviewable.
 NAMING_CONVENTION = {
@@ -55,10 +55,10 @@ redis = RedisHandle()
 
 
 def limiter_storage_uri(redis_url: str) -> str:
-    """Translate REDIS_URL into the `limits` storage URI (unix sockets use redis+unix://)."""
+    """Translate REDIS_URL into the URI of app/ratelimit_storage.py (unix sockets: hato+redis+unix://)."""
     if redis_url.startswith("unix://"):
-        return "redis+unix://" + redis_url[len("unix://"):]
-    return redis_url
+        redis_url = "redis+unix://" + redis_url[len("unix://"):]
+    return ratelimit_storage.SCHEME_PREFIX + redis_url
 
 
 def init_app(app: Flask) -> None:
