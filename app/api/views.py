@@ -1,7 +1,8 @@
 """The JSON API for product services under /v1: bearer API key, application/json, problem+json errors.
 
 The session cookie is never accepted as authentication (so no CSRF token either); every limit
-is per API key. Views parse, call one service, commit once via respond(), then enqueue/publish.
+is per API key. Views parse, call one service, commit once via respond(), then hand the Redis work
+to app/aftercommit.py.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from flask import Blueprint, current_app, jsonify, request, url_for
 from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
+from app.aftercommit import after_commit
 from app.api import keys, openapi, schemas, service
 from app.api.idempotency import idempotent, respond
 from app.api.schemas import ApiError
@@ -19,8 +21,6 @@ from app.errors import problem
 from app.extensions import csrf, db, limiter
 from app.notify.queries import notification_with_deliveries
 from app.notify.service import NotifyError, notify
-from app.queueing import enqueue_deliveries
-from app.realtime.publish import publish_badge
 
 log = logging.getLogger(__name__)
 
@@ -138,16 +138,12 @@ def openapi_document():
 @bp.post("/notifications")
 @idempotent(schemas.NotificationIn)
 def create_notifications(payload: schemas.NotificationIn):
-    """Write one notification per recipient; after the commit, enqueue deliveries and badge events."""
+    """Write one notification per recipient; after the commit, hand deliveries and badge events over."""
     dedupe_key = payload.effective_dedupe_key()
     result = notify(payload.recipient_ids(), type_=payload.type, title=payload.title, body=payload.body,
                     link_path=payload.link, data=payload.data, dedupe_key=dedupe_key)
     response = respond(202, schemas.NotificationAccepted.of(payload.type, dedupe_key, result))
-    for channel, ids in result.pending.items():
-        if ids:
-            enqueue_deliveries(result.priority, channel, ids)
-    if badge_users := result.badge_user_ids():
-        publish_badge(badge_users, toast={"title": payload.title})
+    after_commit(result.priority, result.pending, result.badge_user_ids(), toast_title=payload.title)
     return response
 
 

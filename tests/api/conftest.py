@@ -6,6 +6,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
+from app import aftercommit
 from app.api import service
 from app.extensions import db
 from tests.factories import NotificationTypeFactory, UserFactory
@@ -31,8 +32,11 @@ class Api:
         return headers
 
     def call(self, method: str, path: str, json=None, idempotency_key: str | None = None, **kwargs):
+        """Send the request; return once its post-commit Redis work has been sent too."""
         headers = self.headers(idempotency_key, **kwargs.pop("headers", {}))
-        return self.client.open(path, method=method, json=json, headers=headers, **kwargs)
+        response = self.client.open(path, method=method, json=json, headers=headers, **kwargs)
+        assert aftercommit.wait_idle(self.client.application)
+        return response
 
     def post(self, path, json=None, **kwargs):
         return self.call("POST", path, json, **kwargs)

@@ -195,7 +195,7 @@ def test_badge_event_is_published_for_visible_new_rows(api, app, comment_type, r
 
 def test_no_badge_event_when_the_row_is_hidden_or_already_there(api, app, comment_type, recipient, monkeypatch):
     published = []
-    monkeypatch.setattr("app.api.views.publish_badge", lambda ids, toast=None: published.append(list(ids)))
+    monkeypatch.setattr("app.aftercommit.publish_badge", lambda ids, toast=None: published.append(list(ids)))
     api.post("/v1/notifications", send_body(recipient.external_id, dedupe_key="k"))
     api.post("/v1/notifications", send_body(recipient.external_id, dedupe_key="k"))
     PreferenceFactory(user_id=recipient.id, type="comment", channel="in_app", enabled=False)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from app import create_app
-from app.api import service, views
+from app import aftercommit, create_app
+from app.api import service
 from app.extensions import db, limiter
 from tests.conftest import TEST_CONFIG, free_port
 from tests.factories import NotificationTypeFactory, UserFactory
@@ -28,8 +28,8 @@ def redisless_app(app):
 def test_ingest_succeeds_and_leaves_pending_rows_when_redis_is_down(redisless_app, monkeypatch):
     outcomes = []
     for name in ("enqueue_deliveries", "publish_badge"):
-        real = getattr(views, name)
-        monkeypatch.setattr(views, name, lambda *a, _real=real, **k: outcomes.append(_real(*a, **k)))
+        real = getattr(aftercommit, name)
+        monkeypatch.setattr(aftercommit, name, lambda *a, _real=real, **k: outcomes.append(_real(*a, **k)))
     with redisless_app.app_context():
         NotificationTypeFactory(type="comment", default_email=True)
         UserFactory(external_id="offline-1")
@@ -40,6 +40,7 @@ def test_ingest_succeeds_and_leaves_pending_rows_when_redis_is_down(redisless_ap
                            json={"type": "comment", "recipient": "offline-1", "title": "Still delivered later"})
     assert response.status_code == 202
     assert response.get_json()["created"] == 1
+    assert aftercommit.wait_idle(redisless_app, timeout=30)
     with redisless_app.app_context():
         rows = db.session.execute(sa.text("SELECT channel, status FROM notification_deliveries")).all()
         completed = db.session.execute(sa.text("SELECT count(*) FROM idempotency_keys "
