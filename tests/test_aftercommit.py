@@ -82,8 +82,14 @@ def test_a_failing_round_is_logged_and_the_thread_goes_on(app, monkeypatch, capl
     assert "post-commit hand-off of 1 requests failed" in caplog.text
 
 
-def test_nothing_to_send_starts_no_thread(app):
+def test_nothing_to_send_is_not_handed_over(app, monkeypatch):
+    submitted = []
+    monkeypatch.setattr(Dispatcher, "submit", lambda self, handoff: submitted.append(handoff))
     with app.test_request_context():
         aftercommit.after_commit("default", {"email": [], "push": []}, [])
-    assert aftercommit.EXTENSION_KEY not in app.extensions
-    assert aftercommit.wait_idle(app)
+        aftercommit.after_commit("default", {"email": [7], "push": []}, [])
+    assert [handoff.pending["email"] for handoff in submitted] == [[7]]
+
+
+def test_an_app_that_never_handed_anything_over_is_idle(app):
+    assert aftercommit.wait_idle(app.__class__("untouched"))

@@ -25,7 +25,9 @@ def _backend_pid(engine) -> int:
 
 def _terminate(app, pid: int) -> None:
     """Terminate the backend from another connection and wait until it is gone."""
-    killer = sa.create_engine(app.config["SQLALCHEMY_DATABASE_URI"], poolclass=sa.pool.NullPool)
+    # Autocommit: pg_stat_activity is a snapshot per transaction, so each poll needs its own.
+    killer = sa.create_engine(app.config["SQLALCHEMY_DATABASE_URI"], poolclass=sa.pool.NullPool,
+                              isolation_level="AUTOCOMMIT")
     with killer.connect() as connection:
         assert connection.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar_one()
         deadline = time.monotonic() + 10
