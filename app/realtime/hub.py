@@ -41,12 +41,28 @@ MAX_TOASTS_PER_FRAME = 5
 IDLE_WAKE_SECONDS = 30.0
 LISTEN_POLL_SECONDS = 1.0
 CLOSE_ECHO_SECONDS = 1.0
+
+
+class ReaderThread(threading.Thread):
+    """simple-websocket's per-socket reader thread, as a daemon.
+
+    Once the handler is gone the reader has nothing to finish, but as a plain (non-daemon) thread a
+    reader still waiting for a client's close echo kept an exiting worker alive until gunicorn's
+    graceful timeout killed it (seen about once in ten SIGTERMs). shutdown() still closes every
+    socket it knows with 1001 and waits briefly for the echoes; this only stops a straggler holding exit.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("daemon", True)
+        super().__init__(*args, **kwargs)
+
+
 DEFAULTS = {
     "REALTIME_COALESCE_SECONDS": 0.1,
     "REALTIME_FLUSH_THREADS": 2,
     "PRESENCE_TTL_SECONDS": presence.DEFAULT_TTL_SECONDS,
     # simple-websocket pings every 25 s and drops a socket whose pong does not come back in time.
-    "SOCK_SERVER_OPTIONS": {"ping_interval": 25, "max_message_size": 4096},
+    "SOCK_SERVER_OPTIONS": {"ping_interval": 25, "max_message_size": 4096, "thread_class": ReaderThread},
 }
 
 _hubs: "weakref.WeakSet[Hub]" = weakref.WeakSet()
