@@ -54,9 +54,13 @@ class Dispatcher:
 
     def submit(self, handoff: Handoff) -> None:
         """Queue a committed request's work for the sending thread."""
+        try:
+            self._ensure_thread()
+        except RuntimeError as exc:  # no new threads (the interpreter is exiting): the sweeper enqueues
+            log.warning("post-commit hand-off skipped: %s", exc)
+            return
         with self._idle:
             self._unsent += 1
-        self._ensure_thread()
         self._queue.put(handoff)
 
     def wait_idle(self, timeout: float) -> bool:
@@ -70,9 +74,9 @@ class Dispatcher:
             return
         with self._idle:
             if self._pid != os.getpid() or self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="hato-aftercommit", daemon=True)
-                self._pid = os.getpid()
-                self._thread.start()
+                thread = threading.Thread(target=self._run, name="hato-aftercommit", daemon=True)
+                thread.start()  # first: a thread that failed to start must not count as running
+                self._thread, self._pid = thread, os.getpid()
                 atexit.register(self.wait_idle, EXIT_FLUSH_SECONDS)
 
     def _run(self) -> None:

@@ -93,3 +93,20 @@ def test_nothing_to_send_is_not_handed_over(app, monkeypatch):
 
 def test_an_app_that_never_handed_anything_over_is_idle(app):
     assert aftercommit.wait_idle(app.__class__("untouched"))
+
+
+def test_a_process_that_cannot_start_the_thread_still_answers(app, monkeypatch, caplog):
+    def refuse(*args, **kwargs):
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    real_start = aftercommit.threading.Thread.start
+    monkeypatch.setattr(aftercommit.threading.Thread, "start", refuse)
+    dispatcher = Dispatcher(app)
+    dispatcher.submit(Handoff("default", {"email": [1]}, [], None))  # no exception: the rows are committed
+    assert dispatcher.wait_idle(0.1)
+    assert "post-commit hand-off skipped" in caplog.text
+    sent = []
+    monkeypatch.setattr(aftercommit.threading.Thread, "start", real_start)
+    monkeypatch.setattr(aftercommit, "send", lambda batch: sent.extend(batch))
+    dispatcher.submit(Handoff("default", {"email": [2]}, [], None))  # once threads start again, it sends
+    assert dispatcher.wait_idle(5) and [h.pending["email"] for h in sent] == [[2]]
