@@ -4,8 +4,9 @@
 
 Uses its own database `hato_bench_ingest` (dropped, created and migrated here) on the server of
 DATABASE_URL, and Redis database 9 on the server of REDIS_URL (flushed before and after). Starts
-gunicorn with the README's production settings (gthread, 2 workers x 16 threads, a pool of one
-PostgreSQL connection per thread; --workers/--threads to compare others) on a free
+gunicorn with the README's production settings for an API-only process (`-c
+python:app.realtime.gunicorn_conf` with WEB_MAX_SOCKETS=0: gthread, 2 workers x 16 threads, a pool of
+one PostgreSQL connection per thread; --workers/--threads to compare others) on a free
 127.0.0.1 port, then drives it from this process: a few threads, each with one persistent
 http.client connection, every scenario bounded by time and by request count. Scenarios:
 
@@ -101,13 +102,16 @@ class Server:
         from tests.conftest import free_port
 
         self.port = free_port()
-        self.args = ["--worker-class", "gthread", "--workers", str(workers), "--threads", str(threads)]
-        # One pooled connection per thread: a smaller pool closes and reopens connections under load.
+        # The README's line for a process that serves the API only: no websockets, `threads` request
+        # threads per worker, and one pooled connection per thread (a smaller pool closes and reopens
+        # connections under load).
         env = dict(os.environ, DATABASE_URL=db_url, REDIS_URL=redis_url, API_RATE_LIMIT="100000000 per minute",
-                   BASE_URL=f"http://127.0.0.1:{self.port}", PYTHONUNBUFFERED="1", DB_POOL_SIZE=str(threads))
+                   BASE_URL=f"http://127.0.0.1:{self.port}", PYTHONUNBUFFERED="1", WEB_WORKERS=str(workers),
+                   WEB_MAX_SOCKETS="0", WEB_REQUEST_THREADS=str(threads), DB_POOL_SIZE=str(threads))
         self.log = open(log, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "wsgi:app", *self.args, "--bind", f"127.0.0.1:{self.port}"],
+            [sys.executable, "-m", "gunicorn", "-c", "python:app.realtime.gunicorn_conf", "wsgi:app",
+             "--bind", f"127.0.0.1:{self.port}"],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while not self._answers():
