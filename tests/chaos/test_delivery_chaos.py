@@ -7,52 +7,19 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections import Counter
 
 import pytest
 
 from app.extensions import redis
 from app.queueing import enqueue_deliveries
-from tests.conftest import free_port
+from tests.chaos.conftest import wait_for
 from tests.delivery import bulk
 
 pytestmark = pytest.mark.chaos
 
 TOTAL = 1000
 DEADLINE_SECONDS = 120
-
-
-@pytest.fixture
-def stack(app, tmp_path):
-    """Sink + environment for worker/sweeper processes; everything started is stopped afterwards."""
-    port = free_port()
-    log = tmp_path / "sink.log"
-    procs = {"sink": bulk.start_sink(port, log, tmp_path / "sink.out")}
-    env = dict(os.environ, SMTP_URL=f"smtp://127.0.0.1:{port}", EMAIL_PROVIDER="smtp", DELIVERY_BATCH_SIZE="100",
-               DELIVERY_LEASE_SECONDS="8", SWEEP_INTERVAL_SECONDS="1", SWEEP_REQUEUE_AFTER_SECONDS="3",
-               PYTHONUNBUFFERED="1")
-    with app.app_context():
-        redis.client().flushdb()
-
-    def start(name: str, *command: str):
-        procs[name] = bulk.spawn(bulk.flask_args(*command), env, tmp_path / f"{name}.log")
-        return procs[name]
-
-    yield {"start": start, "log": log, "procs": procs, "tmp": tmp_path}
-    for proc in procs.values():
-        bulk.stop(proc)
-    with app.app_context():
-        redis.client().flushdb()
-
-
-def wait_for(predicate, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def report(name: str, log, record_property) -> Counter:

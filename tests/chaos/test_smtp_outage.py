@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from app.extensions import db, redis
 from app.providers.breaker import TRANSITIONS_KEY
 from app.queueing import enqueue_deliveries
+from tests.chaos.conftest import wait_for
 from tests.conftest import free_port
 from tests.delivery import bulk
 
@@ -55,15 +56,6 @@ def stack(app, tmp_path):
         bulk.stop(proc)
     with app.app_context():
         redis.client().flushdb()
-
-
-def wait_for(predicate, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def ledger_figures() -> dict:
