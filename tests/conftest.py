@@ -54,6 +54,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_for(predicate, seconds: float, what: str, interval: float = 0.1) -> None:
+    """Poll predicate until it holds; fail naming `what` after `seconds` (for tests across processes)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 @pytest.fixture(scope="session")
 def database_url() -> str:
     """The test database, recreated and migrated once per run."""

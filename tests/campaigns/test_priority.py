@@ -7,7 +7,6 @@ Bounded: 2,000 recipients, 120 s at most.
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 import sqlalchemy as sa
@@ -17,7 +16,7 @@ from app.extensions import db, redis
 from app.notify.service import notify
 from app.queueing import enqueue_deliveries
 from jobs.fanout import enqueue_fanout
-from tests.conftest import free_port
+from tests.conftest import free_port, wait_for
 from tests.delivery import bulk
 from tests.delivery.sink import SmtpSink
 from tests.factories import NotificationTypeFactory, UserFactory
@@ -26,15 +25,6 @@ pytestmark = pytest.mark.committed
 
 RECIPIENTS = 2000
 DEADLINE_SECONDS = 120
-
-
-def wait_for(predicate, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -69,13 +59,13 @@ def test_an_interactive_notification_overtakes_the_campaign_tail(app, stack):
         assert enqueue_fanout(campaign_id)
 
         # The campaign is under way: its first messages are arriving.
-        wait_for(lambda: len(sink.messages) >= 200, DEADLINE_SECONDS, "the campaign to start sending")
+        wait_for(lambda: len(sink.messages) >= 200, DEADLINE_SECONDS, "the campaign to start sending", interval=0.05)
         result = notify(["c-7"], type_="otp", title="Your code", body="123456", dedupe_key="otp:1")
         db.session.commit()
         (otp_id,) = result.pending["email"]
         assert result.priority == "high" and enqueue_deliveries(result.priority, "email", [otp_id])
 
-        wait_for(lambda: len(sink.messages) >= RECIPIENTS + 1, DEADLINE_SECONDS, "every message")
+        wait_for(lambda: len(sink.messages) >= RECIPIENTS + 1, DEADLINE_SECONDS, "every message", interval=0.05)
         db.session.remove()
         timing = db.session.execute(sa.text(
             """SELECT (SELECT sent_at FROM notification_deliveries WHERE id = :otp) AS otp_sent,

@@ -1,24 +1,13 @@
-"""Shared by the chaos tests: a recording SMTP sink plus worker/sweeper processes, and a bounded wait."""
+"""Shared by the chaos tests: a recording SMTP sink plus worker/sweeper processes."""
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
 from app.extensions import redis
 from tests.conftest import free_port
 from tests.delivery import bulk
-
-
-def wait_for(predicate, seconds: float, what: str) -> None:
-    """Poll predicate every 0.1 s until it holds; fail naming `what` after `seconds`."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 
 from app.extensions import redis
 from app.queueing import enqueue_deliveries
-from tests.chaos.conftest import wait_for
+from tests.conftest import wait_for
 from tests.delivery import bulk
 
 pytestmark = pytest.mark.chaos

@@ -21,8 +21,7 @@ import pytest
 from app.api.service import create_api_key
 from app.extensions import db
 from app.queueing import get_queue
-from tests.chaos.conftest import wait_for
-from tests.conftest import free_port
+from tests.conftest import free_port, wait_for
 from tests.delivery import bulk
 from tests.factories import NotificationTypeFactory, UserFactory
 

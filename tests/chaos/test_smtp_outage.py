@@ -17,8 +17,7 @@ import sqlalchemy as sa
 from app.extensions import db, redis
 from app.providers.breaker import TRANSITIONS_KEY
 from app.queueing import enqueue_deliveries
-from tests.chaos.conftest import wait_for
-from tests.conftest import free_port
+from tests.conftest import free_port, wait_for
 from tests.delivery import bulk
 
 pytestmark = pytest.mark.chaos

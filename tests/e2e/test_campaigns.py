@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 from app.campaigns import service
 from app.extensions import db, redis
 from jobs.fanout import enqueue_fanout
-from tests.conftest import free_port
+from tests.conftest import free_port, wait_for
 from tests.delivery import bulk
 from tests.delivery.sink import RecordingHandler, SmtpSink
 from tests.factories import NotificationTypeFactory, UserFactory
@@ -74,15 +74,6 @@ def _setup(live_server, *, email: bool, users: int) -> str:
 
 def _sign_in(page, email: str) -> None:
     sign_in(page, email)
-
-
-def wait_for(predicate, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_a_campaign_to_1000_users_fills_its_progress_bar(page, live_server, processes, console_errors):
