@@ -1,14 +1,14 @@
 """The campaign fanout, set-based: one INSERT … SELECT per keyset batch of about 10,000 user ids.
 
-Each batch is one statement with the ingest pipeline's shape (app/notify/service.NOTIFY_CTES:
+Each batch is one statement running the ingest pipeline's own CTEs (app/notify/service.NOTIFY_CTES:
 cells → inserted → deliveries) over a `recipients` CTE that reads the next user ids after the
 campaign's cursor. Preferences are resolved inline by the seed's EFFECTIVE_SEND_SQL; notifications
 carry `dedupe_key = 'campaign:<id>'` with ON CONFLICT DO NOTHING, and their e-mail/push deliveries
-are written by the same statement (data-modifying CTE). Two changes make it fit a keyset batch:
+are written by the same statement (data-modifying CTE). Its own `prefs` CTE fits a keyset batch:
 preferences are read by the batch's user-id range (an index range instead of hashing every
-preference row of the type again for each batch), and the recipient's e-mail travels with the
-recipient (no second lookup per user). tests/campaigns/test_fanout.py checks the rows are exactly
-the ones the ingest writes. The cursor and done count move in the same transaction, under a lock on
+preference row of the type again for each batch), and each recipient's e-mail comes with it from
+the audience query. tests/campaigns/test_fanout.py checks the rows are exactly the ones the ingest
+writes. The cursor and done count move in the same transaction, under a lock on
 the campaign row, so a batch either happened completely (and is never redone) or not at all; a
 re-run from scratch would still create nothing twice, because of the dedupe key.
 
@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.models import Campaign
-from app.preferences.queries import EFFECTIVE_SEND_SQL
+from app.notify.service import NOTIFY_CTES
 
 # `(SELECT … LIMIT)` on the primary key, with the cursor as a plain parameter: the index scan starts
 # at the cursor and stops after :size rows, however many users there are.
@@ -45,48 +45,13 @@ COUNT_SQL = {
     "list": sa.text("SELECT count(*) FROM campaign_recipients WHERE campaign_id = :campaign_id"),
 }
 
-# NOTIFY_CTES with the batch's preference range and the recipient's e-mail (see the module docstring).
-FANOUT_CTES = f"""
+# The batch's preference rows, read by its user-id range (see the module docstring).
+PREFS_CTE = """
 prefs AS (
   SELECT p.user_id, p.channel, p.enabled
   FROM notification_preferences p
   WHERE p.type = :type AND p.user_id > :after AND p.user_id <= (SELECT max(user_id) FROM recipients)
-),
-cells AS (
-  SELECT r.user_id, r.email, c.channel, {EFFECTIVE_SEND_SQL} AS send
-  FROM recipients r
-  JOIN notification_types t ON t.type = :type
-  CROSS JOIN (VALUES ('in_app'), ('email'), ('push')) AS c(channel)
-  LEFT JOIN prefs p ON p.user_id = r.user_id AND p.channel = c.channel
-),
-inserted AS (
-  -- With in-app off the row is still written (it anchors the deliveries) but is born read,
-  -- so it never enters the unread index, and in_app = false hides it from every list.
-  INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, data, campaign_id,
-                             in_app, read_at)
-  SELECT c.user_id, :type, :title, :body, :link_path, :dedupe_key, CAST(:data AS jsonb),
-         CAST(:campaign_id AS bigint), c.send, CASE WHEN c.send THEN NULL ELSE now() END
-  FROM cells c
-  WHERE c.channel = 'in_app'
-  ON CONFLICT (user_id, dedupe_key) DO NOTHING
-  RETURNING id, user_id, in_app
-),
-deliveries AS (
-  -- A channel that is on but has nowhere to go is recorded as skipped, so the ledger says why.
-  INSERT INTO notification_deliveries (notification_id, channel, status, skip_reason)
-  SELECT i.id, c.channel, CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'skipped' END, s.reason
-  FROM inserted i
-  JOIN cells c ON c.user_id = i.user_id AND c.channel <> 'in_app' AND c.send
-  CROSS JOIN LATERAL (
-    SELECT CASE
-      WHEN c.channel = 'email' AND coalesce(c.email, '') = '' THEN 'no_email_address'
-      WHEN c.channel = 'push' AND NOT EXISTS (
-        SELECT 1 FROM push_subscriptions ps WHERE ps.user_id = i.user_id AND ps.invalidated_at IS NULL
-      ) THEN 'no_push_subscription'
-    END AS reason
-  ) s
-  RETURNING id, notification_id, channel, status
-)"""
+),"""
 
 
 def _batch_statement(kind: str) -> sa.TextClause:
@@ -94,8 +59,8 @@ def _batch_statement(kind: str) -> sa.TextClause:
         f"""
 WITH recipients AS (
   {AUDIENCE_SQL[kind]}
-),
-{FANOUT_CTES}
+),{PREFS_CTE}
+{NOTIFY_CTES}
 SELECT (SELECT count(*) FROM recipients) AS users,
        (SELECT max(user_id) FROM recipients) AS last_user_id,
        (SELECT count(*) FROM inserted) AS created,

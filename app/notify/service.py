@@ -20,17 +20,17 @@ from app.extensions import db
 from app.notify import queries
 from app.preferences.queries import EFFECTIVE_SEND_SQL
 
-# Needs a CTE `recipients(user_id)` before it. Writes the rows for :type and exposes them as
-# `inserted` (new notifications) and `deliveries` (their ledger rows). Campaign fanout reuses it
-# with its own `recipients` (a batch of user ids).
+# Needs CTEs `recipients(user_id, email)` and `prefs(user_id, channel, enabled)` (the recipients'
+# preference rows for :type) before it. Writes the rows for :type and exposes them as `inserted` (new
+# notifications) and `deliveries` (their ledger rows). Campaign fanout reuses it with its own
+# `recipients` (a keyset batch of users) and `prefs` (read by the batch's user-id range).
 NOTIFY_CTES = f"""
 cells AS (
-  SELECT r.user_id, c.channel, {EFFECTIVE_SEND_SQL} AS send
+  SELECT r.user_id, r.email, c.channel, {EFFECTIVE_SEND_SQL} AS send
   FROM recipients r
   JOIN notification_types t ON t.type = :type
   CROSS JOIN (VALUES ('in_app'), ('email'), ('push')) AS c(channel)
-  LEFT JOIN notification_preferences p
-         ON p.user_id = r.user_id AND p.type = t.type AND p.channel = c.channel
+  LEFT JOIN prefs p ON p.user_id = r.user_id AND p.channel = c.channel
 ),
 inserted AS (
   -- With in-app off the row is still written (it anchors the deliveries) but is born read,
@@ -50,10 +50,9 @@ deliveries AS (
   SELECT i.id, c.channel, CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'skipped' END, s.reason
   FROM inserted i
   JOIN cells c ON c.user_id = i.user_id AND c.channel <> 'in_app' AND c.send
-  JOIN users u ON u.id = i.user_id
   CROSS JOIN LATERAL (
     SELECT CASE
-      WHEN c.channel = 'email' AND coalesce(u.email, '') = '' THEN 'no_email_address'
+      WHEN c.channel = 'email' AND coalesce(c.email, '') = '' THEN 'no_email_address'
       WHEN c.channel = 'push' AND NOT EXISTS (
         SELECT 1 FROM push_subscriptions ps WHERE ps.user_id = i.user_id AND ps.invalidated_at IS NULL
       ) THEN 'no_push_subscription'
@@ -64,10 +63,10 @@ deliveries AS (
 
 # How callers name recipients: the product's external ids (API) or user ids (campaigns).
 WANTED_SQL = {
-    "external_id": """SELECT e.ord, e.ref, u.id AS user_id
+    "external_id": """SELECT e.ord, e.ref, u.id AS user_id, u.email
   FROM unnest(CAST(:refs AS text[])) WITH ORDINALITY AS e(ref, ord)
   LEFT JOIN users u ON u.external_id = e.ref""",
-    "user_id": """SELECT e.ord, e.ref, u.id AS user_id
+    "user_id": """SELECT e.ord, e.ref, u.id AS user_id, u.email
   FROM unnest(CAST(:refs AS bigint[])) WITH ORDINALITY AS e(ref, ord)
   LEFT JOIN users u ON u.id = e.ref""",
 }
@@ -81,9 +80,13 @@ WITH wanted AS (
 ),
 recipients AS (
   -- strict = all or nothing: one unknown recipient and no row is written for anyone
-  SELECT user_id FROM wanted
+  SELECT user_id, email FROM wanted
   WHERE user_id IS NOT NULL
     AND NOT (:strict AND EXISTS (SELECT 1 FROM wanted WHERE user_id IS NULL))
+),
+prefs AS (
+  SELECT p.user_id, p.channel, p.enabled FROM notification_preferences p
+  WHERE p.type = :type AND p.user_id IN (SELECT user_id FROM recipients)
 ),
 {NOTIFY_CTES}
 -- One row per recipient, then one per new pending delivery: two lists, so nothing is joined to the
