@@ -11,6 +11,7 @@ import secrets
 import socket
 import threading
 import time
+from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 import psycopg
@@ -133,20 +134,29 @@ def db_session(request, app):
         truncate_all(app)
         return
     with app.app_context():
-        engines = db.engines
-        engine = engines[None]
-        connection = engine.connect()
+        connection = db.engines[None].connect()
         transaction = connection.begin()
-        engines[None] = connection
-        db.session.remove()
-        db.session.configure(join_transaction_mode="create_savepoint")
         try:
-            yield db.session
+            with session_bound_to(connection) as session:
+                yield session
         finally:
-            db.session.remove()
             transaction.rollback()
             connection.close()
-            engines[None] = engine
+
+
+@contextmanager
+def session_bound_to(connection):
+    """Point the app's engine at connection (in an open transaction); the session joins it with savepoints."""
+    engines = db.engines
+    engine = engines[None]
+    engines[None] = connection
+    db.session.remove()
+    db.session.configure(join_transaction_mode="create_savepoint")
+    try:
+        yield db.session
+    finally:
+        db.session.remove()
+        engines[None] = engine
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,8 @@ import sqlalchemy as sa
 from app.extensions import db
 from app.inbox import queries, service
 from app.preferences.queries import resolve
+from tests.conftest import session_bound_to
+from tests.inbox.seed_dataset import SEED_NOTIFICATIONS_SQL, SEED_TYPES_SQL
 
 JST = timezone(timedelta(hours=9))
 TITLE = "予約 #{} にコメントが付きました"
@@ -21,17 +23,8 @@ SEED_SQL = [
     """INSERT INTO users (id, email, display_name)
        OVERRIDING SYSTEM VALUE
        SELECT u, 'seed' || u || '@example.com', 'Seed ' || u FROM generate_series(1, 2000) u""",
-    """INSERT INTO notification_types (type, label, default_in_app, default_email, default_push, mandatory) VALUES
-      ('reservation_approved', '予約の承認',       true, true,  true,  false),
-      ('reservation_remind',   '利用前日のお知らせ', true, false, true,  false),
-      ('comment',              'コメント',         true, false, false, false),
-      ('security',             'ログイン・パスワード変更', true, true, false, true)""",
-    """INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, read_at, created_at)
-       SELECT u, 'comment', '予約 #' || n || ' にコメントが付きました', '本文', '/reservations/' || n,
-              'comment:' || n,
-              CASE WHEN n <= 95 THEN timestamptz '2026-10-01 09:00+09' + n * interval '1 hour' END,
-              timestamptz '2026-09-01 09:00+09' + n * interval '6 hours'
-       FROM generate_series(1, 2000) u, generate_series(1, 100) n""",
+    SEED_TYPES_SQL,
+    SEED_NOTIFICATIONS_SQL,
     """INSERT INTO announcements (title, body, published_at)
        SELECT 'お知らせ ' || n, '本文', timestamptz '2026-08-01 10:00+09' + n * interval '1 day'
        FROM generate_series(1, 50) n""",
@@ -60,18 +53,12 @@ def seed_connection(app):
 def db_session(app, seed_connection):
     """Run each test in a savepoint of the seeded transaction (overrides the suite's db_session)."""
     with app.app_context():
-        engines = db.engines
-        engine = engines[None]
         savepoint = seed_connection.begin_nested()
-        engines[None] = seed_connection
-        db.session.remove()
-        db.session.configure(join_transaction_mode="create_savepoint")
         try:
-            yield db.session
+            with session_bound_to(seed_connection) as session:
+                yield session
         finally:
-            db.session.remove()
             savepoint.rollback()
-            engines[None] = engine
 
 
 def _scalar(sql: str, **params):

@@ -26,6 +26,7 @@ import os
 import statistics
 import time
 
+from tests.inbox.seed_dataset import SEED_NOTIFICATIONS_SQL, SEED_TYPES_SQL
 from tests.perf.common import bench_urls, recreate_database
 
 BENCH_DB = "hato_bench_inbox"
@@ -39,18 +40,8 @@ DATASET_SQL = [
     f"""INSERT INTO users (id, email, display_name) OVERRIDING SYSTEM VALUE
         SELECT u, 'bench' || u || '@example.com', 'Bench ' || u FROM generate_series(1, {HEAVY_USER}) u""",
     f"SELECT setval(pg_get_serial_sequence('users', 'id'), {HEAVY_USER})",
-    """INSERT INTO notification_types (type, label, default_in_app, default_email, default_push, mandatory) VALUES
-        ('reservation_approved', '予約の承認',       true, true,  true,  false),
-        ('reservation_remind',   '利用前日のお知らせ', true, false, true,  false),
-        ('comment',              'コメント',         true, false, false, false),
-        ('security',             'ログイン・パスワード変更', true, true, false, true)""",
-    # The seed's statement, verbatim.
-    """INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, read_at, created_at)
-       SELECT u, 'comment', '予約 #' || n || ' にコメントが付きました', '本文', '/reservations/' || n,
-              'comment:' || n,
-              CASE WHEN n <= 95 THEN timestamptz '2026-10-01 09:00+09' + n * interval '1 hour' END,
-              timestamptz '2026-09-01 09:00+09' + n * interval '6 hours'
-       FROM generate_series(1, 2000) u, generate_series(1, 100) n""",
+    SEED_TYPES_SQL,
+    SEED_NOTIFICATIONS_SQL,  # the seed's statements, verbatim
     # The heavy user: unread rows spread through the history (every tenth), the costlier layout.
     f"""INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, read_at, created_at)
         SELECT {HEAVY_USER}, 'comment', '予約 #' || n || ' にコメントが付きました', '本文', '/reservations/' || n,
