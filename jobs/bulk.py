@@ -8,17 +8,11 @@ every pass, so an operation whose job Redis lost (or never got) still runs.
 """
 from __future__ import annotations
 
-import logging
-
 from flask import current_app
-from redis.exceptions import RedisError
 
 from app.console import ledger_queries, ledger_service
 from app.extensions import db
-from app.queueing import enqueue_deliveries, get_queue
-from jobs.fanout import job_alive
-
-log = logging.getLogger(__name__)
+from app.queueing import enqueue_deliveries, enqueue_unless_alive
 
 BULK_JOB = "jobs.bulk.run_bulk_operation"
 # The operation itself is quick set-based SQL; on `default` it does not wait behind a campaign.
@@ -52,16 +46,8 @@ def run_bulk_operation(operation_id: int) -> dict:
 
 def enqueue_bulk(operation_id: int) -> bool:
     """Enqueue the operation's job unless one is queued or running; False (logged) when Redis is down."""
-    rq_job_id = f"bulk-{int(operation_id)}"
-    try:
-        queue = get_queue(QUEUE)
-        if not job_alive(queue.connection, rq_job_id):
-            queue.enqueue_call(BULK_JOB, args=(int(operation_id),), job_id=rq_job_id,
-                               timeout=3600, result_ttl=3600, failure_ttl=7 * 86400)
-    except RedisError as exc:
-        log.warning("could not enqueue bulk operation %s (the sweeper retries): %s", operation_id, exc)
-        return False
-    return True
+    return enqueue_unless_alive(QUEUE, BULK_JOB, operation_id, f"bulk-{int(operation_id)}", 3600,
+                                f"bulk operation {operation_id}")
 
 
 def resume_bulk_operations() -> int:

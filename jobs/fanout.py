@@ -10,27 +10,19 @@ running campaign whose job was lost (Redis flushed, worker killed) gets a new on
 """
 from __future__ import annotations
 
-import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from flask import current_app
-from redis.exceptions import RedisError
-from rq.exceptions import NoSuchJobError
-from rq.job import Job, JobStatus
-from rq.serializers import JSONSerializer
 
 from app.campaigns import fanout, queries
 from app.extensions import db
-from app.queueing import enqueue_deliveries, get_queue
+from app.queueing import enqueue_deliveries, enqueue_unless_alive
 from app.realtime.presence import online_user_ids
 from app.realtime.publish import publish_badge
-
-log = logging.getLogger(__name__)
 
 FANOUT_JOB = "jobs.fanout.fanout_campaign"
 QUEUE = "low"
 JOB_TIMEOUT_SECONDS = 6 * 3600  # a timeout only ends this run; the next one resumes from the cursor
-ALIVE = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 
 
 def job_id(campaign_id: int) -> str:
@@ -82,26 +74,10 @@ def _after_commit(app, batch: fanout.Batch) -> dict:
             "push": len(batch.pending["push"]), "badges": len(online)}
 
 
-def job_alive(connection, rq_job_id: str) -> bool:
-    """Whether the RQ job with this id is queued, scheduled or running (raises RedisError)."""
-    try:
-        job = Job.fetch(rq_job_id, connection=connection, serializer=JSONSerializer)
-        return job.get_status(refresh=False) in ALIVE
-    except NoSuchJobError:
-        return False
-
-
 def enqueue_fanout(campaign_id: int) -> bool:
     """Enqueue the campaign's fanout unless a job for it is already queued or running; False if Redis is down."""
-    try:
-        queue = get_queue(QUEUE)
-        if not job_alive(queue.connection, job_id(campaign_id)):
-            queue.enqueue_call(FANOUT_JOB, args=(int(campaign_id),), job_id=job_id(campaign_id),
-                               timeout=JOB_TIMEOUT_SECONDS, result_ttl=3600, failure_ttl=7 * 86400)
-    except RedisError as exc:
-        log.warning("could not enqueue the fanout of campaign %s (the sweeper retries): %s", campaign_id, exc)
-        return False
-    return True
+    return enqueue_unless_alive(QUEUE, FANOUT_JOB, campaign_id, job_id(campaign_id), JOB_TIMEOUT_SECONDS,
+                                f"the fanout of campaign {campaign_id}")
 
 
 def start_due_campaigns() -> int:
