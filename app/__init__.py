@@ -1,4 +1,5 @@
 """Hato: a self-hosted notification service (inbox, console, API, delivery workers)."""
+
 from __future__ import annotations
 
 from flask import Flask
@@ -18,16 +19,16 @@ def create_app(test_config: dict | None = None) -> Flask:
     extensions.init_app(app)
 
     from app import cli, errors, security, templating
-    from app.auth.views import bp as auth_bp
-    from app.inbox.views import bp as inbox_bp
-    from app.preferences.views import bp as preferences_bp
-    from app.health import bp as health_bp
     from app.api.views import bp as api_bp
-    from app.delivery.views import bp as delivery_bp
-    from app.metrics import bp as metrics_bp
-    from app.realtime.views import bp as realtime_bp
+    from app.auth.views import bp as auth_bp
     from app.console.views import bp as console_bp
+    from app.delivery.views import bp as delivery_bp
+    from app.health import bp as health_bp
+    from app.inbox.views import bp as inbox_bp
+    from app.metrics import bp as metrics_bp
+    from app.preferences.views import bp as preferences_bp
     from app.push.views import bp as push_bp
+    from app.realtime.views import bp as realtime_bp
 
     security.init_app(app)
     templating.init_app(app)

@@ -8,6 +8,7 @@ since its last round and sends it together: alone, a request's work goes out at 
 many requests share one RQ job per queue and channel and one pipeline of badge events, which costs
 less per request than each request talking to Redis itself.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -129,8 +130,9 @@ def wait_idle(app: Flask, timeout: float = 5.0) -> bool:
     return found is None or found.wait_idle(timeout)
 
 
-def after_commit(priority: str, pending: dict[str, list[int]], badge_user_ids: list[int],
-                 toast_title: str | None = None) -> None:
+def after_commit(
+    priority: str, pending: dict[str, list[int]], badge_user_ids: list[int], toast_title: str | None = None
+) -> None:
     """Hand a committed request's delivery jobs and badge events to the sending thread."""
     if any(pending.values()) or badge_user_ids:
         dispatcher().submit(Handoff(priority, pending, badge_user_ids, toast_title))

@@ -1,4 +1,5 @@
 """Flask CLI commands: `flask --app wsgi users create …`, `demo seed`, …"""
+
 from __future__ import annotations
 
 import click
@@ -29,8 +30,14 @@ def create_user_command(email: str, password: str, role: str, external_id: str |
         user = create_or_update_user(email, password, role=role, external_id=external_id, display_name=display_name)
     except AccountError as exc:
         raise click.BadParameter(str(exc)) from exc
-    audit.record(None, "user.update" if before else "user.create", "user", user.id, before=before,
-                 after=audit.snapshot(user, AUDITED_USER_FIELDS))
+    audit.record(
+        None,
+        "user.update" if before else "user.create",
+        "user",
+        user.id,
+        before=before,
+        after=audit.snapshot(user, AUDITED_USER_FIELDS),
+    )
     db.session.commit()
     click.echo(f"user {user.id} {user.email} ({user.role})")
 

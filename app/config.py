@@ -1,4 +1,5 @@
 """Environment-driven configuration: every setting a deployment may change is read here."""
+
 from __future__ import annotations
 
 import os
@@ -9,7 +10,7 @@ def sqlalchemy_url(url: str) -> str:
     """Return the standard postgresql:// URL in the form SQLAlchemy needs for psycopg 3."""
     for prefix in ("postgres://", "postgresql://"):
         if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix):]
+            return "postgresql+psycopg://" + url[len(prefix) :]
     return url
 
 

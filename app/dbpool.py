@@ -7,6 +7,7 @@ last error, or closed the socket. Such a connection is discarded and the pool ha
 one, so a database restart costs no failed request. What this cannot see (a peer that vanished
 without a word) is bounded by TCP keepalives and the statement that then fails with a 503.
 """
+
 from __future__ import annotations
 
 import select

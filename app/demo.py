@@ -1,7 +1,9 @@
-"""Demo data for `make run`: the seed article's four types, members, an operator, an admin, notifications, announcements."""
+"""Demo data for `make run`: the seed article's four types, members, an operator, an admin,
+notifications and announcements."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert
@@ -12,26 +14,85 @@ from app.models import Announcement, Notification, NotificationType
 
 # The seed article's types and defaults (type, label, in_app, email, push, mandatory) + priority.
 DEMO_TYPES = [
-    ("reservation_approved", "Reservation approved", True, True, True, False, "default",
-     "A reservation you made was approved."),
-    ("reservation_remind", "Reminder the day before", True, False, True, False, "default",
-     "A reminder the day before you use a reservation."),
+    (
+        "reservation_approved",
+        "Reservation approved",
+        True,
+        True,
+        True,
+        False,
+        "default",
+        "A reservation you made was approved.",
+    ),
+    (
+        "reservation_remind",
+        "Reminder the day before",
+        True,
+        False,
+        True,
+        False,
+        "default",
+        "A reminder the day before you use a reservation.",
+    ),
     ("comment", "Comment", True, False, False, False, "low", "Someone commented on your reservation."),
-    ("security", "Sign-in and password changes", True, True, False, True, "high",
-     "Security events on your account. These cannot be turned off."),
+    (
+        "security",
+        "Sign-in and password changes",
+        True,
+        True,
+        False,
+        True,
+        "high",
+        "Security events on your account. These cannot be turned off.",
+    ),
 ]
 
 DEMO_ACCOUNTS = [
-    {"email": "alice@example.com", "password": "hato-alice-demo", "role": "member", "name": "Alice Member",
-     "external_id": "demo-alice", "timezone": "Asia/Tokyo", "locale": "ja"},
-    {"email": "bob@example.com", "password": "hato-bob-demo", "role": "member", "name": "Bob Member",
-     "external_id": "demo-bob", "timezone": "Europe/Berlin", "locale": "de"},
-    {"email": "carol@example.com", "password": "hato-carol-demo", "role": "member", "name": "Carol Member",
-     "external_id": "demo-carol", "timezone": "America/New_York", "locale": "en"},
-    {"email": "olivia@example.com", "password": "hato-olivia-demo", "role": "operator", "name": "Olivia Operator",
-     "external_id": "demo-olivia", "timezone": "UTC", "locale": "en"},
-    {"email": "adam@example.com", "password": "hato-adam-demo", "role": "admin", "name": "Adam Admin",
-     "external_id": "demo-adam", "timezone": "UTC", "locale": "en"},
+    {
+        "email": "alice@example.com",
+        "password": "hato-alice-demo",
+        "role": "member",
+        "name": "Alice Member",
+        "external_id": "demo-alice",
+        "timezone": "Asia/Tokyo",
+        "locale": "ja",
+    },
+    {
+        "email": "bob@example.com",
+        "password": "hato-bob-demo",
+        "role": "member",
+        "name": "Bob Member",
+        "external_id": "demo-bob",
+        "timezone": "Europe/Berlin",
+        "locale": "de",
+    },
+    {
+        "email": "carol@example.com",
+        "password": "hato-carol-demo",
+        "role": "member",
+        "name": "Carol Member",
+        "external_id": "demo-carol",
+        "timezone": "America/New_York",
+        "locale": "en",
+    },
+    {
+        "email": "olivia@example.com",
+        "password": "hato-olivia-demo",
+        "role": "operator",
+        "name": "Olivia Operator",
+        "external_id": "demo-olivia",
+        "timezone": "UTC",
+        "locale": "en",
+    },
+    {
+        "email": "adam@example.com",
+        "password": "hato-adam-demo",
+        "role": "admin",
+        "name": "Adam Admin",
+        "external_id": "demo-adam",
+        "timezone": "UTC",
+        "locale": "en",
+    },
 ]
 
 NOTIFICATIONS_PER_MEMBER = 30
@@ -41,8 +102,16 @@ UNREAD_PER_MEMBER = 6
 def seed_types() -> None:
     """Insert or refresh the four demo types."""
     rows = [
-        dict(type=t, label=label, default_in_app=in_app, default_email=email, default_push=push,
-             mandatory=mandatory, priority=priority, description=description)
+        dict(
+            type=t,
+            label=label,
+            default_in_app=in_app,
+            default_email=email,
+            default_push=push,
+            mandatory=mandatory,
+            priority=priority,
+            description=description,
+        )
         for t, label, in_app, email, push, mandatory, priority, description in DEMO_TYPES
     ]
     stmt = insert(NotificationType).values(rows)
@@ -62,11 +131,18 @@ def _demo_notifications(user_id: int, now: datetime) -> list[dict]:
             "reservation_remind": f"Tomorrow: projector for reservation #{300 + n}",
             "security": "New sign-in to your account",
         }[kind]
-        rows.append(dict(
-            user_id=user_id, type=kind, title=title, body="Open it to see the details.",
-            link_path=f"/inbox?filter=all#r{300 + n}", dedupe_key=f"demo:{n}", created_at=created,
-            read_at=None if unread else created + timedelta(hours=1),
-        ))
+        rows.append(
+            dict(
+                user_id=user_id,
+                type=kind,
+                title=title,
+                body="Open it to see the details.",
+                link_path=f"/inbox?filter=all#r{300 + n}",
+                dedupe_key=f"demo:{n}",
+                created_at=created,
+                read_at=None if unread else created + timedelta(hours=1),
+            )
+        )
     return rows
 
 
@@ -80,28 +156,50 @@ def seed_notifications(user_ids: list[int], now: datetime) -> None:
 def seed_announcements(now: datetime) -> None:
     """Add one active, one expired and one scheduled announcement, once."""
     wanted = [
-        ("Welcome to Hato", "Your notifications and announcements now live in **one inbox**.\n\n"
-         "- Mark things read or archive them\n- Choose channels under *Preferences*",
-         now - timedelta(days=1), None),
-        ("Maintenance finished", "Last week's maintenance window is over.",
-         now - timedelta(days=14), now - timedelta(days=7)),
-        ("New rooms next month", "Two new meeting rooms can be reserved from next month.",
-         now + timedelta(days=3), None),
+        (
+            "Welcome to Hato",
+            "Your notifications and announcements now live in **one inbox**.\n\n"
+            "- Mark things read or archive them\n- Choose channels under *Preferences*",
+            now - timedelta(days=1),
+            None,
+        ),
+        (
+            "Maintenance finished",
+            "Last week's maintenance window is over.",
+            now - timedelta(days=14),
+            now - timedelta(days=7),
+        ),
+        (
+            "New rooms next month",
+            "Two new meeting rooms can be reserved from next month.",
+            now + timedelta(days=3),
+            None,
+        ),
     ]
     existing = set(db.session.scalars(sa.select(Announcement.title)))
     for title, body, published_at, expires_at in wanted:
         if title not in existing:
-            db.session.add(Announcement(title=title, body=body, body_format="markdown",
-                                        published_at=published_at, expires_at=expires_at))
+            db.session.add(
+                Announcement(
+                    title=title, body=body, body_format="markdown", published_at=published_at, expires_at=expires_at
+                )
+            )
 
 
 def seed() -> None:
     """Load all demo data; running it twice leaves the same rows."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     seed_types()
     users = [
-        create_or_update_user(a["email"], a["password"], role=a["role"], display_name=a["name"],
-                              external_id=a["external_id"], locale=a["locale"], timezone=a["timezone"])
+        create_or_update_user(
+            a["email"],
+            a["password"],
+            role=a["role"],
+            display_name=a["name"],
+            external_id=a["external_id"],
+            locale=a["locale"],
+            timezone=a["timezone"],
+        )
         for a in DEMO_ACCOUNTS
     ]
     seed_notifications([u.id for u in users if u.role == "member"], now)

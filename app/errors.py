@@ -1,4 +1,5 @@
 """The app's own error pages (HTML) and RFC 9457 problem documents (JSON API)."""
+
 from __future__ import annotations
 
 import logging

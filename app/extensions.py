@@ -1,4 +1,5 @@
 """Unbound extension singletons, bound to an app in init_app(). No I/O at import."""
+
 from __future__ import annotations
 
 import redis as redis_lib
@@ -44,9 +45,7 @@ class RedisHandle:
         url = url or current_app.config["REDIS_URL"]
         client = self._clients.get(url)
         if client is None:
-            client = redis_lib.Redis.from_url(
-                url, socket_timeout=5, socket_connect_timeout=2, health_check_interval=30
-            )
+            client = redis_lib.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2, health_check_interval=30)
             self._clients[url] = client
         return client
 
@@ -57,7 +56,7 @@ redis = RedisHandle()
 def limiter_storage_uri(redis_url: str) -> str:
     """Translate REDIS_URL into the URI of app/ratelimit_storage.py (unix sockets: hato+redis+unix://)."""
     if redis_url.startswith("unix://"):
-        redis_url = "redis+unix://" + redis_url[len("unix://"):]
+        redis_url = "redis+unix://" + redis_url[len("unix://") :]
     return ratelimit_storage.SCHEME_PREFIX + redis_url
 
 

@@ -1,4 +1,5 @@
 """GET /healthz: whether PostgreSQL and Redis answer."""
+
 from __future__ import annotations
 
 import time

@@ -8,6 +8,7 @@ collector reads the totals from it: every process (and every host) answers the s
 they survive restarts. Cost: two GROUP BY scans per scrape, fine at a 15-60 s scrape interval; a
 rollup table is the next step if delivery_attempts grows past tens of millions of rows.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,23 +38,28 @@ class LedgerCollector:
         yield from self._breakers()
 
     def _attempts(self):
-        attempts = CounterMetricFamily("hato_delivery_attempts", "Delivery tries by provider and outcome "
-                                       "(sent, transient, permanent, deferred).", labels=["provider", "outcome"])
-        latency = HistogramMetricFamily("hato_delivery_attempt_duration_seconds",
-                                        "Time a provider took to answer one try.", labels=["provider"])
+        attempts = CounterMetricFamily(
+            "hato_delivery_attempts",
+            "Delivery tries by provider and outcome (sent, transient, permanent, deferred).",
+            labels=["provider", "outcome"],
+        )
+        latency = HistogramMetricFamily(
+            "hato_delivery_attempt_duration_seconds", "Time a provider took to answer one try.", labels=["provider"]
+        )
         merged: dict[str, dict] = {}
         for row in queries.attempt_stats():
             attempts.add_metric([row.provider, row.outcome], row.total)
             if row.outcome == "deferred":
                 continue  # a deferral calls no provider
-            agg = merged.setdefault(row.provider,
-                                    {"sum": 0, "count": 0, "buckets": [0] * len(queries.ATTEMPT_BUCKETS_MS)})
+            agg = merged.setdefault(
+                row.provider, {"sum": 0, "count": 0, "buckets": [0] * len(queries.ATTEMPT_BUCKETS_MS)}
+            )
             agg["sum"] += row.sum_ms
             agg["count"] += row.total
             for i, bound in enumerate(queries.ATTEMPT_BUCKETS_MS):
                 agg["buckets"][i] += getattr(row, f"le_{bound}")
         for provider, agg in merged.items():
-            buckets = [(str(b / 1000), n) for b, n in zip(queries.ATTEMPT_BUCKETS_MS, agg["buckets"])]
+            buckets = [(str(b / 1000), n) for b, n in zip(queries.ATTEMPT_BUCKETS_MS, agg["buckets"], strict=True)]
             buckets.append(("+Inf", agg["count"]))
             latency.add_metric([provider], buckets, sum_value=agg["sum"] / 1000)
         yield attempts
@@ -61,8 +67,11 @@ class LedgerCollector:
 
     def _ledger(self):
         rows = GaugeMetricFamily("hato_deliveries", "Ledger rows by channel and status.", labels=["channel", "status"])
-        dlq = GaugeMetricFamily("hato_dlq_size", "Failed deliveries (the dead-letter queue) by error kind.",
-                                labels=["channel", "error_kind"])
+        dlq = GaugeMetricFamily(
+            "hato_dlq_size",
+            "Failed deliveries (the dead-letter queue) by error kind.",
+            labels=["channel", "error_kind"],
+        )
         # sent is terminal, so its count only grows; failed is not (a DLQ replay moves rows back).
         sent = CounterMetricFamily("hato_deliveries_sent", "Deliveries sent.", labels=["channel"])
         by_status: dict[tuple[str, str], int] = {}
@@ -77,8 +86,9 @@ class LedgerCollector:
         yield from (rows, dlq, sent)
 
     def _queues(self):
-        depth = GaugeMetricFamily("hato_queue_depth", "Jobs waiting in each RQ queue (each job is a batch).",
-                                  labels=["queue"])
+        depth = GaugeMetricFamily(
+            "hato_queue_depth", "Jobs waiting in each RQ queue (each job is a batch).", labels=["queue"]
+        )
         up = GaugeMetricFamily("hato_redis_up", "Whether Redis answered this scrape.")
         try:
             for name in QUEUE_NAMES:
@@ -91,10 +101,14 @@ class LedgerCollector:
         yield up
 
     def _breakers(self):
-        state = GaugeMetricFamily("hato_circuit_breaker_state", "1 for each provider's current breaker state.",
-                                  labels=["provider", "state"])
-        transitions = CounterMetricFamily("hato_circuit_breaker_transitions", "Breaker state changes per provider.",
-                                          labels=["provider", "from_state", "to_state"])
+        state = GaugeMetricFamily(
+            "hato_circuit_breaker_state", "1 for each provider's current breaker state.", labels=["provider", "state"]
+        )
+        transitions = CounterMetricFamily(
+            "hato_circuit_breaker_transitions",
+            "Breaker state changes per provider.",
+            labels=["provider", "from_state", "to_state"],
+        )
         try:
             states, counts = breaker.snapshot(redis.client())
         except RedisError as exc:

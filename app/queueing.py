@@ -1,4 +1,5 @@
 """The web side's only door to RQ: named priority queues, batch enqueue, Redis-down tolerance."""
+
 from __future__ import annotations
 
 import logging
@@ -31,7 +32,7 @@ def get_queue(name: str, connection=None) -> Queue:
 def chunks(ids: Sequence[int], size: int) -> Iterable[list[int]]:
     """Split ids into lists of at most size."""
     for start in range(0, len(ids), size):
-        yield list(ids[start:start + size])
+        yield list(ids[start : start + size])
 
 
 def enqueue_deliveries(priority: str, channel: str, delivery_ids: Sequence[int]) -> bool:
@@ -46,8 +47,10 @@ def enqueue_deliveries(priority: str, channel: str, delivery_ids: Sequence[int])
     size = current_app.config["DELIVERY_BATCH_SIZE"]
     try:
         with queue.connection.pipeline() as pipe:
-            jobs = [Queue.prepare_data(DELIVER_BATCH_JOB, args=(channel, batch), timeout=600, result_ttl=60)
-                    for batch in chunks(list(delivery_ids), size)]
+            jobs = [
+                Queue.prepare_data(DELIVER_BATCH_JOB, args=(channel, batch), timeout=600, result_ttl=60)
+                for batch in chunks(list(delivery_ids), size)
+            ]
             queue.enqueue_many(jobs, pipeline=pipe)
             pipe.execute()
     except RedisError as exc:
@@ -74,8 +77,9 @@ def enqueue_unless_alive(queue_name: str, func: str, arg: int, rq_job_id: str, t
     try:
         queue = get_queue(queue_name)
         if not job_alive(queue.connection, rq_job_id):
-            queue.enqueue_call(func, args=(int(arg),), job_id=rq_job_id, timeout=timeout,
-                               result_ttl=3600, failure_ttl=7 * 86400)
+            queue.enqueue_call(
+                func, args=(int(arg),), job_id=rq_job_id, timeout=timeout, result_ttl=3600, failure_ttl=7 * 86400
+            )
     except RedisError as exc:
         log.warning("could not enqueue %s (the sweeper retries): %s", what, exc)
         return False

@@ -6,6 +6,7 @@ millisecond of a one-recipient ingest. Here the hit's Lua script also returns th
 the headers read what this thread's last hit on that key returned, if it was just now. The counting
 itself is the stock fixed-window script, so limits mean exactly what they did.
 """
+
 from __future__ import annotations
 
 import threading

@@ -1,4 +1,5 @@
 """Response hardening: security headers on every response and `Vary: HX-Request` for fragments."""
+
 from __future__ import annotations
 
 from flask import Flask, Response, current_app, request

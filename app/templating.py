@@ -1,4 +1,5 @@
 """Jinja filters and globals shared by every template."""
+
 from __future__ import annotations
 
 from flask import Flask, current_app

@@ -6,6 +6,7 @@ announce_due() every few seconds: if any announcement was published (or expired)
 run, it publishes one broadcast badge event. The watermark lives in Redis; losing it costs at most
 one extra broadcast (the first run looks back a few minutes), which only makes sockets recount.
 """
+
 from __future__ import annotations
 
 import logging

@@ -6,6 +6,7 @@ rows still `failed` are touched and the cursor never goes back, so a second run 
 operation, or a run after a crash, changes nothing twice. The sweeper calls resume_bulk_operations()
 every pass, so an operation whose job Redis lost (or never got) still runs.
 """
+
 from __future__ import annotations
 
 from flask import current_app
@@ -46,12 +47,13 @@ def run_bulk_operation(operation_id: int) -> dict:
 
 def enqueue_bulk(operation_id: int) -> bool:
     """Enqueue the operation's job unless one is queued or running; False (logged) when Redis is down."""
-    return enqueue_unless_alive(QUEUE, BULK_JOB, operation_id, f"bulk-{int(operation_id)}", 3600,
-                                f"bulk operation {operation_id}")
+    return enqueue_unless_alive(
+        QUEUE, BULK_JOB, operation_id, f"bulk-{int(operation_id)}", 3600, f"bulk operation {operation_id}"
+    )
 
 
 def resume_bulk_operations() -> int:
-    """Give each unfinished operation whose job was lost a new one (the sweeper calls this); return how many have one."""
+    """Give each unfinished operation whose job was lost a new one (the sweeper calls this); return how many."""
     ids = ledger_queries.unfinished_bulk_operations()
     db.session.rollback()  # end the read before talking to Redis
     return sum(1 for operation_id in ids if enqueue_bulk(operation_id))

@@ -7,10 +7,11 @@ statement, see service.send_ledger), so a worker killed with SIGKILL can re-send
 message that was in flight. Sends go through app/providers/routing.py (token bucket, circuit
 breaker, failover); when it says "wait", the rest of the batch returns to pending without a try.
 """
+
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from flask import current_app
 
@@ -41,13 +42,16 @@ def deliver_batch(channel: str, delivery_ids: list[int]) -> dict:
         if claim is None:
             return {"claimed": 0}
         providers = providers_for(channel, config)
-        decisions = policy.plan(queries.claimed_batch(claim.ids), bool(providers), datetime.now(timezone.utc))
+        decisions = policy.plan(queries.claimed_batch(claim.ids), bool(providers), datetime.now(UTC))
         targets = push_queries.active_targets({row.user_id for row in decisions.send}) if channel == "push" else {}
         if channel == "push":
             policy.require_targets(decisions, set(targets))
         service.record_skips([(row.id, reason) for row, reason in decisions.skip], claim.lease)
-        service.record_deferrals([(row.id, until) for row, until in decisions.defer], claim.lease,
-                                 providers[0].name if providers else channel)
+        service.record_deferrals(
+            [(row.id, until) for row, until in decisions.defer],
+            claim.lease,
+            providers[0].name if providers else channel,
+        )
         db.session.commit()
         counts = {"claimed": len(claim.ids), "skipped": len(decisions.skip), "deferred": len(decisions.defer)}
         if decisions.send:
@@ -59,8 +63,9 @@ def deliver_batch(channel: str, delivery_ids: list[int]) -> dict:
         raise
 
 
-def _send_all(rows, router: Router, claim: service.Claim, deadline: float, backoff: policy.Backoff,
-              targets: dict) -> dict:
+def _send_all(
+    rows, router: Router, claim: service.Claim, deadline: float, backoff: policy.Backoff, targets: dict
+) -> dict:
     config = current_app.config
     templates = queries.templates_for(rows[0].channel, {row.type for row in rows})
     states: dict[str, int] = {}
@@ -89,5 +94,4 @@ def _send_all(rows, router: Router, claim: service.Claim, deadline: float, backo
 
 def _waits(rows, route: Route) -> list[tuple[int, datetime]]:
     # One token interval apart, so the waiting rows come back at the rate the bucket will allow.
-    return [(row.id, datetime.fromtimestamp(route.wait_until + i * route.spacing, timezone.utc))
-            for i, row in enumerate(rows)]
+    return [(row.id, datetime.fromtimestamp(route.wait_until + i * route.spacing, UTC)) for i, row in enumerate(rows)]

@@ -8,6 +8,7 @@ continues from the stored cursor, and the dedupe key stops anything being writte
 The sweeper calls start_due_campaigns() every pass: scheduled campaigns start when due, and a
 running campaign whose job was lost (Redis flushed, worker killed) gets a new one.
 """
+
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -70,14 +71,26 @@ def _after_commit(app, batch: fanout.Batch) -> dict:
         online = online_user_ids(batch.badge_user_ids)
         if online:
             publish_badge(online, toast={"title": batch.title})
-    return {"batches": 1, "users": batch.users, "created": batch.created, "email": len(batch.pending["email"]),
-            "push": len(batch.pending["push"]), "badges": len(online)}
+    return {
+        "batches": 1,
+        "users": batch.users,
+        "created": batch.created,
+        "email": len(batch.pending["email"]),
+        "push": len(batch.pending["push"]),
+        "badges": len(online),
+    }
 
 
 def enqueue_fanout(campaign_id: int) -> bool:
     """Enqueue the campaign's fanout unless a job for it is already queued or running; False if Redis is down."""
-    return enqueue_unless_alive(QUEUE, FANOUT_JOB, campaign_id, job_id(campaign_id), JOB_TIMEOUT_SECONDS,
-                                f"the fanout of campaign {campaign_id}")
+    return enqueue_unless_alive(
+        QUEUE,
+        FANOUT_JOB,
+        campaign_id,
+        job_id(campaign_id),
+        JOB_TIMEOUT_SECONDS,
+        f"the fanout of campaign {campaign_id}",
+    )
 
 
 def start_due_campaigns() -> int:

@@ -7,6 +7,7 @@ job Redis lost) are enqueued in batches on their type's priority queue; idempote
 24 h are pruned. Two sweepers never enqueue the same row: taking a row stamps it in the same
 statement (SKIP LOCKED), and a short Redis lock keeps a second sweeper from even trying meanwhile.
 """
+
 from __future__ import annotations
 
 import logging
@@ -50,8 +51,12 @@ def _release_lock(token: str) -> None:
         return
     try:
         # Delete only our own lock: compare-and-delete in one server-side step.
-        redis.client().eval("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
-                            "end return 0", 1, LOCK_KEY, token)
+        redis.client().eval(
+            "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0",
+            1,
+            LOCK_KEY,
+            token,
+        )
     except RedisError as exc:
         log.warning("could not release the sweeper lock (it expires by itself): %s", exc)
 
@@ -91,8 +96,7 @@ def sweep_once() -> dict:
     announce_due()  # scheduled announcements move open badges when their time comes (jobs/announcements.py)
     start_due_campaigns()  # scheduled campaigns start when due; a lost fanout job is enqueued again (jobs/fanout.py)
     resume_bulk_operations()  # a DLQ bulk operation whose job was lost gets a new one (jobs/bulk.py)
-    return {"released": released, "due": sum(len(ids) for ids in due.values()), "enqueued": enqueued,
-            "pruned": pruned}
+    return {"released": released, "due": sum(len(ids) for ids in due.values()), "enqueued": enqueued, "pruned": pruned}
 
 
 @click.command("sweep")

@@ -7,6 +7,7 @@ little. What a forked horse would protect us from is covered elsewhere: a job th
 leaves its rows `sending` under a lease, and the sweeper hands them back (tests/chaos). `--fork`
 remains for jobs that leak memory or hang in C code.
 """
+
 from __future__ import annotations
 
 import click
@@ -49,9 +50,14 @@ class AppSimpleWorker(_SessionPerJob, SimpleWorker):
 @click.command("worker")
 @click.argument("queues", nargs=-1)
 @click.option("--burst", is_flag=True, help="Stop when the queues are empty.")
-@click.option("--fork/--simple", "fork", default=False, show_default=True,
-              help="Fork a work horse per job (isolation) or run jobs in this process (the default; "
-                   "see tests/perf/bench_delivery.py for the measured difference).")
+@click.option(
+    "--fork/--simple",
+    "fork",
+    default=False,
+    show_default=True,
+    help="Fork a work horse per job (isolation) or run jobs in this process (the default; "
+    "see tests/perf/bench_delivery.py for the measured difference).",
+)
 @with_appcontext
 def worker_command(queues: tuple[str, ...], burst: bool, fork: bool) -> None:
     """Run an RQ worker (JSON serializer, scheduler on) over QUEUES, default: high default low."""
@@ -61,7 +67,6 @@ def worker_command(queues: tuple[str, ...], burst: bool, fork: bool) -> None:
         raise click.BadParameter(f"unknown queue(s) {', '.join(unknown)}; choose from {', '.join(QUEUE_NAMES)}")
     connection = redis.client()
     worker_class = AppWorker if fork else AppSimpleWorker
-    worker = worker_class([get_queue(n, connection) for n in names], connection=connection,
-                          serializer=JSONSerializer)
+    worker = worker_class([get_queue(n, connection) for n in names], connection=connection, serializer=JSONSerializer)
     current_app.logger.info("worker listening on %s", ", ".join(names))
     worker.work(burst=burst, with_scheduler=True, logging_level="INFO")

@@ -4,17 +4,15 @@ Warehouse's discipline: migrate once, roll back each test, build rows with facto
 real commits (threads, subprocesses, the browser) are marked `committed` or `e2e`; their tables are
 truncated afterwards instead.
 """
+
 from __future__ import annotations
 
 import os
 import secrets
-import socket
 import threading
 import time
 from contextlib import contextmanager
-from urllib.parse import urlsplit
 
-import psycopg
 import pytest
 import redis as redis_lib
 import sqlalchemy as sa
@@ -28,41 +26,13 @@ os.environ.setdefault("SECRET_KEY", "test-secret")
 from app import create_app  # noqa: E402
 from app.extensions import db, limiter  # noqa: E402
 from tests.factories import TEST_PASSWORD  # noqa: E402
-from tests.perf.common import maintenance_conninfo  # noqa: E402
+from tests.support.databases import recreate_database  # noqa: E402
+from tests.support.waiting import free_port  # noqa: E402
 
 TEST_CONFIG = {"TESTING": True, "SERVER_NAME": None}
 
-
-def database_name(url: str) -> str:
-    """Return the database name in a postgresql:// URL."""
-    return urlsplit(url).path.lstrip("/")
-
-
-def recreate_database(url: str) -> None:
-    """Drop and create the database named in url (it must be a *_test database)."""
-    name = database_name(url)
-    if not name.endswith("_test") and "_test_" not in name:
-        raise RuntimeError(f"refusing to recreate {name!r}: test databases end in _test")
-    with psycopg.connect(maintenance_conninfo(url), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate, seconds: float, what: str, interval: float = 0.1) -> None:
-    """Poll predicate until it holds; fail naming `what` after `seconds` (for tests across processes)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
+# Shared fixtures (SMTP sink, push service, ledger rows) live in tests/support and are available everywhere.
+pytest_plugins = ["tests.support.smtp", "tests.support.push", "tests.support.delivery"]
 
 
 @pytest.fixture(scope="session")
@@ -252,7 +222,14 @@ def browser_type_launch_args(browser_type_launch_args):
         **browser_type_launch_args,
         "executable_path": os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"),
         "headless": True,
-        "args": ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage"],
+        "args": [
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+        ],
     }

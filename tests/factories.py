@@ -1,4 +1,5 @@
 """factory_boy factories for the core tables (flushed into the test's rolled-back session)."""
+
 from __future__ import annotations
 
 import factory
@@ -58,7 +59,9 @@ class AnnouncementFactory(_Base):
 
     title = factory.Sequence(lambda n: f"Announcement {n}")
     body = "Body"
-    published_at = factory.LazyFunction(lambda: db.session.execute(db.text("SELECT now() - interval '1 hour'")).scalar())
+    published_at = factory.LazyFunction(
+        lambda: db.session.execute(db.text("SELECT now() - interval '1 hour'")).scalar()
+    )
     expires_at = None
 
 

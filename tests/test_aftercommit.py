@@ -1,4 +1,5 @@
 """Post-commit hand-off: one thread per process sends requests' Redis work, batched, and survives failures."""
+
 from __future__ import annotations
 
 import json
@@ -29,11 +30,13 @@ def test_send_makes_one_job_per_queue_and_channel_and_one_event_per_user(app, qu
     pubsub = redis.client().pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe(user_channel(1), user_channel(2))
     try:
-        aftercommit.send([
-            Handoff("default", {"email": [1, 2], "push": []}, [1], "Shipped"),
-            Handoff("default", {"email": [3, 4], "push": [5]}, [2], "Shipped"),
-            Handoff("high", {"email": [6], "push": []}, [], None),
-        ])
+        aftercommit.send(
+            [
+                Handoff("default", {"email": [1, 2], "push": []}, [1], "Shipped"),
+                Handoff("default", {"email": [3, 4], "push": [5]}, [2], "Shipped"),
+                Handoff("high", {"email": [6], "push": []}, [], None),
+            ]
+        )
         messages = [next_message(pubsub) for _ in range(2)]
     finally:
         pubsub.close()

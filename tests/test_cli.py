@@ -1,4 +1,5 @@
 """CLI: users create and an idempotent demo seed."""
+
 import sqlalchemy as sa
 
 from app.demo import DEMO_ACCOUNTS
@@ -8,8 +9,19 @@ from app.models import Announcement, Notification, NotificationType, User
 
 def test_users_create(app):
     runner = app.test_cli_runner()
-    result = runner.invoke(args=["users", "create", "ops@example.com", "--password", "long-enough-pw",
-                                 "--role", "operator", "--external-id", "ops-1"])
+    result = runner.invoke(
+        args=[
+            "users",
+            "create",
+            "ops@example.com",
+            "--password",
+            "long-enough-pw",
+            "--role",
+            "operator",
+            "--external-id",
+            "ops-1",
+        ]
+    )
     assert result.exit_code == 0, result.output
     user = db.session.scalars(sa.select(User).where(User.email == "ops@example.com")).one()
     assert user.role == "operator" and user.external_id == "ops-1" and user.check_password("long-enough-pw")
@@ -24,8 +36,10 @@ def test_users_create_rejects_a_short_password(app):
 
 
 def _counts():
-    return {model.__name__: db.session.scalar(sa.select(sa.func.count()).select_from(model))
-            for model in (User, NotificationType, Notification, Announcement)}
+    return {
+        model.__name__: db.session.scalar(sa.select(sa.func.count()).select_from(model))
+        for model in (User, NotificationType, Notification, Announcement)
+    }
 
 
 def test_demo_seed_is_idempotent_and_prints_logins(app):
@@ -42,9 +56,12 @@ def test_demo_seed_is_idempotent_and_prints_logins(app):
     assert after_first["Notification"] >= 24
     security = db.session.get(NotificationType, "security")
     assert security.mandatory and security.default_email and not security.default_push
-    states = db.session.execute(sa.text(
-        "SELECT count(*) FILTER (WHERE expires_at < now()), count(*) FILTER (WHERE published_at > now()) "
-        "FROM announcements")).one()
+    states = db.session.execute(
+        sa.text(
+            "SELECT count(*) FILTER (WHERE expires_at < now()), count(*) FILTER (WHERE published_at > now()) "
+            "FROM announcements"
+        )
+    ).one()
     assert tuple(states) == (1, 1)
     roles = sorted(u.role for u in db.session.scalars(sa.select(User)))
     assert roles == ["admin", "member", "member", "member", "operator"]

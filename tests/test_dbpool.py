@@ -1,4 +1,5 @@
 """Pooled connections the server has terminated are replaced on checkout, without a ping query."""
+
 from __future__ import annotations
 
 import time
@@ -26,13 +27,15 @@ def _backend_pid(engine) -> int:
 def _terminate(app, pid: int) -> None:
     """Terminate the backend from another connection and wait until it is gone."""
     # Autocommit: pg_stat_activity is a snapshot per transaction, so each poll needs its own.
-    killer = sa.create_engine(app.config["SQLALCHEMY_DATABASE_URI"], poolclass=sa.pool.NullPool,
-                              isolation_level="AUTOCOMMIT")
+    killer = sa.create_engine(
+        app.config["SQLALCHEMY_DATABASE_URI"], poolclass=sa.pool.NullPool, isolation_level="AUTOCOMMIT"
+    )
     with killer.connect() as connection:
         assert connection.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar_one()
         deadline = time.monotonic() + 10
-        while connection.execute(sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"),
-                                 {"pid": pid}).scalar_one():
+        while connection.execute(
+            sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"), {"pid": pid}
+        ).scalar_one():
             assert time.monotonic() < deadline, "backend did not exit"
             time.sleep(0.05)
     killer.dispose()

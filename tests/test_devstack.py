@@ -1,4 +1,5 @@
 """Pure helpers of the dev supervisor (app/devstack.py): URL rewriting and CLI detection."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,22 +7,32 @@ import pytest
 from app import devstack
 
 
-@pytest.mark.parametrize(("url", "name", "expected"), [
-    ("postgresql://postgres@127.0.0.1:5432/hato", "hato_test", "postgresql://postgres@127.0.0.1:5432/hato_test"),
-    ("postgresql://postgres:@/hato?host=/srv/var/pg", "hato_test", "postgresql://postgres:@/hato_test?host=/srv/var/pg"),
-    ("postgresql+psycopg://u:p@db:5432/app", "postgres", "postgresql://u:p@db:5432/postgres"),
-    ("postgres://u@db/app", "hato_bench", "postgresql://u@db/hato_bench"),
-])
+@pytest.mark.parametrize(
+    ("url", "name", "expected"),
+    [
+        ("postgresql://postgres@127.0.0.1:5432/hato", "hato_test", "postgresql://postgres@127.0.0.1:5432/hato_test"),
+        (
+            "postgresql://postgres:@/hato?host=/srv/var/pg",
+            "hato_test",
+            "postgresql://postgres:@/hato_test?host=/srv/var/pg",
+        ),
+        ("postgresql+psycopg://u:p@db:5432/app", "postgres", "postgresql://u:p@db:5432/postgres"),
+        ("postgres://u@db/app", "hato_bench", "postgresql://u@db/hato_bench"),
+    ],
+)
 def test_pg_url_with_database_keeps_the_server(url, name, expected):
     assert devstack.pg_url_with_database(url, name) == expected
 
 
-@pytest.mark.parametrize(("url", "db", "expected"), [
-    ("redis://127.0.0.1:6379/0", 15, "redis://127.0.0.1:6379/15"),
-    ("redis://:secret@cache:6379", 14, "redis://:secret@cache:6379/14"),
-    ("unix:///tmp/x/redis.socket", 15, "unix:///tmp/x/redis.socket?db=15"),
-    ("unix:///tmp/x/redis.socket?db=0", 15, "unix:///tmp/x/redis.socket?db=15"),
-])
+@pytest.mark.parametrize(
+    ("url", "db", "expected"),
+    [
+        ("redis://127.0.0.1:6379/0", 15, "redis://127.0.0.1:6379/15"),
+        ("redis://:secret@cache:6379", 14, "redis://:secret@cache:6379/14"),
+        ("unix:///tmp/x/redis.socket", 15, "unix:///tmp/x/redis.socket?db=15"),
+        ("unix:///tmp/x/redis.socket?db=0", 15, "unix:///tmp/x/redis.socket?db=15"),
+    ],
+)
 def test_redis_url_with_db_switches_only_the_number(url, db, expected):
     assert devstack.redis_url_with_db(url, db) == expected
 

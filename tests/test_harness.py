@@ -1,4 +1,5 @@
 """The harness itself: each test's writes are rolled back, even when the code under test commits."""
+
 import sqlalchemy as sa
 
 from app.extensions import db

@@ -1,8 +1,10 @@
 """/healthz reports each dependency; errors render the app's own pages, never a traceback."""
+
 from flask import abort
 
 from app import create_app
-from tests.conftest import TEST_CONFIG, free_port
+from tests.conftest import TEST_CONFIG
+from tests.support.waiting import free_port
 
 
 def test_healthz_ok(client):

@@ -1,4 +1,5 @@
 """Migrations: one head, and upgrade → downgrade → upgrade works on an empty database."""
+
 from urllib.parse import urlsplit
 
 import sqlalchemy as sa
@@ -8,7 +9,8 @@ from flask_migrate import downgrade, upgrade
 from app import create_app
 from app.config import sqlalchemy_url
 from app.extensions import db
-from tests.conftest import TEST_CONFIG, recreate_database
+from tests.conftest import TEST_CONFIG
+from tests.support.databases import recreate_database
 
 
 def test_single_head(app):

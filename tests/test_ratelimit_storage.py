@@ -1,4 +1,5 @@
 """The rate-limit storage: stock fixed-window counting, headers read from the hit's own round trip."""
+
 from __future__ import annotations
 
 import threading

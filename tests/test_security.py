@@ -1,4 +1,5 @@
 """Security headers on every response, pages and fragments alike."""
+
 import pytest
 
 from tests.factories import UserFactory

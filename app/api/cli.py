@@ -1,4 +1,5 @@
 """`flask --app wsgi api-keys create NAME | revoke PREFIX | list`."""
+
 from __future__ import annotations
 
 import click
@@ -31,8 +32,9 @@ def revoke_key_command(prefix: str) -> None:
     """Revoke the key whose prefix (as `list` shows it) is PREFIX."""
     if not service.revoke_api_key(prefix.rstrip("…")):
         raise click.ClickException(f"no live key has the prefix {prefix!r}")
-    audit.record(None, "api_key.revoke", "api_key", prefix.rstrip("…"), before={"revoked": False},
-                 after={"revoked": True})
+    audit.record(
+        None, "api_key.revoke", "api_key", prefix.rstrip("…"), before={"revoked": False}, after={"revoked": True}
+    )
     db.session.commit()
     click.echo(f"Key {prefix} revoked.")
 
@@ -47,5 +49,6 @@ def list_keys_command() -> None:
     for row in rows:
         used = row["last_used_at"].isoformat(timespec="minutes") if row["last_used_at"] else "never"
         state = f"revoked {row['revoked_at']:%Y-%m-%d}" if row["revoked_at"] else "live"
-        click.echo(f"{row['prefix']}…  {row['name']:<24} created {row['created_at']:%Y-%m-%d}  "
-                   f"last used {used}  {state}")
+        click.echo(
+            f"{row['prefix']}…  {row['name']:<24} created {row['created_at']:%Y-%m-%d}  last used {used}  {state}"
+        )

@@ -14,6 +14,7 @@ Only successful (2xx) responses are stored; a request that fails (validation, un
 crash, a process killed mid-request) rolls back, which takes its claim and lock with it, so the
 client may retry with the same key at once. Records live 24 h; the sweeper prunes old rows.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -93,8 +94,7 @@ def header_key() -> str | None:
     if key is None:
         return None
     if len(key) > MAX_KEY_LENGTH or not KEY_RE.fullmatch(key):
-        raise ApiError(400, f"Idempotency-Key must be 1-{MAX_KEY_LENGTH} printable ASCII characters, "
-                            "e.g. a UUID.")
+        raise ApiError(400, f"Idempotency-Key must be 1-{MAX_KEY_LENGTH} printable ASCII characters, e.g. a UUID.")
     return key
 
 
@@ -114,20 +114,29 @@ def _replay(status: int, body) -> Response:
 
 def claim(api_key_id: int, key: str, fingerprint: str) -> Claim | Response:
     """Claim key for this request inside its transaction; or return the replay, or raise 409/422."""
-    params = {"api_key_id": api_key_id, "key": key, "method": request.method, "path": request.path,
-              "request_hash": fingerprint}
+    params = {
+        "api_key_id": api_key_id,
+        "key": key,
+        "method": request.method,
+        "path": request.path,
+        "request_hash": fingerprint,
+    }
     row = db.session.execute(CLAIM_SQL, params).one()
     if not row.held:
-        raise ApiError(409, "A request with this Idempotency-Key is still in progress; retry shortly.",
-                       headers={"Retry-After": "1"})
+        raise ApiError(
+            409,
+            "A request with this Idempotency-Key is still in progress; retry shortly.",
+            headers={"Retry-After": "1"},
+        )
     if row.id is not None:
         return Claim(row.id)
     # With the lock held, a conflicting record is a committed, finished request: nobody can change it.
     existing = db.session.execute(LOOKUP_SQL, params).one()
     db.session.rollback()
     if existing.request_hash != fingerprint:
-        raise ApiError(422, "This Idempotency-Key was already used for a different request; "
-                            "use a new key for a new request.")
+        raise ApiError(
+            422, "This Idempotency-Key was already used for a different request; use a new key for a new request."
+        )
     return _replay(existing.response_status, existing.response_body)
 
 

@@ -5,6 +5,7 @@ request looks the key up by its prefix (unique index) and compares hashes in con
 `last_used_at` is written at most once a minute per key, never once per request, and a verified
 key is remembered for CACHE_SECONDS so most requests need no lookup at all.
 """
+
 from __future__ import annotations
 
 import hashlib

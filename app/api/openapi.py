@@ -1,4 +1,5 @@
 """The OpenAPI 3.1 document, generated from the pydantic models in schemas.py (spec and behaviour cannot drift)."""
+
 from __future__ import annotations
 
 import functools
@@ -49,47 +50,104 @@ class Operation:
     tags: tuple[str, ...] = field(default=("notifications",))
 
 
-EXTERNAL_ID = {"name": "external_id", "in": "path", "required": True,
-               "schema": {"type": "string", "minLength": 1, "maxLength": 255,
-                          "pattern": schemas.EXTERNAL_ID_PATTERN},
-               "description": "The product's id for the user.", "example": "user-42"}
-NOTIFICATION_ID = {"name": "notification_id", "in": "path", "required": True,
-                   "schema": {"type": "integer", "format": "int64", "minimum": 1, "maximum": ID_MAX}}
-IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False,
-                   "schema": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH,
-                              "pattern": KEY_PATTERN},
-                   "description": "Any unique string (a UUID is best). The same key with the same request "
-                                  "replays the first response for 24 h (header Idempotent-Replayed: true); "
-                                  "with a different request: 422; while the first is still running: 409."}
+EXTERNAL_ID = {
+    "name": "external_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": schemas.EXTERNAL_ID_PATTERN},
+    "description": "The product's id for the user.",
+    "example": "user-42",
+}
+NOTIFICATION_ID = {
+    "name": "notification_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "integer", "format": "int64", "minimum": 1, "maximum": ID_MAX},
+}
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH, "pattern": KEY_PATTERN},
+    "description": "Any unique string (a UUID is best). The same key with the same request "
+    "replays the first response for 24 h (header Idempotent-Replayed: true); "
+    "with a different request: 422; while the first is still running: 409.",
+}
 
 AUTHED_ERRORS = (401, 429, 503)
 BODY_ERRORS = (400, 413, 415, 422)
 
 OPERATIONS = (
-    Operation("post", "/v1/notifications", "createNotifications", "Send a notification to 1-1,000 recipients",
-              {202: schemas.NotificationAccepted}, (*BODY_ERRORS, 409), body=schemas.NotificationIn,
-              idempotent=True,
-              description="Writes one notification per recipient (a repeat of the same dedupe key is not an "
-                          "error) and its e-mail/push deliveries as the recipient's preferences allow. Unknown "
-                          "type or recipients: 422 and nothing is written."),
-    Operation("get", "/v1/notifications/{notification_id}", "getNotification",
-              "A notification and its per-channel delivery state", {200: schemas.NotificationOut}, (404,),
-              params=(NOTIFICATION_ID,)),
-    Operation("put", "/v1/users/{external_id}", "putUser", "Create or update a recipient",
-              {200: schemas.UserOut, 201: schemas.UserOut}, (*BODY_ERRORS, 403, 409), body=schemas.UserIn,
-              params=(EXTERNAL_ID,), idempotent=True, tags=("users",)),
-    Operation("delete", "/v1/users/{external_id}", "deleteUser", "Erase a recipient and everything about them",
-              {204: None}, (400, 403, 404, 409, 422), params=(EXTERNAL_ID,), idempotent=True, tags=("users",),
-              description="Deletes the user, their notifications, deliveries, preferences, push "
-                          "subscriptions and sign-in links, and the e-mail suppressions of their address "
-                          "(no hashed copy is kept)."),
-    Operation("post", "/v1/users/{external_id}/login-links", "createLoginLink",
-              "A one-time sign-in URL for a member's inbox", {201: schemas.LoginLinkOut}, (400, 403, 404, 409, 422),
-              params=(EXTERNAL_ID,), idempotent=True, tags=("users",),
-              description="Valid for 5 minutes, works once, signs in only that user. Opening it shows a "
-                          "confirmation button, so link scanners that follow it do not use it up."),
-    Operation("get", "/v1/ping", "ping", "Is the API process up (no key needed)", {200: schemas.Ping},
-              public=True, tags=("meta",)),
+    Operation(
+        "post",
+        "/v1/notifications",
+        "createNotifications",
+        "Send a notification to 1-1,000 recipients",
+        {202: schemas.NotificationAccepted},
+        (*BODY_ERRORS, 409),
+        body=schemas.NotificationIn,
+        idempotent=True,
+        description="Writes one notification per recipient (a repeat of the same dedupe key is not an "
+        "error) and its e-mail/push deliveries as the recipient's preferences allow. Unknown "
+        "type or recipients: 422 and nothing is written.",
+    ),
+    Operation(
+        "get",
+        "/v1/notifications/{notification_id}",
+        "getNotification",
+        "A notification and its per-channel delivery state",
+        {200: schemas.NotificationOut},
+        (404,),
+        params=(NOTIFICATION_ID,),
+    ),
+    Operation(
+        "put",
+        "/v1/users/{external_id}",
+        "putUser",
+        "Create or update a recipient",
+        {200: schemas.UserOut, 201: schemas.UserOut},
+        (*BODY_ERRORS, 403, 409),
+        body=schemas.UserIn,
+        params=(EXTERNAL_ID,),
+        idempotent=True,
+        tags=("users",),
+    ),
+    Operation(
+        "delete",
+        "/v1/users/{external_id}",
+        "deleteUser",
+        "Erase a recipient and everything about them",
+        {204: None},
+        (400, 403, 404, 409, 422),
+        params=(EXTERNAL_ID,),
+        idempotent=True,
+        tags=("users",),
+        description="Deletes the user, their notifications, deliveries, preferences, push "
+        "subscriptions and sign-in links, and the e-mail suppressions of their address "
+        "(no hashed copy is kept).",
+    ),
+    Operation(
+        "post",
+        "/v1/users/{external_id}/login-links",
+        "createLoginLink",
+        "A one-time sign-in URL for a member's inbox",
+        {201: schemas.LoginLinkOut},
+        (400, 403, 404, 409, 422),
+        params=(EXTERNAL_ID,),
+        idempotent=True,
+        tags=("users",),
+        description="Valid for 5 minutes, works once, signs in only that user. Opening it shows a "
+        "confirmation button, so link scanners that follow it do not use it up.",
+    ),
+    Operation(
+        "get",
+        "/v1/ping",
+        "ping",
+        "Is the API process up (no key needed)",
+        {200: schemas.Ping},
+        public=True,
+        tags=("meta",),
+    ),
 )
 
 PROBLEM = "application/problem+json"
@@ -107,8 +165,12 @@ def _responses(op: Operation, refs: dict) -> dict:
         if model is not None:
             response["content"] = _json(refs[(model, "serialization")])
         if op.idempotent:
-            response["headers"] = {"Idempotent-Replayed": {"schema": {"type": "string", "enum": ["true"]},
-                                                           "description": "Present on a replay."}}
+            response["headers"] = {
+                "Idempotent-Replayed": {
+                    "schema": {"type": "string", "enum": ["true"]},
+                    "description": "Present on a replay.",
+                }
+            }
         responses[str(status)] = response
     problem = {PROBLEM: {"schema": refs[(schemas.Problem, "serialization")]}}
     errors = op.errors if op.public else (*op.errors, *AUTHED_ERRORS)
@@ -117,15 +179,20 @@ def _responses(op: Operation, refs: dict) -> dict:
         if status in (409, 429, 503):
             response["headers"] = {"Retry-After": HEADER_INT}
         if status == 429:
-            response["headers"].update({"RateLimit-Limit": HEADER_INT, "RateLimit-Remaining": HEADER_INT,
-                                        "RateLimit-Reset": HEADER_INT})
+            response["headers"].update(
+                {"RateLimit-Limit": HEADER_INT, "RateLimit-Remaining": HEADER_INT, "RateLimit-Reset": HEADER_INT}
+            )
         responses[str(status)] = response
     return responses
 
 
 def _operation(op: Operation, refs: dict) -> dict:
-    spec = {"operationId": op.operation_id, "summary": op.summary, "tags": list(op.tags),
-            "responses": _responses(op, refs)}
+    spec = {
+        "operationId": op.operation_id,
+        "summary": op.summary,
+        "tags": list(op.tags),
+        "responses": _responses(op, refs),
+    }
     if op.description:
         spec["description"] = op.description
     params = [*op.params, *([IDEMPOTENCY_KEY] if op.idempotent else [])]
@@ -151,15 +218,23 @@ def spec(base_url: str) -> dict:
         paths.setdefault(op.path, {})[op.method] = _operation(op, refs)
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Hato API", "version": "1",
-                 "description": "Notifications for product services. Errors are RFC 9457 problem documents. "
-                                "Rate limits are per API key (RateLimit-* headers)."},
+        "info": {
+            "title": "Hato API",
+            "version": "1",
+            "description": "Notifications for product services. Errors are RFC 9457 problem documents. "
+            "Rate limits are per API key (RateLimit-* headers).",
+        },
         "servers": [{"url": base_url}],
         "security": [{"bearerAuth": []}],
         "paths": paths,
         "components": {
             "schemas": definitions.get("$defs", {}),
-            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer",
-                                               "description": "An API key from `flask api-keys create NAME`."}},
+            "securitySchemes": {
+                "bearerAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "An API key from `flask api-keys create NAME`.",
+                }
+            },
         },
     }

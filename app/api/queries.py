@@ -1,4 +1,5 @@
 """Reads behind the API's CLI: the key list (prefixes only; the keys themselves are never stored)."""
+
 from __future__ import annotations
 
 import sqlalchemy as sa

@@ -1,10 +1,11 @@
 """Request and response models of the JSON API; openapi.py generates the spec from these same classes."""
+
 from __future__ import annotations
 
 import functools
 import hashlib
 from datetime import datetime
-from typing import Annotated, Any, Literal, TypeVar, Union
+from typing import Annotated, Any, Literal, TypeVar
 
 from flask import current_app, request
 from pydantic import (
@@ -64,8 +65,13 @@ DataKey = _text(1, 100)
 # Strict scalars: in lax mode "007" would quietly become the integer 7.
 JsonValue = TypeAliasType(
     "JsonValue",
-    Union[Annotated[_text(0, 10_000), Strict()], StrictInt, StrictFloat, StrictBool, None, list["JsonValue"],
-          dict[DataKey, "JsonValue"]],
+    Annotated[_text(0, 10000), Strict()]
+    | StrictInt
+    | StrictFloat
+    | StrictBool
+    | None
+    | list["JsonValue"]
+    | dict[DataKey, "JsonValue"],
 )
 
 
@@ -104,20 +110,32 @@ class _In(BaseModel):
 class NotificationIn(_In):
     """POST /v1/notifications: one notification for each recipient."""
 
-    model_config = ConfigDict(json_schema_extra={
-        "oneOf": [{"required": ["recipients"]}, {"required": ["recipient"]}],
-        "examples": [{"type": "comment", "recipient": "user-42", "title": "Ann replied to your post",
-                      "body": "Great idea!", "link": "/posts/7#c12", "data": {"post_id": 7},
-                      "dedupe_key": "comment:12"}],
-    })
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [{"required": ["recipients"]}, {"required": ["recipient"]}],
+            "examples": [
+                {
+                    "type": "comment",
+                    "recipient": "user-42",
+                    "title": "Ann replied to your post",
+                    "body": "Great idea!",
+                    "link": "/posts/7#c12",
+                    "data": {"post_id": 7},
+                    "dedupe_key": "comment:12",
+                }
+            ],
+        }
+    )
 
     type: _text(1, 100) = Field(description="A notification type defined in the console.")
     recipients: Annotated[list[ExternalId], Field(min_length=1, max_length=MAX_RECIPIENTS)] = Field(
-        None, description="External ids of the recipients (1-1,000); or use `recipient`.",
+        None,
+        description="External ids of the recipients (1-1,000); or use `recipient`.",
         json_schema_extra=_absent_by_default,
     )
-    recipient: ExternalId = Field(None, description="One external id; or use `recipients`.",
-                                  json_schema_extra=_absent_by_default)
+    recipient: ExternalId = Field(
+        None, description="One external id; or use `recipients`.", json_schema_extra=_absent_by_default
+    )
     title: _text(1, 200)
     body: _text(0, 5000) = ""
     link: Link | None = Field(None, description="A relative path in the product, such as /orders/42.")
@@ -152,15 +170,22 @@ class NotificationIn(_In):
 class UserIn(_In):
     """PUT /v1/users/{external_id}: fields left out keep their value (a new user gets the defaults)."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [
-        {"email": "ann@example.com", "display_name": "Ann Lee", "locale": "en", "timezone": "Europe/Paris"}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"email": "ann@example.com", "display_name": "Ann Lee", "locale": "en", "timezone": "Europe/Paris"}
+            ]
+        }
+    )
 
     email: EmailAddress | None = Field(None, description="null removes the address.")
     display_name: _text(0, 200) = Field(None, json_schema_extra=_absent_by_default)
-    locale: Locale = Field(None, description="Default: the server's DEFAULT_LOCALE.",
-                           json_schema_extra=_absent_by_default)
-    timezone: Timezone = Field(None, description="Default: the server's DEFAULT_TIMEZONE.",
-                               json_schema_extra=_absent_by_default)
+    locale: Locale = Field(
+        None, description="Default: the server's DEFAULT_LOCALE.", json_schema_extra=_absent_by_default
+    )
+    timezone: Timezone = Field(
+        None, description="Default: the server's DEFAULT_TIMEZONE.", json_schema_extra=_absent_by_default
+    )
 
     def changes(self) -> dict:
         """The fields the request actually sent."""
@@ -184,11 +209,21 @@ class NotificationAccepted(BaseModel):
     @classmethod
     def of(cls, type_: str, dedupe_key: str, result) -> NotificationAccepted:
         """Build the 202 body from a notify.service.NotifyResult."""
-        results = [RecipientResult(recipient=r.ref, notification_id=r.notification_id,
-                                   status="created" if r.created else "existing") for r in result.recipients]
+        results = [
+            RecipientResult(
+                recipient=r.ref, notification_id=r.notification_id, status="created" if r.created else "existing"
+            )
+            for r in result.recipients
+        ]
         created = sum(r.status == "created" for r in results)
-        return cls(type=type_, priority=result.priority, dedupe_key=dedupe_key, created=created,
-                   existing=len(results) - created, results=results)
+        return cls(
+            type=type_,
+            priority=result.priority,
+            dedupe_key=dedupe_key,
+            created=created,
+            existing=len(results) - created,
+            results=results,
+        )
 
 
 class DeliveryOut(BaseModel):
@@ -212,8 +247,9 @@ class NotificationOut(BaseModel):
     link: str | None
     data: dict[str, Any]
     dedupe_key: str
-    in_app: bool = Field(description="false: the user turned in-app off for this type; the row only anchors "
-                                     "deliveries.")
+    in_app: bool = Field(
+        description="false: the user turned in-app off for this type; the row only anchors deliveries."
+    )
     read_at: datetime | None
     archived_at: datetime | None
     created_at: datetime

@@ -3,6 +3,7 @@
 The API manages members only: operator and admin accounts sign in with a password and can be
 neither changed, erased nor given a sign-in link through a product's API key.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -47,8 +48,14 @@ RETURNING external_id, email, display_name, locale, timezone, (xmax = 0) AS crea
 def upsert_user(external_id: str, changes: dict) -> tuple[dict, bool]:
     """Create the member with this external id or update the fields in changes; return (user, created)."""
     config = current_app.config
-    values = {"email": None, "display_name": "", "locale": config["DEFAULT_LOCALE"],
-              "timezone": config["DEFAULT_TIMEZONE"], **changes, "external_id": external_id}
+    values = {
+        "email": None,
+        "display_name": "",
+        "locale": config["DEFAULT_LOCALE"],
+        "timezone": config["DEFAULT_TIMEZONE"],
+        **changes,
+        "external_id": external_id,
+    }
     try:
         with db.session.begin_nested():
             row = db.session.execute(_upsert_sql([c for c in USER_FIELDS if c in changes]), values).first()
@@ -115,8 +122,12 @@ def create_api_key(name: str, created_by: int | None = None) -> tuple[str, str]:
     """Create a key; return (the key, shown once and never stored; its prefix)."""
     for _ in range(3):
         key = keys.generate_key()
-        params = {"name": name, "prefix": keys.key_prefix(key), "key_hash": keys.hash_key(key),
-                  "created_by": created_by}
+        params = {
+            "name": name,
+            "prefix": keys.key_prefix(key),
+            "key_hash": keys.hash_key(key),
+            "created_by": created_by,
+        }
         try:
             with db.session.begin_nested():
                 db.session.execute(CREATE_KEY_SQL, params)

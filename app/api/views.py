@@ -4,6 +4,7 @@ The session cookie is never accepted as authentication (so no CSRF token either)
 is per API key. Views parse, call one service, commit once via respond(), then hand the Redis work
 to app/aftercommit.py.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,8 +35,9 @@ def _public() -> bool:
     return request.endpoint in PUBLIC_ENDPOINTS
 
 
-limiter.shared_limit(lambda: current_app.config["API_RATE_LIMIT"], scope="api", key_func=keys.rate_limit_key,
-                     exempt_when=_public)(bp)
+limiter.shared_limit(
+    lambda: current_app.config["API_RATE_LIMIT"], scope="api", key_func=keys.rate_limit_key, exempt_when=_public
+)(bp)
 
 
 @bp.before_request
@@ -47,8 +49,11 @@ def guard():
     if _public():
         return None
     if keys.current_key() is None:
-        raise ApiError(401, "Send a valid API key as `Authorization: Bearer hato_…`.",
-                       headers={"WWW-Authenticate": 'Bearer realm="hato"'})
+        raise ApiError(
+            401,
+            "Send a valid API key as `Authorization: Bearer hato_…`.",
+            headers={"WWW-Authenticate": 'Bearer realm="hato"'},
+        )
     if (request.content_length or 0) > limit:
         raise ApiError(413, f"The body is larger than {limit} bytes.")
     return None
@@ -104,8 +109,11 @@ def not_a_member(error):
 @bp.errorhandler(service.EmailTaken)
 def email_taken(error):
     """409: the address belongs to another user."""
-    return problem(409, "Another user already has this e-mail address.", errors=[
-        {"field": "email", "message": "already used by another user"}])
+    return problem(
+        409,
+        "Another user already has this e-mail address.",
+        errors=[{"field": "email", "message": "already used by another user"}],
+    )
 
 
 @bp.errorhandler(OperationalError)
@@ -140,8 +148,15 @@ def openapi_document():
 def create_notifications(payload: schemas.NotificationIn):
     """Write one notification per recipient; after the commit, hand deliveries and badge events over."""
     dedupe_key = payload.effective_dedupe_key()
-    result = notify(payload.recipient_ids(), type_=payload.type, title=payload.title, body=payload.body,
-                    link_path=payload.link, data=payload.data, dedupe_key=dedupe_key)
+    result = notify(
+        payload.recipient_ids(),
+        type_=payload.type,
+        title=payload.title,
+        body=payload.body,
+        link_path=payload.link,
+        data=payload.data,
+        dedupe_key=dedupe_key,
+    )
     response = respond(202, schemas.NotificationAccepted.of(payload.type, dedupe_key, result))
     after_commit(result.priority, result.pending, result.badge_user_ids(), toast_title=payload.title)
     return response

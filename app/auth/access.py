@@ -1,4 +1,5 @@
 """Access guards: who may see which pages."""
+
 from __future__ import annotations
 
 from functools import wraps

@@ -1,4 +1,5 @@
 """One-time sign-in links: single use, five minutes, bound to one user; only a hash is stored."""
+
 from __future__ import annotations
 
 import hashlib

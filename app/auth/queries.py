@@ -1,4 +1,5 @@
 """Reads for sign-in."""
+
 from __future__ import annotations
 
 import sqlalchemy as sa

@@ -1,4 +1,5 @@
 """Writes for accounts: create or update a user with a password and a role."""
+
 from __future__ import annotations
 
 from app.auth.queries import user_by_email

@@ -1,4 +1,5 @@
 """Sign-in and sign-out."""
+
 from __future__ import annotations
 
 from flask import Blueprint, current_app, redirect, render_template, request, session, url_for

@@ -4,6 +4,7 @@ Parsing is pure (bytes in, ids and problems out); resolving the ids against `use
 in app/campaigns/queries.py. A file that cannot be read at all (too big, not UTF-8, no ids) raises
 ListError and nothing is created; single bad lines are reported with their line numbers and left out.
 """
+
 from __future__ import annotations
 
 import csv
@@ -87,8 +88,11 @@ def parse(data: bytes) -> ParsedList:
         if len(result.ids) > MAX_IDS:
             raise ListError(f"The file has more than {MAX_IDS:,} ids; split the audience into several campaigns.")
     if not result.ids:
-        raise ListError("The file has no external ids." if not result.bad_lines
-                        else "No line of the file holds a usable external id.")
+        raise ListError(
+            "The file has no external ids."
+            if not result.bad_lines
+            else "No line of the file holds a usable external id."
+        )
     return result
 
 

@@ -15,6 +15,7 @@ re-run from scratch would still create nothing twice, because of the dedupe key.
 Nothing here commits, enqueues or publishes: jobs/fanout.py commits each batch, then enqueues its
 deliveries on the `low` queue and publishes badge events for recipients with a live socket.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,15 +29,16 @@ from app.notify.service import NOTIFY_CTES
 
 # `(SELECT … LIMIT)` on the primary key, with the cursor as a plain parameter: the index scan starts
 # at the cursor and stops after :size rows, however many users there are.
-LOCALE_MATCH_SQL = ("(lower(replace(u.locale, '_', '-')) = :locale "
-                    "OR lower(replace(u.locale, '_', '-')) LIKE :locale || '-%')")
+LOCALE_MATCH_SQL = (
+    "(lower(replace(u.locale, '_', '-')) = :locale OR lower(replace(u.locale, '_', '-')) LIKE :locale || '-%')"
+)
 
 AUDIENCE_SQL = {
     "all": "SELECT u.id AS user_id, u.email FROM users u WHERE u.id > :after ORDER BY u.id LIMIT :size",
     "locale": f"SELECT u.id AS user_id, u.email FROM users u WHERE u.id > :after AND {LOCALE_MATCH_SQL} "
-              "ORDER BY u.id LIMIT :size",
+    "ORDER BY u.id LIMIT :size",
     "list": "SELECT r.user_id, u.email FROM campaign_recipients r JOIN users u ON u.id = r.user_id "
-            "WHERE r.campaign_id = :campaign_id AND r.user_id > :after ORDER BY r.user_id LIMIT :size",
+    "WHERE r.campaign_id = :campaign_id AND r.user_id > :after ORDER BY r.user_id LIMIT :size",
 }
 
 COUNT_SQL = {
@@ -117,8 +119,9 @@ def start(campaign_id: int) -> Campaign | None:
             return None
         campaign.status = "running"
         campaign.started_at = campaign.started_at or now
-        campaign.total = max(audience_size(campaign.audience_kind, campaign.audience_locale, campaign.id),
-                             campaign.done)
+        campaign.total = max(
+            audience_size(campaign.audience_kind, campaign.audience_locale, campaign.id), campaign.done
+        )
         db.session.flush()
     return campaign if campaign.status == "running" else None
 
@@ -132,12 +135,21 @@ def run_batch(campaign_id: int, size: int) -> Batch | None:
     campaign = _locked(campaign_id)
     if campaign is None or campaign.status != "running":
         return None
-    row = db.session.execute(BATCH_SQL[campaign.audience_kind], {
-        "after": campaign.cursor_user_id, "size": size, "locale": campaign.audience_locale,
-        "campaign_id": campaign.id, "type": campaign.type, "title": campaign.title, "body": campaign.body,
-        "link_path": campaign.link_path, "dedupe_key": dedupe_key(campaign.id),
-        "data": json.dumps(campaign.data or {}, separators=(",", ":")),
-    }).one()
+    row = db.session.execute(
+        BATCH_SQL[campaign.audience_kind],
+        {
+            "after": campaign.cursor_user_id,
+            "size": size,
+            "locale": campaign.audience_locale,
+            "campaign_id": campaign.id,
+            "type": campaign.type,
+            "title": campaign.title,
+            "body": campaign.body,
+            "link_path": campaign.link_path,
+            "dedupe_key": dedupe_key(campaign.id),
+            "data": json.dumps(campaign.data or {}, separators=(",", ":")),
+        },
+    ).one()
     finished = row.users < size
     campaign.done += row.users
     if row.last_user_id is not None:
@@ -148,9 +160,14 @@ def run_batch(campaign_id: int, size: int) -> Batch | None:
         campaign.status, campaign.total = "done", campaign.done
         campaign.finished_at = db.session.execute(sa.select(sa.func.now())).scalar_one()
     db.session.flush()
-    return Batch(users=row.users, created=row.created,
-                 pending={"email": list(row.email_ids), "push": list(row.push_ids)},
-                 badge_user_ids=list(row.badge_user_ids), finished=finished, title=campaign.title)
+    return Batch(
+        users=row.users,
+        created=row.created,
+        pending={"email": list(row.email_ids), "push": list(row.push_ids)},
+        badge_user_ids=list(row.badge_user_ids),
+        finished=finished,
+        title=campaign.title,
+    )
 
 
 def mark_failed(campaign_id: int, error: str) -> None:

@@ -1,4 +1,5 @@
 """Campaign reads: the list (keyset), one campaign's progress and results, what the sweeper must start."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -160,8 +161,11 @@ def campaign_stats(campaign_id: int) -> CampaignStats:
     channels = [ChannelStats("in_app", sent=inbox.sent, skipped=inbox.skipped)]
     for channel in ("email", "push"):
         row = by_channel.get(channel)
-        channels.append(ChannelStats(channel, row.sent, row.skipped, row.failed, row.pending, row.sending)
-                        if row else ChannelStats(channel))
+        channels.append(
+            ChannelStats(channel, row.sent, row.skipped, row.failed, row.pending, row.sending)
+            if row
+            else ChannelStats(channel)
+        )
     return CampaignStats(channels, inbox.read)
 
 

@@ -4,6 +4,7 @@ A campaign is created as a draft so the operator sees its audience (and, for an 
 unknown ids and bad lines that were left out) before anything is sent. Every function validates
 before its first write, writes its audit row and flushes; none commits, enqueues or publishes.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,21 @@ LINK_MAX = 500
 DATA_MAX_BYTES = 10_000
 # A link is a path inside the product: never another site (the inbox renders it as a plain href).
 LINK_RE = re.compile(r"^/(?!/)[^\s\x00-\x1f\x7f]*$")
-FIELDS = ("name", "type", "title", "body", "link_path", "data", "audience_kind", "audience_locale",
-          "status", "scheduled_at", "total", "done", "cursor_user_id")
+FIELDS = (
+    "name",
+    "type",
+    "title",
+    "body",
+    "link_path",
+    "data",
+    "audience_kind",
+    "audience_locale",
+    "status",
+    "scheduled_at",
+    "total",
+    "done",
+    "cursor_user_id",
+)
 
 RECIPIENTS_SQL = sa.text(
     """
@@ -48,7 +62,7 @@ def parse_data(text: str | None) -> dict:
     except json.JSONDecodeError as exc:
         raise ConsoleError(f"The data is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).") from None
     if not isinstance(value, dict):
-        raise ConsoleError("The data must be a JSON object, like {\"code\": \"SPRING\"}.")
+        raise ConsoleError('The data must be a JSON object, like {"code": "SPRING"}.')
     return value
 
 
@@ -80,22 +94,43 @@ def _audience(kind: str, locale: str | None, list_file: bytes | None):
             raise ConsoleError(str(exc)) from None
         unknown = queries.unknown_external_ids(parsed.ids)
         if len(unknown) == len(parsed.ids):
-            raise ConsoleError(f"None of the {len(parsed.ids):,} ids in the file is a known user "
-                               f"(first: {unknown[0]!r}). Nothing was created.")
+            raise ConsoleError(
+                f"None of the {len(parsed.ids):,} ids in the file is a known user "
+                f"(first: {unknown[0]!r}). Nothing was created."
+            )
         return None, parsed, unknown
     return None, None, []
 
 
-def create_campaign(actor, *, name: str, type_: str, title: str, body: str, link_path: str | None = None,
-                    data: dict | None = None, audience_kind: str = "all", audience_locale: str | None = None,
-                    list_file: bytes | None = None) -> Campaign:
+def create_campaign(
+    actor,
+    *,
+    name: str,
+    type_: str,
+    title: str,
+    body: str,
+    link_path: str | None = None,
+    data: dict | None = None,
+    audience_kind: str = "all",
+    audience_locale: str | None = None,
+    list_file: bytes | None = None,
+) -> Campaign:
     """Create a draft campaign; an uploaded list is checked and its known users stored as recipients."""
     link_path = (link_path or "").strip() or None
     _check_content(name, type_, title, body, link_path)
     locale, parsed, unknown = _audience(audience_kind, audience_locale, list_file)
-    campaign = Campaign(name=name.strip(), type=type_, title=title.strip(), body=body, link_path=link_path,
-                        data=data or {}, audience_kind=audience_kind, audience_locale=locale, status="draft",
-                        created_by=getattr(actor, "id", None))
+    campaign = Campaign(
+        name=name.strip(),
+        type=type_,
+        title=title.strip(),
+        body=body,
+        link_path=link_path,
+        data=data or {},
+        audience_kind=audience_kind,
+        audience_locale=locale,
+        status="draft",
+        created_by=getattr(actor, "id", None),
+    )
     db.session.add(campaign)
     db.session.flush()
     if parsed is not None:
@@ -141,8 +176,9 @@ def send_campaign(actor, campaign_id: int, at: datetime | None = None) -> bool:
     if campaign.total == 0:
         raise ConsoleError("The audience is empty: nobody would receive this campaign.")
     when = at if at is not None and at > now else now
-    _change(actor, campaign, "campaign.send" if when == now else "campaign.schedule",
-            status="scheduled", scheduled_at=when)
+    _change(
+        actor, campaign, "campaign.send" if when == now else "campaign.schedule", status="scheduled", scheduled_at=when
+    )
     return when == now
 
 

@@ -3,6 +3,7 @@
 After a commit that changes what inboxes show, every open socket is told to recount
 (publish_broadcast); scheduled ones are announced by jobs/announcements.py when their time comes.
 """
+
 from __future__ import annotations
 
 from flask import flash, redirect, render_template, request, url_for
@@ -27,16 +28,22 @@ def _commit(live_changed: bool, message: str):
 
 def _values(form: AnnouncementForm) -> dict:
     zone = operator_zone()
-    return dict(title=form.title.data or "", body=form.body.data or "", body_format=form.body_format.data,
-                published_at=aware(form.publish_at.data, zone) if form.publish.data == "at" else None,
-                expires_at=aware(form.expires_at.data, zone))
+    return dict(
+        title=form.title.data or "",
+        body=form.body.data or "",
+        body_format=form.body_format.data,
+        published_at=aware(form.publish_at.data, zone) if form.publish.data == "at" else None,
+        expires_at=aware(form.expires_at.data, zone),
+    )
 
 
 @bp.get("/announcements")
 def announcements():
     """Active, scheduled and expired announcements."""
-    sections = {name: queries.announcement_section(name, request.args.get("expired_cursor"))
-                for name in ("active", "scheduled", "expired")}
+    sections = {
+        name: queries.announcement_section(name, request.args.get("expired_cursor"))
+        for name in ("active", "scheduled", "expired")
+    }
     return render_template("console/announcements.html", sections=sections)
 
 
@@ -99,5 +106,6 @@ def announcement_action(announcement_id: int, action: str):
 def preview_announcement():
     """Return the body as inboxes will show it (HTMX fragment for the live preview)."""
     body = request.form.get("body", "")[: service.BODY_MAX]
-    return render_template("console/_announcement_preview.html",
-                           html=render_body(body, request.form.get("body_format", "plain")))
+    return render_template(
+        "console/_announcement_preview.html", html=render_body(body, request.form.get("body_format", "plain"))
+    )

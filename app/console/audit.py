@@ -1,4 +1,5 @@
 """The audit log: who changed what, when, with the state before and after."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,12 +15,20 @@ def actor_of(user) -> tuple[int | None, str]:
     return user.id, user.email or f"user {user.id}"
 
 
-def record(user, action: str, target_type: str, target_id: Any = "", *,
-           before: dict | None = None, after: dict | None = None) -> AuditEntry:
+def record(
+    user, action: str, target_type: str, target_id: Any = "", *, before: dict | None = None, after: dict | None = None
+) -> AuditEntry:
     """Add an audit row in the caller's transaction (flush, never commit)."""
     actor_id, label = actor_of(user)
-    entry = AuditEntry(actor_id=actor_id, actor_label=label, action=action, target_type=target_type,
-                       target_id=str(target_id), before=before, after=after)
+    entry = AuditEntry(
+        actor_id=actor_id,
+        actor_label=label,
+        action=action,
+        target_type=target_type,
+        target_id=str(target_id),
+        before=before,
+        after=after,
+    )
     db.session.add(entry)
     db.session.flush()
     return entry
@@ -37,14 +46,43 @@ def snapshot(obj, fields: tuple[str, ...]) -> dict:
 # The actions the console and the CLI write (suggestions for the audit page's filter; other
 # modules may record more, and the filter accepts any text).
 ACTIONS = (
-    "announcement.create", "announcement.update", "announcement.publish", "announcement.expire",
-    "announcement.delete", "type.create", "type.update", "template.save", "template.restore",
-    "suppression.lift", "api_key.create", "api_key.revoke", "user.create", "user.update", "user.role",
-    "campaign.create", "campaign.send", "campaign.schedule", "campaign.cancel", "campaign.resume", "campaign.delete",
-    "dlq.replay", "dlq.discard", "dlq.replay_all", "dlq.discard_all",
+    "announcement.create",
+    "announcement.update",
+    "announcement.publish",
+    "announcement.expire",
+    "announcement.delete",
+    "type.create",
+    "type.update",
+    "template.save",
+    "template.restore",
+    "suppression.lift",
+    "api_key.create",
+    "api_key.revoke",
+    "user.create",
+    "user.update",
+    "user.role",
+    "campaign.create",
+    "campaign.send",
+    "campaign.schedule",
+    "campaign.cancel",
+    "campaign.resume",
+    "campaign.delete",
+    "dlq.replay",
+    "dlq.discard",
+    "dlq.replay_all",
+    "dlq.discard_all",
 )
-TARGET_TYPES = ("announcement", "notification_type", "message_template", "email_suppression", "api_key", "user",
-                "campaign", "delivery", "bulk_operation")
+TARGET_TYPES = (
+    "announcement",
+    "notification_type",
+    "message_template",
+    "email_suppression",
+    "api_key",
+    "user",
+    "campaign",
+    "delivery",
+    "bulk_operation",
+)
 
 
 def changed_fields(before: dict | None, after: dict | None) -> list[tuple[str, object, object]]:

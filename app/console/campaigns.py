@@ -3,6 +3,7 @@
 The fanout runs in a job (jobs/fanout.py); these views commit, then enqueue it. The progress bar is
 a fragment the page polls every second while the campaign is scheduled or running.
 """
+
 from __future__ import annotations
 
 from flask import current_app, flash, redirect, render_template, request, url_for
@@ -69,9 +70,17 @@ def new_campaign():
     if form.validate_on_submit():
         try:
             campaign = service.create_campaign(
-                current_user, name=form.name.data, type_=form.type.data, title=form.title.data,
-                body=form.body.data, link_path=form.link_path.data, data=service.parse_data(form.payload.data),
-                audience_kind=form.audience.data, audience_locale=form.locale.data, list_file=_list_bytes(form))
+                current_user,
+                name=form.name.data,
+                type_=form.type.data,
+                title=form.title.data,
+                body=form.body.data,
+                link_path=form.link_path.data,
+                data=service.parse_data(form.payload.data),
+                audience_kind=form.audience.data,
+                audience_locale=form.locale.data,
+                list_file=_list_bytes(form),
+            )
         except ConsoleError as exc:
             form.form_errors.append(str(exc))
         else:
@@ -89,8 +98,9 @@ def campaign(campaign_id: int):
     if item is None:
         return render_template("console/missing.html", what="campaign"), 404
     stats = queries.campaign_stats(campaign_id) if item.status != "draft" else None
-    return render_template("console/campaigns_detail.html", item=item, progress=queries.progress(campaign_id),
-                           stats=stats, form=SendForm())
+    return render_template(
+        "console/campaigns_detail.html", item=item, progress=queries.progress(campaign_id), stats=stats, form=SendForm()
+    )
 
 
 @bp.post("/campaigns/<int:campaign_id>/send")
@@ -154,5 +164,6 @@ def campaign_results(campaign_id: int):
     progress = queries.progress(campaign_id)
     if progress is None:
         return "", 404
-    return render_template("console/_campaign_results.html", progress=progress,
-                           stats=queries.campaign_stats(campaign_id))
+    return render_template(
+        "console/_campaign_results.html", progress=progress, stats=queries.campaign_stats(campaign_id)
+    )

@@ -4,6 +4,7 @@
 delivery status (CSS classes in static/css/console_ops.css), with a nice y scale, time labels in the
 operator's zone, and the rows of the data table that stands in for the picture.
 """
+
 from __future__ import annotations
 
 import math
@@ -89,7 +90,7 @@ def deliveries_per_minute(now_minute: datetime, counts: dict[tuple[datetime, str
     step = nice_ceiling(math.ceil(chart.peak / 4))  # about four gridlines at round numbers
     scale_max = step * max(math.ceil(chart.peak / step), 1)
     slot = chart.plot_width / MINUTES
-    for index, (minute, by_status) in enumerate(zip(minutes, per_minute)):
+    for index, (minute, by_status) in enumerate(zip(minutes, per_minute, strict=True)):
         label = minute.astimezone(zone).strftime("%H:%M")
         x, stacked = chart.left + index * slot + BAR_GAP / 2, 0
         for status in STATUS_ORDER:
@@ -98,8 +99,17 @@ def deliveries_per_minute(now_minute: datetime, counts: dict[tuple[datetime, str
                 continue
             height = count / scale_max * chart.plot_height
             stacked += height
-            chart.segments.append(Segment(status, round(x, 2), round(chart.baseline - stacked, 2),
-                                          round(slot - BAR_GAP, 2), round(height, 2), count, label))
+            chart.segments.append(
+                Segment(
+                    status,
+                    round(x, 2),
+                    round(chart.baseline - stacked, 2),
+                    round(slot - BAR_GAP, 2),
+                    round(height, 2),
+                    count,
+                    label,
+                )
+            )
         if sum(by_status.values()):
             chart.rows.append((label, by_status, sum(by_status.values())))
         if index % 10 == 0 or index == MINUTES - 1:

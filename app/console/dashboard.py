@@ -3,6 +3,7 @@
 The page embeds one fragment that re-fetches itself every 5 seconds (htmx), so it stays current
 without a reload; the chart is server-rendered SVG (app/console/charts.py).
 """
+
 from __future__ import annotations
 
 from flask import current_app, render_template

@@ -4,6 +4,7 @@ The ledger windows walk `notification_deliveries_created_idx` (last hour, last d
 DLQ figures walk `notification_deliveries_failed_idx`; nothing scans the whole ledger per refresh.
 Redis answers are best effort: when it is down the page says so and still shows the database figures.
 """
+
 from __future__ import annotations
 
 import logging
@@ -176,11 +177,27 @@ def redis_state() -> RedisState:
         queues = []
         for name in QUEUE_NAMES:
             queue = get_queue(name, connection)
-            queues.append(QueueState(name, queue.count, _oldest_age(queue), queue.failed_job_registry.count,
-                                     queue.started_job_registry.count))
-        workers = [WorkerState(w.name, str(w.get_state()), w.queue_names(), w.get_current_job_id(),
-                               w.last_heartbeat, w.successful_job_count, w.failed_job_count)
-                   for w in Worker.all(connection=connection, serializer=JSONSerializer)]
+            queues.append(
+                QueueState(
+                    name,
+                    queue.count,
+                    _oldest_age(queue),
+                    queue.failed_job_registry.count,
+                    queue.started_job_registry.count,
+                )
+            )
+        workers = [
+            WorkerState(
+                w.name,
+                str(w.get_state()),
+                w.queue_names(),
+                w.get_current_job_id(),
+                w.last_heartbeat,
+                w.successful_job_count,
+                w.failed_job_count,
+            )
+            for w in Worker.all(connection=connection, serializer=JSONSerializer)
+        ]
     except RedisError as exc:
         log.warning("dashboard: Redis unavailable: %s", exc)
         return RedisState(up=False)

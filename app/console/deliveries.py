@@ -1,4 +1,5 @@
 """The delivery log: search by user, type, channel, status and time; one delivery's attempts and content."""
+
 from __future__ import annotations
 
 from flask import make_response, render_template, request
@@ -12,29 +13,46 @@ from app.console.views import bp, operator_zone
 def log_filters(args) -> ledger_queries.LogFilters:
     """Read the filters from the query string; a value that cannot be right becomes an error, not a guess."""
     zone = operator_zone()
-    errors = [f"{label} is not a date and time." for name, label in (("since", "From"), ("until", "Until"))
-              if args.get(name, "").strip() and parse_local(args.get(name), zone) is None]
+    errors = [
+        f"{label} is not a date and time."
+        for name, label in (("since", "From"), ("until", "Until"))
+        if args.get(name, "").strip() and parse_local(args.get(name), zone) is None
+    ]
     channel, status = args.get("channel", "").strip(), args.get("status", "").strip()
     if channel and channel not in ledger_queries.LOG_CHANNELS:
         errors.append(f"The channel must be one of {', '.join(ledger_queries.LOG_CHANNELS)}.")
     if status and status not in ledger_queries.LOG_STATUSES:
         errors.append(f"The status must be one of {', '.join(ledger_queries.LOG_STATUSES)}.")
     return ledger_queries.LogFilters(
-        user=args.get("user", "")[:320].strip(), type=args.get("type", "")[:63].strip(), channel=channel,
-        status=status, since=parse_local(args.get("since"), zone), until=parse_local(args.get("until"), zone),
-        errors=errors)
+        user=args.get("user", "")[:320].strip(),
+        type=args.get("type", "")[:63].strip(),
+        channel=channel,
+        status=status,
+        since=parse_local(args.get("since"), zone),
+        until=parse_local(args.get("until"), zone),
+        errors=errors,
+    )
 
 
 @bp.get("/deliveries")
 def deliveries():
     """Every delivery, newest first, fifty at a time (keyset on the id)."""
     filters = log_filters(request.args)
-    page = None if filters.errors else ledger_queries.delivery_page(
-        filters, ledger_queries.cursor_id(request.args.get("cursor")))
+    page = (
+        None
+        if filters.errors
+        else ledger_queries.delivery_page(filters, ledger_queries.cursor_id(request.args.get("cursor")))
+    )
     args = {k: v for k, v in request.args.items() if k != "cursor" and v}
-    return render_template("console/deliveries.html", filters=filters, page=page, args=args,
-                           types=queries.notification_types(), statuses=ledger_queries.LOG_STATUSES,
-                           channels=ledger_queries.LOG_CHANNELS), 422 if filters.errors else 200
+    return render_template(
+        "console/deliveries.html",
+        filters=filters,
+        page=page,
+        args=args,
+        types=queries.notification_types(),
+        statuses=ledger_queries.LOG_STATUSES,
+        channels=ledger_queries.LOG_CHANNELS,
+    ), 422 if filters.errors else 200
 
 
 @bp.get("/deliveries/<int:delivery_id>")
@@ -43,8 +61,9 @@ def delivery(delivery_id: int):
     row = ledger_queries.delivery(delivery_id)
     if row is None:
         return render_template("console/missing.html", what="delivery"), 404
-    response = make_response(render_template("console/deliveries_detail.html", d=row,
-                                             attempts=ledger_queries.attempts(delivery_id)))
+    response = make_response(
+        render_template("console/deliveries_detail.html", d=row, attempts=ledger_queries.attempts(delivery_id))
+    )
     # Rendered HTML is shown in a sandboxed srcdoc iframe, which inherits this page's CSP.
     response.headers["Content-Security-Policy"] = editor_csp()
     return response

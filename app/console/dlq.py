@@ -4,6 +4,7 @@ One row is replayed or discarded right here (commit, then enqueue); everything m
 becomes a bulk operation run by jobs/bulk.py, whose progress bar this page polls. Every action is
 audit-logged by app/console/ledger_service.py. Discarding marks a row `skipped` with the reason.
 """
+
 from __future__ import annotations
 
 from flask import flash, redirect, render_template, request, url_for
@@ -23,12 +24,19 @@ FILTER_NAMES = ("error_kind", "provider", "type", "since", "until")
 def dlq_filters(values) -> ledger_queries.DlqFilters:
     """Read the DLQ filters from a query string or a form (times in the operator's zone)."""
     zone = operator_zone()
-    errors = [f"{label} is not a date and time." for name, label in (("since", "From"), ("until", "Until"))
-              if values.get(name, "").strip() and parse_local(values.get(name), zone) is None]
+    errors = [
+        f"{label} is not a date and time."
+        for name, label in (("since", "From"), ("until", "Until"))
+        if values.get(name, "").strip() and parse_local(values.get(name), zone) is None
+    ]
     return ledger_queries.DlqFilters(
-        error_kind=values.get("error_kind", "")[:100].strip(), provider=values.get("provider", "")[:100].strip(),
-        type=values.get("type", "")[:63].strip(), since=parse_local(values.get("since"), zone),
-        until=parse_local(values.get("until"), zone), errors=errors)
+        error_kind=values.get("error_kind", "")[:100].strip(),
+        provider=values.get("provider", "")[:100].strip(),
+        type=values.get("type", "")[:63].strip(),
+        since=parse_local(values.get("since"), zone),
+        until=parse_local(values.get("until"), zone),
+        errors=errors,
+    )
 
 
 def _filter_args(values) -> dict:
@@ -49,10 +57,16 @@ def dlq():
     if not filters.errors:
         page = ledger_queries.dlq_page(filters, ledger_queries.cursor_id(request.args.get("cursor")))
         matching = ledger_queries.dlq_count(filters)
-    return render_template("console/dlq.html", filters=filters, page=page, matching=matching,
-                           args=_filter_args(request.args), facets=ledger_queries.dlq_facets(),
-                           types=queries.notification_types(), operations=ledger_queries.bulk_operations()), \
-        422 if filters.errors else 200
+    return render_template(
+        "console/dlq.html",
+        filters=filters,
+        page=page,
+        matching=matching,
+        args=_filter_args(request.args),
+        facets=ledger_queries.dlq_facets(),
+        types=queries.notification_types(),
+        operations=ledger_queries.bulk_operations(),
+    ), 422 if filters.errors else 200
 
 
 @bp.post("/dlq/<int:delivery_id>/replay")
@@ -91,8 +105,9 @@ def bulk_dlq():
         flash(" ".join(filters.errors), "error")
         return redirect(url_for("console.dlq", **args))
     try:
-        operation = ledger_service.create_bulk(current_user, request.form.get("kind", ""), filters,
-                                               request.form.get("reason", ""))
+        operation = ledger_service.create_bulk(
+            current_user, request.form.get("kind", ""), filters, request.form.get("reason", "")
+        )
     except ConsoleError as exc:
         flash(str(exc), "error")
         return redirect(url_for("console.dlq", **args))

@@ -1,4 +1,5 @@
 """Console forms (Flask-WTF: every POST form carries its CSRF token) and input parsing helpers."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -41,8 +42,7 @@ class AnnouncementForm(FlaskForm):
 
     title = StringField("Title", validators=[DataRequired(), Length(max=TITLE_MAX)])
     body = TextAreaField("Body", validators=[DataRequired(), Length(max=BODY_MAX)])
-    body_format = RadioField("Format", choices={"plain": "Plain text", "markdown": "Markdown"},
-                             default="plain")
+    body_format = RadioField("Format", choices={"plain": "Plain text", "markdown": "Markdown"}, default="plain")
     publish = RadioField("Publish", choices={"now": "Now", "at": "At a time"}, default="now")
     publish_at = DateTimeLocalField("Publish at", format=LOCAL_FORMAT, validators=[Optional()])
     expires_at = DateTimeLocalField("Expires at (optional)", format=LOCAL_FORMAT, validators=[Optional()])
@@ -56,10 +56,14 @@ class AnnouncementForm(FlaskForm):
 class TypeForm(FlaskForm):
     """A notification type: key, wording, per-channel defaults, mandatory, priority."""
 
-    key = StringField("Key", validators=[
-        DataRequired(), Length(max=63),
-        Regexp(TYPE_KEY_RE, message="Use a lower-case letter, then lower-case letters, digits or _ (2–63)."),
-    ])
+    key = StringField(
+        "Key",
+        validators=[
+            DataRequired(),
+            Length(max=63),
+            Regexp(TYPE_KEY_RE, message="Use a lower-case letter, then lower-case letters, digits or _ (2–63)."),
+        ],
+    )
     label = StringField("Label", validators=[DataRequired(), Length(max=TITLE_MAX)])
     description = TextAreaField("Description", validators=[Optional(), Length(max=2000)])
     default_in_app = BooleanField("In the inbox", default=True)
@@ -90,4 +94,3 @@ class ApiKeyForm(FlaskForm):
     """A name for a new API key (which product service uses it)."""
 
     name = StringField("Name", validators=[DataRequired(), Length(max=100)])
-

@@ -1,4 +1,5 @@
 """API key pages (admins only): list with prefix and last use, create (the key is shown once), revoke."""
+
 from __future__ import annotations
 
 from flask import flash, redirect, render_template, url_for

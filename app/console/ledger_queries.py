@@ -4,6 +4,7 @@ Both lists page by keyset on the delivery id, newest first (no skipped-row scans
 `notification_deliveries_failed_idx`, which holds failed rows only, so they cost the size of the DLQ,
 not of the ledger.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -97,17 +98,25 @@ class DlqFilters:
 
     def as_json(self) -> dict:
         """The filters as stored with a bulk operation (times as ISO strings)."""
-        return {"error_kind": self.error_kind, "provider": self.provider, "type": self.type,
-                "since": self.since.isoformat() if self.since else None,
-                "until": self.until.isoformat() if self.until else None}
+        return {
+            "error_kind": self.error_kind,
+            "provider": self.provider,
+            "type": self.type,
+            "since": self.since.isoformat() if self.since else None,
+            "until": self.until.isoformat() if self.until else None,
+        }
 
     @classmethod
-    def from_json(cls, data: dict) -> "DlqFilters":
+    def from_json(cls, data: dict) -> DlqFilters:
         """Rebuild the filters a bulk operation stored."""
         since, until = data.get("since"), data.get("until")
-        return cls(error_kind=data.get("error_kind") or "", provider=data.get("provider") or "",
-                   type=data.get("type") or "", since=datetime.fromisoformat(since) if since else None,
-                   until=datetime.fromisoformat(until) if until else None)
+        return cls(
+            error_kind=data.get("error_kind") or "",
+            provider=data.get("provider") or "",
+            type=data.get("type") or "",
+            since=datetime.fromisoformat(since) if since else None,
+            until=datetime.fromisoformat(until) if until else None,
+        )
 
     @property
     def joins_notifications(self) -> bool:

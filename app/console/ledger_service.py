@@ -8,6 +8,7 @@ the matching rows in keyset batches of ids, no further than the newest delivery 
 operator asked (rows that fail again after their replay are not replayed again by the same operation).
 Every action writes an audit row. Nothing here commits or enqueues.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -25,8 +26,10 @@ REASON_MAX = 200
 # of live traffic. A single replay keeps its own priority (campaign rows are always low).
 BULK_PRIORITY = "low"
 
-REPLAY_SET = ("status = 'pending', attempts = 0, next_attempt_at = now(), error_kind = NULL, "
-              "locked_until = NULL, updated_at = now()")
+REPLAY_SET = (
+    "status = 'pending', attempts = 0, next_attempt_at = now(), error_kind = NULL, "
+    "locked_until = NULL, updated_at = now()"
+)
 DISCARD_SET = "status = 'skipped', skip_reason = :skip_reason, locked_until = NULL, updated_at = now()"
 SETS = {"replay": REPLAY_SET, "discard": DISCARD_SET}
 
@@ -58,7 +61,7 @@ def _bulk_sql(kind: str, conditions: list[str], join: bool) -> sa.TextClause:
 WITH batch AS (
   SELECT d.id FROM notification_deliveries d
   {"JOIN notifications n ON n.id = d.notification_id" if join else ""}
-  WHERE {' AND '.join(conditions)} AND d.id > :cursor AND d.id <= :max_id
+  WHERE {" AND ".join(conditions)} AND d.id > :cursor AND d.id <= :max_id
   ORDER BY d.id
   LIMIT :size
   FOR UPDATE OF d
@@ -109,8 +112,14 @@ def replay_one(actor, delivery_id: int) -> Replayed:
     row = db.session.execute(REPLAY_ONE_SQL, {"id": delivery_id}).first()
     if row is None:
         raise ConsoleError(f"Delivery {delivery_id} is not in the dead-letter queue (already replayed or discarded).")
-    audit.record(actor, "dlq.replay", "delivery", delivery_id,
-                 before={"status": "failed", "last_error": row.last_error}, after={"status": "pending", "attempts": 0})
+    audit.record(
+        actor,
+        "dlq.replay",
+        "delivery",
+        delivery_id,
+        before={"status": "failed", "last_error": row.last_error},
+        after={"status": "pending", "attempts": 0},
+    )
     return Replayed(row.priority, row.channel)
 
 
@@ -120,9 +129,14 @@ def discard_one(actor, delivery_id: int, reason: str) -> None:
     row = db.session.execute(DISCARD_ONE_SQL, {"id": delivery_id, "skip_reason": f"discarded: {reason}"}).first()
     if row is None:
         raise ConsoleError(f"Delivery {delivery_id} is not in the dead-letter queue (already replayed or discarded).")
-    audit.record(actor, "dlq.discard", "delivery", delivery_id,
-                 before={"status": "failed", "last_error": row.last_error},
-                 after={"status": "skipped", "skip_reason": f"discarded: {reason}"})
+    audit.record(
+        actor,
+        "dlq.discard",
+        "delivery",
+        delivery_id,
+        before={"status": "failed", "last_error": row.last_error},
+        after={"status": "skipped", "skip_reason": f"discarded: {reason}"},
+    )
 
 
 def create_bulk(actor, kind: str, filters: DlqFilters, reason: str = "") -> BulkOperation:
@@ -134,12 +148,18 @@ def create_bulk(actor, kind: str, filters: DlqFilters, reason: str = "") -> Bulk
     if total == 0:
         raise ConsoleError("Nothing in the dead-letter queue matches these filters.")
     stored = {**filters.as_json(), "max_id": db.session.execute(MAX_ID_SQL).scalar_one()}
-    operation = BulkOperation(kind=kind, filters=stored, reason=reason, status="queued", total=total,
-                              created_by=getattr(actor, "id", None))
+    operation = BulkOperation(
+        kind=kind, filters=stored, reason=reason, status="queued", total=total, created_by=getattr(actor, "id", None)
+    )
     db.session.add(operation)
     db.session.flush()
-    audit.record(actor, f"dlq.{kind}_all", "bulk_operation", operation.id,
-                 after={"filters": filters.as_json(), "matching": total, "reason": reason or None})
+    audit.record(
+        actor,
+        f"dlq.{kind}_all",
+        "bulk_operation",
+        operation.id,
+        after={"filters": filters.as_json(), "matching": total, "reason": reason or None},
+    )
     return operation
 
 
@@ -163,10 +183,16 @@ def run_bulk_batch(operation_id: int, size: int) -> BulkBatch | None:
         return None
     filters = DlqFilters.from_json(operation.filters)
     conditions, params = filters.conditions()
-    row = db.session.execute(_bulk_sql(operation.kind, conditions, filters.joins_notifications), {
-        **params, "cursor": operation.cursor_id, "max_id": operation.filters.get("max_id", 0), "size": size,
-        "skip_reason": f"discarded: {operation.reason}",
-    }).one()
+    row = db.session.execute(
+        _bulk_sql(operation.kind, conditions, filters.joins_notifications),
+        {
+            **params,
+            "cursor": operation.cursor_id,
+            "max_id": operation.filters.get("max_id", 0),
+            "size": size,
+            "skip_reason": f"discarded: {operation.reason}",
+        },
+    ).one()
     operation.done += row.changed
     if row.last_id is not None:
         operation.cursor_id = row.last_id
@@ -186,8 +212,13 @@ def _finish(operation: BulkOperation, status: str, error: str | None = None) -> 
     operation.finished_at = db.session.execute(sa.select(sa.func.now())).scalar_one()
     db.session.flush()
     actor = db.session.get(User, operation.created_by) if operation.created_by else None
-    audit.record(actor, f"dlq.{operation.kind}_all.{status}", "bulk_operation", operation.id,
-                 after={"changed": operation.done, **({"error": error} if error else {})})
+    audit.record(
+        actor,
+        f"dlq.{operation.kind}_all.{status}",
+        "bulk_operation",
+        operation.id,
+        after={"changed": operation.done, **({"error": error} if error else {})},
+    )
 
 
 def fail_bulk(operation_id: int, error: str) -> None:

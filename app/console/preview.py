@@ -4,12 +4,13 @@ Nothing here renders on its own: every string goes through app.delivery.renderin
 sandbox, the same e-mail layout and the same locale chain that real sends use), so what the
 operator sees is what users get, and an injection attempt fails here exactly as it would there.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from flask import current_app
 
@@ -17,11 +18,13 @@ from app.delivery import rendering
 from app.delivery.queries import BatchRow, Template
 from app.push.payload import PUSH_LIMIT, push_payload  # the same JSON the push sender builds
 
-
 SAMPLE = {
     "user": {"name": "Ada Lovelace", "email": "ada@example.com"},
-    "notification": {"title": "Reservation #310 was approved", "body": "Room 4B, Monday 10:00-11:00.",
-                     "link_path": "/reservations/310"},
+    "notification": {
+        "title": "Reservation #310 was approved",
+        "body": "Room 4B, Monday 10:00-11:00.",
+        "link_path": "/reservations/310",
+    },
     "data": {"reservation_id": 310, "room": "4B"},
 }
 SAMPLE_JSON = json.dumps(SAMPLE, indent=2, ensure_ascii=False)
@@ -39,8 +42,11 @@ class Problem:
     source_line: str | None = None
 
     def __str__(self) -> str:
-        where = f"{PART_LABELS.get(self.part, self.part)}, line {self.line}" if self.line else \
-            PART_LABELS.get(self.part, self.part)
+        where = (
+            f"{PART_LABELS.get(self.part, self.part)}, line {self.line}"
+            if self.line
+            else PART_LABELS.get(self.part, self.part)
+        )
         return f"{where}: {self.message}"
 
 
@@ -96,12 +102,26 @@ def sample_row(type_, channel: str, user_locale: str, sample: dict) -> BatchRow:
     """Build the delivery row the engine would render, from the sample data (plain values only)."""
     user, note = _section(sample, "user"), _section(sample, "notification")
     values = dict(
-        id=0, channel=channel, attempts=0, locked_until=datetime.now(timezone.utc), notification_id=0,
-        type=type_.type, title=str(note.get("title", "")), body=str(note.get("body", "")),
+        id=0,
+        channel=channel,
+        attempts=0,
+        locked_until=datetime.now(UTC),
+        notification_id=0,
+        type=type_.type,
+        title=str(note.get("title", "")),
+        body=str(note.get("body", "")),
         link_path=note.get("link_path") if isinstance(note.get("link_path"), str) else None,
-        data=_section(sample, "data"), user_id=0, email=str(user.get("email", "")),
-        display_name=str(user.get("name", "")), locale=user_locale, timezone="UTC", type_label=type_.label,
-        priority=type_.priority, mandatory=type_.mandatory, allowed=True, suppressed=False,
+        data=_section(sample, "data"),
+        user_id=0,
+        email=str(user.get("email", "")),
+        display_name=str(user.get("name", "")),
+        locale=user_locale,
+        timezone="UTC",
+        type_label=type_.label,
+        priority=type_.priority,
+        mandatory=type_.mandatory,
+        allowed=True,
+        suppressed=False,
     )
     names = {f.name for f in dataclasses.fields(BatchRow)}
     return BatchRow(**{name: values.get(name) for name in names})
@@ -137,13 +157,21 @@ def fallback_chain(user_locale: str, existing: set[str]) -> list[ChainStep]:
     return [ChainStep(loc, loc in existing, loc == used) for loc in chain]
 
 
-def build_preview(type_, channel: str, locale: str, parts: dict[str, str], user_locale: str,
-                  sample_text: str | None, existing_locales: set[str]) -> Preview:
+def build_preview(
+    type_,
+    channel: str,
+    locale: str,
+    parts: dict[str, str],
+    user_locale: str,
+    sample_text: str | None,
+    existing_locales: set[str],
+) -> Preview:
     """Render the editor's parts for channel with the sample; collect every problem."""
     config = current_app.config
     user_locale = (user_locale or locale).strip() or locale
-    preview = Preview(channel=channel, user_locale=user_locale,
-                      chain=fallback_chain(user_locale, existing_locales | {locale}))
+    preview = Preview(
+        channel=channel, user_locale=user_locale, chain=fallback_chain(user_locale, existing_locales | {locale})
+    )
     sample, problem = parse_sample(sample_text)
     if problem:
         preview.problems.append(problem)
@@ -170,6 +198,11 @@ def build_preview(type_, channel: str, locale: str, parts: dict[str, str], user_
         preview.push_json = push_payload(preview.subject, preview.text, link, f"{row.type}:{row.notification_id}")
         preview.push_bytes = len(preview.push_json.encode("utf-8"))
         if preview.push_bytes > PUSH_LIMIT:
-            preview.problems.append(Problem("push payload", f"{preview.push_bytes:,} bytes is over the "
-                                            f"{PUSH_LIMIT:,}-byte push limit: shorten the title or body"))
+            preview.problems.append(
+                Problem(
+                    "push payload",
+                    f"{preview.push_bytes:,} bytes is over the "
+                    f"{PUSH_LIMIT:,}-byte push limit: shorten the title or body",
+                )
+            )
     return preview

@@ -3,6 +3,7 @@
 Every list that can grow without bound is keyset-paginated (no skipped-row scans); the rest are small
 tables (types, templates, live announcements) read whole with a LIMIT as a guard.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -75,8 +76,10 @@ def announcement_section(section: str, cursor: str | None = None) -> Page:
         params = {"limit": EXPIRED_PAGE + 1}
         if position:
             params.update(c_at=position.created_at, c_id=position.id)
-    sql = sa.text(f"SELECT {ANNOUNCEMENT_COLUMNS} FROM announcements a "
-                  f"LEFT JOIN users u ON u.id = a.created_by {where} LIMIT :limit")
+    sql = sa.text(
+        f"SELECT {ANNOUNCEMENT_COLUMNS} FROM announcements a "
+        f"LEFT JOIN users u ON u.id = a.created_by {where} LIMIT :limit"
+    )
     rows = list(db.session.execute(sql, params).mappings())
     if section != "expired" or len(rows) <= EXPIRED_PAGE:
         return Page(rows[:SECTION_LIMIT])
@@ -114,8 +117,9 @@ def notification_type(key: str) -> NotificationType | None:
 
 def type_in_use(key: str) -> bool:
     """Whether any notification was ever recorded with this type (then its key is frozen)."""
-    return db.session.execute(sa.text("SELECT EXISTS (SELECT 1 FROM notifications WHERE type = :t)"),
-                              {"t": key}).scalar_one()
+    return db.session.execute(
+        sa.text("SELECT EXISTS (SELECT 1 FROM notifications WHERE type = :t)"), {"t": key}
+    ).scalar_one()
 
 
 # A stored preference is a deviation; making the type mandatory overrides the ones that differ from
@@ -156,15 +160,18 @@ def message_templates() -> list:
 
 def message_template(type_: str, channel: str, locale: str) -> MessageTemplate | None:
     """Return the template for (type, channel, locale), if any."""
-    return db.session.scalars(sa.select(MessageTemplate).where(
-        MessageTemplate.type == type_, MessageTemplate.channel == channel,
-        MessageTemplate.locale == locale)).first()
+    return db.session.scalars(
+        sa.select(MessageTemplate).where(
+            MessageTemplate.type == type_, MessageTemplate.channel == channel, MessageTemplate.locale == locale
+        )
+    ).first()
 
 
 def template_locales(type_: str, channel: str) -> set[str]:
     """Return the locales that have a template for (type, channel)."""
-    rows = db.session.scalars(sa.select(MessageTemplate.locale).where(
-        MessageTemplate.type == type_, MessageTemplate.channel == channel))
+    rows = db.session.scalars(
+        sa.select(MessageTemplate.locale).where(MessageTemplate.type == type_, MessageTemplate.channel == channel)
+    )
     return {locale.lower() for locale in rows}
 
 
@@ -173,11 +180,20 @@ VERSIONS_LIMIT = 50
 
 def template_versions(template_id: int) -> list:
     """Return the template's kept versions, newest first, with who saved each."""
-    stmt = (sa.select(TemplateVersion.id, TemplateVersion.subject, TemplateVersion.body_text,
-                      TemplateVersion.body_html, TemplateVersion.created_at, User.email.label("updated_by"))
-            .outerjoin(User, User.id == TemplateVersion.updated_by)
-            .where(TemplateVersion.template_id == template_id)
-            .order_by(TemplateVersion.id.desc()).limit(VERSIONS_LIMIT))
+    stmt = (
+        sa.select(
+            TemplateVersion.id,
+            TemplateVersion.subject,
+            TemplateVersion.body_text,
+            TemplateVersion.body_html,
+            TemplateVersion.created_at,
+            User.email.label("updated_by"),
+        )
+        .outerjoin(User, User.id == TemplateVersion.updated_by)
+        .where(TemplateVersion.template_id == template_id)
+        .order_by(TemplateVersion.id.desc())
+        .limit(VERSIONS_LIMIT)
+    )
     return list(db.session.execute(stmt).mappings())
 
 
@@ -222,14 +238,15 @@ def search_users(q: str = "", role: str = "", after_id: int = 0, limit: int = PA
     params: dict = {"after": after_id, "limit": limit + 1}
     q = q.strip()
     if q:
-        conditions.append("(lower(email) LIKE :prefix ESCAPE '\\' OR external_id = :q"
-                          " OR display_name ILIKE :contains ESCAPE '\\')")
+        conditions.append(
+            "(lower(email) LIKE :prefix ESCAPE '\\' OR external_id = :q OR display_name ILIKE :contains ESCAPE '\\')"
+        )
         params.update(q=q, prefix=like_prefix(q.lower()), contains="%" + like_prefix(q))
     if role:
         conditions.append("role = :role")
         params["role"] = role
     sql = sa.text(f"""SELECT id, email, external_id, display_name, role, locale, timezone, created_at
-FROM users WHERE {' AND '.join(conditions)} ORDER BY id LIMIT :limit""")
+FROM users WHERE {" AND ".join(conditions)} ORDER BY id LIMIT :limit""")
     rows = list(db.session.execute(sql, params).mappings())
     more = len(rows) > limit
     rows = rows[:limit]

@@ -4,6 +4,7 @@ Nothing here commits, enqueues or publishes: the view commits once, then publish
 Bad input raises ConsoleError with a sentence for the operator before the function's first write,
 so a refused change leaves nothing behind (the request's transaction simply ends unused).
 """
+
 from __future__ import annotations
 
 import re
@@ -35,8 +36,16 @@ BODY_MAX = 20_000
 PAST_GRACE = timedelta(minutes=1)
 
 ANNOUNCEMENT_FIELDS = ("title", "body", "body_format", "published_at", "expires_at")
-TYPE_FIELDS = ("type", "label", "description", "default_in_app", "default_email", "default_push",
-               "mandatory", "priority")
+TYPE_FIELDS = (
+    "type",
+    "label",
+    "description",
+    "default_in_app",
+    "default_email",
+    "default_push",
+    "mandatory",
+    "priority",
+)
 TEMPLATE_FIELDS = ("type", "channel", "locale", "subject", "body_text", "body_html")
 SUPPRESSION_FIELDS = ("address", "reason", "detail", "created_at")
 
@@ -66,8 +75,9 @@ def is_live(announcement: Announcement, now: datetime) -> bool:
 # --- announcements ------------------------------------------------------------------------------
 
 
-def _check_announcement(title: str, body: str, body_format: str, published_at: datetime,
-                        expires_at: datetime | None, now: datetime) -> None:
+def _check_announcement(
+    title: str, body: str, body_format: str, published_at: datetime, expires_at: datetime | None, now: datetime
+) -> None:
     if not title.strip() or len(title) > TITLE_MAX:
         raise ConsoleError(f"The title must have 1 to {TITLE_MAX} characters.")
     if not body.strip() or len(body) > BODY_MAX:
@@ -80,20 +90,32 @@ def _check_announcement(title: str, body: str, body_format: str, published_at: d
         raise ConsoleError("The expiry must be in the future.")
 
 
-def create_announcement(actor, *, title: str, body: str, body_format: str = "plain",
-                        published_at: datetime | None = None, expires_at: datetime | None = None) -> bool:
+def create_announcement(
+    actor,
+    *,
+    title: str,
+    body: str,
+    body_format: str = "plain",
+    published_at: datetime | None = None,
+    expires_at: datetime | None = None,
+) -> bool:
     """Create an announcement (published now when no time is given); return whether it is live."""
     now = db_now()
     if published_at is not None and published_at < now - PAST_GRACE:
         raise ConsoleError("That publication time has passed: choose a future time or publish now.")
     published_at = published_at or now
     _check_announcement(title, body, body_format, published_at, expires_at, now)
-    item = Announcement(title=title.strip(), body=body, body_format=body_format, published_at=published_at,
-                        expires_at=expires_at, created_by=getattr(actor, "id", None))
+    item = Announcement(
+        title=title.strip(),
+        body=body,
+        body_format=body_format,
+        published_at=published_at,
+        expires_at=expires_at,
+        created_by=getattr(actor, "id", None),
+    )
     db.session.add(item)
     db.session.flush()
-    audit.record(actor, "announcement.create", "announcement", item.id,
-                 after=audit.snapshot(item, ANNOUNCEMENT_FIELDS))
+    audit.record(actor, "announcement.create", "announcement", item.id, after=audit.snapshot(item, ANNOUNCEMENT_FIELDS))
     return is_live(item, now)
 
 
@@ -111,13 +133,20 @@ def _change_announcement(actor, item: Announcement, action: str, now: datetime, 
         setattr(item, name, value)
     item.updated_at = now
     db.session.flush()
-    audit.record(actor, action, "announcement", item.id, before=before,
-                 after=audit.snapshot(item, ANNOUNCEMENT_FIELDS))
+    audit.record(actor, action, "announcement", item.id, before=before, after=audit.snapshot(item, ANNOUNCEMENT_FIELDS))
     return was_live or is_live(item, now)
 
 
-def update_announcement(actor, announcement_id: int, *, title: str, body: str, body_format: str,
-                        published_at: datetime | None, expires_at: datetime | None) -> bool:
+def update_announcement(
+    actor,
+    announcement_id: int,
+    *,
+    title: str,
+    body: str,
+    body_format: str,
+    published_at: datetime | None,
+    expires_at: datetime | None,
+) -> bool:
     """Edit an announcement; return whether inboxes see a change (it was or is live)."""
     item = _locked_announcement(announcement_id)
     now = db_now()
@@ -126,8 +155,17 @@ def update_announcement(actor, announcement_id: int, *, title: str, body: str, b
     elif published_at != item.published_at and published_at < now - PAST_GRACE:
         raise ConsoleError("That publication time has passed: choose a future time or publish now.")
     _check_announcement(title, body, body_format, published_at, expires_at, now)
-    return _change_announcement(actor, item, "announcement.update", now, title=title.strip(), body=body,
-                                body_format=body_format, published_at=published_at, expires_at=expires_at)
+    return _change_announcement(
+        actor,
+        item,
+        "announcement.update",
+        now,
+        title=title.strip(),
+        body=body,
+        body_format=body_format,
+        published_at=published_at,
+        expires_at=expires_at,
+    )
 
 
 def publish_announcement(actor, announcement_id: int) -> bool:
@@ -176,15 +214,31 @@ def _check_key(key: str) -> None:
         raise ConsoleError(f"A type with the key {key!r} already exists.")
 
 
-def create_type(actor, *, key: str, label: str, description: str = "", default_in_app: bool = True,
-                default_email: bool = False, default_push: bool = False, mandatory: bool = False,
-                priority: str = "default") -> NotificationType:
+def create_type(
+    actor,
+    *,
+    key: str,
+    label: str,
+    description: str = "",
+    default_in_app: bool = True,
+    default_email: bool = False,
+    default_push: bool = False,
+    mandatory: bool = False,
+    priority: str = "default",
+) -> NotificationType:
     """Create a notification type (a new key has no preferences, so mandatory needs no confirmation)."""
     _check_key(key)
     _check_type(label, priority)
-    item = NotificationType(type=key, label=label.strip(), description=description.strip(),
-                            default_in_app=default_in_app, default_email=default_email,
-                            default_push=default_push, mandatory=mandatory, priority=priority)
+    item = NotificationType(
+        type=key,
+        label=label.strip(),
+        description=description.strip(),
+        default_in_app=default_in_app,
+        default_email=default_email,
+        default_push=default_push,
+        mandatory=mandatory,
+        priority=priority,
+    )
     db.session.add(item)
     db.session.flush()
     audit.record(actor, "type.create", "notification_type", key, after=audit.snapshot(item, TYPE_FIELDS))
@@ -205,19 +259,35 @@ def _rename_type(old: str, new: str) -> None:
     # The key is the primary key that other rows reference: copy the row, move the references, drop
     # the old row. Callers checked that no notification uses it (those rows are never rewritten).
     columns = ", ".join(TYPE_FIELDS[1:])
-    db.session.execute(sa.text(f"INSERT INTO notification_types (type, {columns}) "
-                               f"SELECT :new, {columns} FROM notification_types WHERE type = :old"),
-                       {"new": new, "old": old})
+    db.session.execute(
+        sa.text(
+            f"INSERT INTO notification_types (type, {columns}) "
+            f"SELECT :new, {columns} FROM notification_types WHERE type = :old"
+        ),
+        {"new": new, "old": old},
+    )
     for table, column in _referencing_columns():
-        db.session.execute(sa.text(f'UPDATE "{table}" SET "{column}" = :new WHERE "{column}" = :old'),
-                           {"new": new, "old": old})
+        db.session.execute(
+            sa.text(f'UPDATE "{table}" SET "{column}" = :new WHERE "{column}" = :old'), {"new": new, "old": old}
+        )
     db.session.execute(sa.text("DELETE FROM notification_types WHERE type = :old"), {"old": old})
     db.session.expire_all()
 
 
-def update_type(actor, key: str, *, new_key: str, label: str, description: str, default_in_app: bool,
-                default_email: bool, default_push: bool, mandatory: bool, priority: str,
-                confirmed: bool = False) -> str:
+def update_type(
+    actor,
+    key: str,
+    *,
+    new_key: str,
+    label: str,
+    description: str,
+    default_in_app: bool,
+    default_email: bool,
+    default_push: bool,
+    mandatory: bool,
+    priority: str,
+    confirmed: bool = False,
+) -> str:
     """Edit a type (rename only while unused); raise NeedsConfirmation before overriding users' choices."""
     item = db.session.get(NotificationType, key, with_for_update=True)
     if item is None:
@@ -234,9 +304,15 @@ def update_type(actor, key: str, *, new_key: str, label: str, description: str, 
         if overrides:
             raise NeedsConfirmation(overrides)
     before = audit.snapshot(item, TYPE_FIELDS)
-    for name, value in dict(label=label.strip(), description=description.strip(), default_in_app=default_in_app,
-                            default_email=default_email, default_push=default_push, mandatory=mandatory,
-                            priority=priority).items():
+    for name, value in dict(
+        label=label.strip(),
+        description=description.strip(),
+        default_in_app=default_in_app,
+        default_email=default_email,
+        default_push=default_push,
+        mandatory=mandatory,
+        priority=priority,
+    ).items():
         setattr(item, name, value)
     db.session.flush()
     if new_key != key:
@@ -267,12 +343,20 @@ def check_template_key(type_: str, channel: str, locale: str) -> str:
 
 
 def _keep_version(template: MessageTemplate) -> None:
-    db.session.add(TemplateVersion(template_id=template.id, subject=template.subject, body_text=template.body_text,
-                                   body_html=template.body_html, updated_by=template.updated_by))
+    db.session.add(
+        TemplateVersion(
+            template_id=template.id,
+            subject=template.subject,
+            body_text=template.body_text,
+            body_html=template.body_html,
+            updated_by=template.updated_by,
+        )
+    )
 
 
-def save_template(actor, type_: str, channel: str, locale: str, *, subject: str, body_text: str,
-                  body_html: str, problems: list[str]) -> MessageTemplate | None:
+def save_template(
+    actor, type_: str, channel: str, locale: str, *, subject: str, body_text: str, body_html: str, problems: list[str]
+) -> MessageTemplate | None:
     """Create or update a template, keeping the previous wording as a version; None if unchanged.
 
     `problems` are the preview's errors for this wording: a template that cannot render is refused.
@@ -298,8 +382,14 @@ def save_template(actor, type_: str, channel: str, locale: str, *, subject: str,
     template.updated_by = getattr(actor, "id", None)
     template.updated_at = db_now()
     db.session.flush()
-    audit.record(actor, "template.save", "message_template", template.id, before=before,
-                 after=audit.snapshot(template, TEMPLATE_FIELDS))
+    audit.record(
+        actor,
+        "template.save",
+        "message_template",
+        template.id,
+        before=before,
+        after=audit.snapshot(template, TEMPLATE_FIELDS),
+    )
     return template
 
 

@@ -1,4 +1,5 @@
 """Suppression pages: find an address (prefix, keyset pages), see why it is suppressed, lift it."""
+
 from __future__ import annotations
 
 from flask import flash, redirect, render_template, request, url_for

@@ -1,4 +1,5 @@
 """Template pages: the list, the editor per (type, channel, locale) with live preview, versions, restore."""
+
 from __future__ import annotations
 
 from flask import abort, flash, make_response, redirect, render_template, request, url_for
@@ -12,8 +13,11 @@ from app.extensions import db
 from app.models.delivery import TEMPLATE_CHANNELS
 from app.security import content_security_policy
 
-PARTS = {"email": ("subject", "body_text", "body_html"), "push": ("subject", "body_text"),
-         "in_app": ("subject", "body_text")}
+PARTS = {
+    "email": ("subject", "body_text", "body_html"),
+    "push": ("subject", "body_text"),
+    "in_app": ("subject", "body_text"),
+}
 
 
 def editor_csp() -> str:
@@ -23,8 +27,11 @@ def editor_csp() -> str:
     stylesheets), so without this the preview would show unstyled. Scripts stay blocked: the
     iframe is sandboxed without allow-scripts and script-src is unchanged.
     """
-    return (content_security_policy().replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")
-            .replace("img-src 'self' data:", "img-src 'self' data: https:"))
+    return (
+        content_security_policy()
+        .replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")
+        .replace("img-src 'self' data:", "img-src 'self' data: https:")
+    )
 
 
 def _key_or_404(type_: str, channel: str, locale: str):
@@ -39,28 +46,41 @@ def _key_or_404(type_: str, channel: str, locale: str):
 
 def _preview(item, channel: str, locale: str, form: TemplateForm) -> previews.Preview:
     parts = {name: getattr(form, name).data or "" for name in PARTS[channel]}
-    return previews.build_preview(item, channel, locale, parts, form.user_locale.data or locale,
-                                  form.sample.data, queries.template_locales(item.type, channel))
+    return previews.build_preview(
+        item,
+        channel,
+        locale,
+        parts,
+        form.user_locale.data or locale,
+        form.sample.data,
+        queries.template_locales(item.type, channel),
+    )
 
 
 @bp.get("/templates")
 def templates():
     """Every template by type, channel and locale; open the editor for a new one."""
-    return render_template("console/templates.html", templates=queries.message_templates(),
-                           types=queries.notification_types(), channels=TEMPLATE_CHANNELS)
+    return render_template(
+        "console/templates.html",
+        templates=queries.message_templates(),
+        types=queries.notification_types(),
+        channels=TEMPLATE_CHANNELS,
+    )
 
 
 @bp.get("/templates/open")
 def open_template():
     """Go to the editor for the (type, channel, locale) chosen in the list page's form."""
     try:
-        locale = service.check_template_key(request.args.get("type", ""), request.args.get("channel", ""),
-                                            request.args.get("locale", ""))
+        locale = service.check_template_key(
+            request.args.get("type", ""), request.args.get("channel", ""), request.args.get("locale", "")
+        )
     except service.ConsoleError as exc:
         flash(str(exc), "error")
         return redirect(url_for("console.templates"))
-    return redirect(url_for("console.edit_template", type_=request.args["type"],
-                            channel=request.args["channel"], locale=locale))
+    return redirect(
+        url_for("console.edit_template", type_=request.args["type"], channel=request.args["channel"], locale=locale)
+    )
 
 
 @bp.route("/templates/<type_>/<channel>/<locale>", methods=["GET", "POST"])
@@ -75,21 +95,44 @@ def edit_template(type_: str, channel: str, locale: str):
     status = 200
     if request.method == "POST" and form.validate_on_submit():
         try:
-            saved = service.save_template(current_user, type_, channel, locale, problems=[str(p) for p in preview.problems],
-                                          **{name: getattr(form, name).data or "" for name in PARTS["email"]})
+            saved = service.save_template(
+                current_user,
+                type_,
+                channel,
+                locale,
+                problems=[str(p) for p in preview.problems],
+                **{name: getattr(form, name).data or "" for name in PARTS["email"]},
+            )
         except service.ConsoleError as exc:
             form.form_errors.append(str(exc))
         else:
             db.session.commit()
-            flash("Template saved; the previous wording is kept below." if saved and template else
-                  "Template saved." if saved else "Nothing changed.", "success")
+            flash(
+                "Template saved; the previous wording is kept below."
+                if saved and template
+                else "Template saved."
+                if saved
+                else "Nothing changed.",
+                "success",
+            )
             return redirect(url_for("console.edit_template", type_=type_, channel=channel, locale=locale))
     if form.errors or form.form_errors:
         status = 422
     versions = queries.template_versions(template.id) if template else []
-    response = make_response(render_template(
-        "console/template_editor.html", form=form, item=item, channel=channel, locale=locale, template=template,
-        preview=preview, versions=versions, parts=PARTS[channel]), status)
+    response = make_response(
+        render_template(
+            "console/template_editor.html",
+            form=form,
+            item=item,
+            channel=channel,
+            locale=locale,
+            template=template,
+            preview=preview,
+            versions=versions,
+            parts=PARTS[channel],
+        ),
+        status,
+    )
     response.headers["Content-Security-Policy"] = editor_csp()
     return response
 
@@ -99,8 +142,9 @@ def preview_template(type_: str, channel: str, locale: str):
     """Render the editor's current wording (HTMX fragment, debounced while typing)."""
     item, locale = _key_or_404(type_, channel, locale)
     form = TemplateForm()
-    return render_template("console/_template_preview.html", preview=_preview(item, channel, locale, form),
-                           channel=channel, locale=locale)
+    return render_template(
+        "console/_template_preview.html", preview=_preview(item, channel, locale, form), channel=channel, locale=locale
+    )
 
 
 @bp.post("/templates/<int:template_id>/versions/<int:version_id>/restore")
@@ -113,5 +157,6 @@ def restore_template(template_id: int, version_id: int):
         return redirect(url_for("console.templates"))
     db.session.commit()
     flash("Version restored; the wording it replaced is kept as a version.", "success")
-    return redirect(url_for("console.edit_template", type_=template.type, channel=template.channel,
-                            locale=template.locale))
+    return redirect(
+        url_for("console.edit_template", type_=template.type, channel=template.channel, locale=template.locale)
+    )

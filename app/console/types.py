@@ -1,4 +1,5 @@
 """Notification type pages: list, create, edit (rename while unused; confirm before going mandatory)."""
+
 from __future__ import annotations
 
 from flask import flash, redirect, render_template, url_for
@@ -35,8 +36,9 @@ def new_type():
             db.session.commit()
             flash(f"Type {form.key.data} created.", "success")
             return redirect(url_for("console.types"))
-    return render_template("console/type_form.html", form=form, item=None, in_use=False, overrides=None), \
-        422 if form.errors else 200
+    return render_template(
+        "console/type_form.html", form=form, item=None, in_use=False, overrides=None
+    ), 422 if form.errors else 200
 
 
 @bp.route("/types/<key>/edit", methods=["GET", "POST"])
@@ -50,8 +52,9 @@ def edit_type(key: str):
     overrides = None
     if form.validate_on_submit():
         try:
-            new_key = service.update_type(current_user, key, new_key=form.key.data, confirmed=form.confirmed.data,
-                                          **_settings(form))
+            new_key = service.update_type(
+                current_user, key, new_key=form.key.data, confirmed=form.confirmed.data, **_settings(form)
+            )
         except service.NeedsConfirmation as exc:
             overrides = exc.overrides
         except service.ConsoleError as exc:
@@ -61,5 +64,4 @@ def edit_type(key: str):
             flash(f"Type {new_key} saved.", "success")
             return redirect(url_for("console.types"))
     status = 422 if form.errors else 409 if overrides else 200
-    return render_template("console/type_form.html", form=form, item=item, in_use=in_use,
-                           overrides=overrides), status
+    return render_template("console/type_form.html", form=form, item=item, in_use=in_use, overrides=overrides), status

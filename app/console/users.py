@@ -1,4 +1,5 @@
 """User pages (admins only): search by e-mail, external id or name; change a role."""
+
 from __future__ import annotations
 
 from flask import flash, redirect, render_template, request, url_for

@@ -3,6 +3,7 @@
 Each page lives in its own module (announcements, types, templates_, suppressions, keys, users,
 auditlog); importing them at the bottom registers their routes on this one blueprint.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -46,8 +47,9 @@ def console_time(value: datetime | None) -> str:
 @bp.get("/")
 def index():
     """The landing page: what is live, what is scheduled, what changed last."""
-    return render_template("console/index.html", summary=queries.dashboard_summary(),
-                           recent=queries.audit_page(limit=10).rows)
+    return render_template(
+        "console/index.html", summary=queries.dashboard_summary(), recent=queries.audit_page(limit=10).rows
+    )
 
 
 from app.console import (  # noqa: E402,F401 - registers the page routes on bp

@@ -2,12 +2,13 @@
 
 No I/O here: the clock and the random source are arguments, so tests pin both.
 """
+
 from __future__ import annotations
 
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, time, timedelta, timezone
+from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from app.delivery.queries import BatchRow
@@ -54,7 +55,7 @@ def quiet_until(now: datetime, tz_name: str | None, start: time | None, end: tim
     if not inside:
         return None
     day = local.date() if clock < end else local.date() + timedelta(days=1)
-    return datetime.combine(day, end, tzinfo=tz).astimezone(timezone.utc)
+    return datetime.combine(day, end, tzinfo=tz).astimezone(UTC)
 
 
 @dataclass
@@ -89,8 +90,11 @@ def plan(rows: Iterable[BatchRow], configured: bool, now: datetime) -> Plan:
             result.skip.append((row, reason))
             continue
         # Urgent and mandatory messages (sign-in codes, security alerts) ignore quiet hours.
-        until = None if (row.mandatory or row.priority == "high") else quiet_until(
-            now, row.timezone, row.quiet_hours_start, row.quiet_hours_end)
+        until = (
+            None
+            if (row.mandatory or row.priority == "high")
+            else quiet_until(now, row.timezone, row.quiet_hours_start, row.quiet_hours_end)
+        )
         if until is not None:
             result.defer.append((row, until))
         else:

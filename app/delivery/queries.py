@@ -1,4 +1,5 @@
 """Delivery reads: one statement loads a whole claimed batch with everything the re-check needs."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -97,9 +98,7 @@ def templates_for(channel: str, types: set[str]) -> dict[tuple[str, str], Templa
 
 ATTEMPT_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 
-_bucket_columns = ",\n       ".join(
-    f"count(*) FILTER (WHERE duration_ms <= {b}) AS le_{b}" for b in ATTEMPT_BUCKETS_MS
-)
+_bucket_columns = ",\n       ".join(f"count(*) FILTER (WHERE duration_ms <= {b}) AS le_{b}" for b in ATTEMPT_BUCKETS_MS)
 ATTEMPT_STATS_SQL = sa.text(
     f"""
 SELECT provider, outcome, count(*) AS total, COALESCE(sum(duration_ms), 0) AS sum_ms,

@@ -4,6 +4,7 @@ Two sandboxes: the HTML body autoescapes; subject and text do not (they are not 
 attribute access raises at once instead of rendering as an empty Undefined, so every sandbox
 escape attempt is a RenderError, which the engine treats as permanent.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -89,8 +90,13 @@ def template_context(row: BatchRow, base_url: str, unsubscribe_url: str) -> dict
     """The variables operator templates see: plain data only, never ORM objects."""
     return {
         "user": {"name": row.display_name or row.email or "", "email": row.email or "", "locale": row.locale},
-        "notification": {"id": row.notification_id, "title": row.title, "body": row.body,
-                         "link": absolute_link(base_url, row.link_path), "type": row.type},
+        "notification": {
+            "id": row.notification_id,
+            "title": row.title,
+            "body": row.body,
+            "link": absolute_link(base_url, row.link_path),
+            "type": row.type,
+        },
         "type": {"type": row.type, "label": row.type_label},
         "data": dict(row.data or {}),
         "unsubscribe_url": unsubscribe_url,
@@ -111,7 +117,8 @@ def render_email(row: BatchRow, template: Template | None, base_url: str, unsubs
         if template.body_text.strip():
             text = render_string(template.body_text, context)
         if template.body_html.strip():
-            content = Markup(render_string(template.body_html, context, html=True))
+            # The autoescaping sandbox rendered it: values are escaped, the operator's markup is meant to stay.
+            content = Markup(render_string(template.body_html, context, html=True))  # noqa: S704
             link = None  # the operator's HTML places its own link
         elif template.body_text.strip():
             content = _paragraphs(text)
@@ -119,12 +126,19 @@ def render_email(row: BatchRow, template: Template | None, base_url: str, unsubs
     text = f"{text.rstrip()}\n\n--\nUnsubscribe from {row.type_label} e-mails: {unsubscribe_url}\n"
     # The app's own layout, trusted and autoescaped; rendered without request context processors.
     layout = current_app.jinja_env.get_template("delivery/email.html")
-    html = layout.render(subject=subject, content=content, link=link, type_label=row.type_label,
-                         unsubscribe_url=unsubscribe_url, base_url=base_url)
+    html = layout.render(
+        subject=subject,
+        content=content,
+        link=link,
+        type_label=row.type_label,
+        unsubscribe_url=unsubscribe_url,
+        base_url=base_url,
+    )
     return Rendered(subject=subject, text=text, html=html)
 
 
 def _paragraphs(text: str) -> Markup:
     blocks = [block.strip() for block in text.split("\n\n") if block.strip()]
-    return Markup("").join(Markup("<p>{}</p>").format(Markup("<br>").join(escape(block).split("\n")))
-                           for block in blocks)
+    return Markup("").join(
+        Markup("<p>{}</p>").format(Markup("<br>").join(escape(block).split("\n"))) for block in blocks
+    )

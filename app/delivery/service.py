@@ -1,10 +1,11 @@
 """Delivery writes: claim a batch, record outcomes, sweeper maintenance, one-click unsubscribe.
 
 Every function executes and flushes; none commits (the one exception is explicit: the send loop's
-records on send_ledger's autocommit connection commit themselves, see there). Statements are set-based where the set is known
-up front (claim, skips, deferrals, sweeps); a send outcome is one statement per row because each row
-must be durable on its own right after its send (see send_ledger and jobs/delivery.py).
+records on send_ledger's autocommit connection commit themselves, see there). Statements are set-based
+where the set is known up front (claim, skips, deferrals, sweeps); a send outcome is one statement per
+row because each row must be durable on its own right after its send (see send_ledger and jobs/delivery.py).
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -191,16 +192,15 @@ def claim(channel: str, ids: list[int], lease_seconds: float) -> Claim | None:
 def record_skips(skips: list[tuple[int, str]], lease: datetime) -> None:
     """Mark rows skipped with their reasons (one statement)."""
     if skips:
-        ids, reasons = zip(*skips)
+        ids, reasons = zip(*skips, strict=True)
         db.session.execute(SKIP_SQL, {"ids": list(ids), "reasons": list(reasons), "lease": lease})
 
 
 def record_deferrals(deferrals: list[tuple[int, datetime]], lease: datetime, provider: str) -> None:
     """Put rows back to pending until their quiet hours end, without burning an attempt."""
     if deferrals:
-        ids, untils = zip(*deferrals)
-        db.session.execute(DEFER_SQL, {"ids": list(ids), "untils": list(untils), "lease": lease,
-                                       "provider": provider})
+        ids, untils = zip(*deferrals, strict=True)
+        db.session.execute(DEFER_SQL, {"ids": list(ids), "untils": list(untils), "lease": lease, "provider": provider})
 
 
 def record_result(result: Result, lease: datetime, backoff: Backoff, conn=None) -> str:
@@ -216,12 +216,24 @@ def record_result(result: Result, lease: datetime, backoff: Backoff, conn=None) 
             # A provider's own "retry after" is a floor under the backoff.
             status, delay = "pending", max(backoff.delay(attempts), result.retry_after or 0.0)
     conn = conn if conn is not None else db.session
-    conn.execute(RECORD_SQL, {
-        "id": result.row.id, "lease": lease, "status": status, "delay": delay, "provider": result.provider,
-        "message_id": result.message_id, "error": result.error, "error_kind": error_kind,
-        "subject": result.subject, "body": result.body, "started_at": result.started_at,
-        "duration_ms": result.duration_ms, "outcome": result.outcome,
-    })
+    conn.execute(
+        RECORD_SQL,
+        {
+            "id": result.row.id,
+            "lease": lease,
+            "status": status,
+            "delay": delay,
+            "provider": result.provider,
+            "message_id": result.message_id,
+            "error": result.error,
+            "error_kind": error_kind,
+            "subject": result.subject,
+            "body": result.body,
+            "started_at": result.started_at,
+            "duration_ms": result.duration_ms,
+            "outcome": result.outcome,
+        },
+    )
     if result.kind == "bounce" and result.row.channel == "email" and (result.row.email or "").strip():
         conn.execute(SUPPRESS_SQL, {"address": result.row.email, "detail": (result.error or "")[:500]})
     if result.reached or result.invalidated:
@@ -268,7 +280,7 @@ def release_expired_leases(limit: int, max_attempts: int) -> int:
 def postpone(waits: list[tuple[int, datetime]], lease: datetime) -> None:
     """Return claimed rows to pending until the given times without counting a try (one statement)."""
     if waits:
-        ids, untils = zip(*waits)
+        ids, untils = zip(*waits, strict=True)
         db.session.execute(POSTPONE_SQL, {"ids": list(ids), "untils": list(untils), "lease": lease})
 
 

@@ -1,4 +1,5 @@
 """Signed one-click unsubscribe tokens (RFC 8058): the URL itself names the user and the type."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,8 +33,13 @@ def read_token(token: str) -> UnsubscribeTarget | None:
         payload = _serializer().loads(token)
     except BadSignature:
         return None
-    if (not isinstance(payload, list) or len(payload) != 2 or not isinstance(payload[0], int)
-            or isinstance(payload[0], bool) or not isinstance(payload[1], str)):
+    if (
+        not isinstance(payload, list)
+        or len(payload) != 2
+        or not isinstance(payload[0], int)
+        or isinstance(payload[0], bool)
+        or not isinstance(payload[1], str)
+    ):
         return None
     return UnsubscribeTarget(user_id=payload[0], type=payload[1])
 

@@ -3,6 +3,7 @@
 The POST carries no cookie and no CSRF token (mail clients send it on the user's behalf), so the
 view is CSRF-exempt; the HMAC-signed token in the URL is what authorises it.
 """
+
 from __future__ import annotations
 
 from flask import Blueprint, render_template

@@ -11,6 +11,7 @@ own database name / Redis db number on that server). When unset, `run` starts a 
 127.0.0.1:5432 and Redis on 127.0.0.1:6379 when they answer (starting installed-but-stopped ones),
 and otherwise (or with HATO_EMBEDDED=1) the private ones under var/pg-test and var/redis-test.db.
 """
+
 from app.devstack.settings import (  # noqa: F401 - the helpers tests and callers use
     GUNICORN_ARGS,
     cli_has_command,

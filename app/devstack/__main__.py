@@ -1,4 +1,5 @@
 """`python -m app.devstack COMMAND`."""
+
 import sys
 
 from app.devstack.commands import main

@@ -1,4 +1,5 @@
 """The run, test, bench and env commands, and main()."""
+
 import os
 import shlex
 import shutil
@@ -7,43 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-from app.devstack.settings import (
-    BENCH_DB,
-    BENCH_REDIS_DB,
-    RUN_DB,
-    RUN_REDIS_DB,
-    TEST_DB,
-    TEST_REDIS_DB,
-    BASE_URL,
-    CHROMIUM,
-    DEFAULT_SMTP_URL,
-    GUNICORN_ARGS,
-    HOST,
-    MACHINE_PG,
-    MACHINE_REDIS_PORT,
-    MAIL_DIR,
-    ROOT,
-    SMTP_PORT,
-    VAR,
-    WEB_PORT,
-    _out_lock,
-    say_to_stderr,
-    cli_has_command,
-    pg_url_with_database,
-    redact,
-    redis_url_with_db,
-    say,
-    split_args,
-)
-from app.devstack.services import (
-    Embedded,
-    ensure_database,
-    machine_postgres_answers,
-    machine_redis_answers,
-    resolve_shared_services,
-    start_machine_postgres,
-    start_machine_redis,
-)
 from app.devstack.processes import (
     Child,
     ChildDied,
@@ -56,6 +20,44 @@ from app.devstack.processes import (
     run_foreground,
     stop_children,
     wait_for_web,
+)
+from app.devstack.services import (
+    Embedded,
+    ensure_database,
+    machine_postgres_answers,
+    machine_redis_answers,
+    resolve_shared_services,
+    start_machine_postgres,
+    start_machine_redis,
+)
+from app.devstack.settings import (
+    BASE_URL,
+    BENCH_DB,
+    BENCH_REDIS_DB,
+    CHROMIUM,
+    DEFAULT_SMTP_URL,
+    GUNICORN_ARGS,
+    HOST,
+    MACHINE_PG,
+    MACHINE_REDIS_PORT,
+    MAIL_DIR,
+    ROOT,
+    RUN_DB,
+    RUN_REDIS_DB,
+    SMTP_PORT,
+    TEST_DB,
+    TEST_REDIS_DB,
+    TEST_SECRET_KEY,
+    VAR,
+    WEB_PORT,
+    _out_lock,
+    cli_has_command,
+    pg_url_with_database,
+    redact,
+    redis_url_with_db,
+    say,
+    say_to_stderr,
+    split_args,
 )
 
 # --- commands -------------------------------------------------------------------------------------
@@ -98,20 +100,34 @@ def cmd_run() -> int:
         say("applying migrations (flask --app wsgi db upgrade)")
         subprocess.run(flask_argv("db", "upgrade"), cwd=ROOT, env=env, check=True)
         say("loading demo data (flask --app wsgi demo seed)")
-        seeded = subprocess.run(flask_argv("demo", "seed"), cwd=ROOT, env=env, check=True,
-                                capture_output=True, text=True)
+        seeded = subprocess.run(
+            flask_argv("demo", "seed"), cwd=ROOT, env=env, check=True, capture_output=True, text=True
+        )
         sys.stderr.write(seeded.stderr)
         print(seeded.stdout, end="", flush=True)
-        help_text = subprocess.run(flask_argv("--help"), cwd=ROOT, env=env, capture_output=True,
-                                   text=True).stdout
+        help_text = subprocess.run(flask_argv("--help"), cwd=ROOT, env=env, capture_output=True, text=True).stdout
         has_sweep = cli_has_command(help_text, "sweep")
 
         plan = []
         if own_smtp:
             for sub in ("tmp", "new", "cur"):  # Maildir creates these only when var/mail is missing
                 (MAIL_DIR / sub).mkdir(parents=True, exist_ok=True)
-            plan.append(("mail", [sys.executable, "-m", "aiosmtpd", "-n", "-l", f"{HOST}:{SMTP_PORT}",
-                                  "-c", "aiosmtpd.handlers.Mailbox", str(MAIL_DIR)]))
+            plan.append(
+                (
+                    "mail",
+                    [
+                        sys.executable,
+                        "-m",
+                        "aiosmtpd",
+                        "-n",
+                        "-l",
+                        f"{HOST}:{SMTP_PORT}",
+                        "-c",
+                        "aiosmtpd.handlers.Mailbox",
+                        str(MAIL_DIR),
+                    ],
+                )
+            )
         plan.append(("web", [sys.executable, "-m", "gunicorn", *GUNICORN_ARGS]))
         plan.append(("worker", flask_argv("worker")))
         if has_sweep:
@@ -130,8 +146,11 @@ def cmd_run() -> int:
             "",
             *["  " + line for line in seeded.stdout.rstrip().splitlines()],
             "",
-            (f"  Mail: the local SMTP sink on {HOST}:{SMTP_PORT} writes each message as a file in "
-             f"{MAIL_DIR.relative_to(ROOT)}/new/") if own_smtp
+            (
+                f"  Mail: the local SMTP sink on {HOST}:{SMTP_PORT} writes each message as a file in "
+                f"{MAIL_DIR.relative_to(ROOT)}/new/"
+            )
+            if own_smtp
             else f"  Mail: sent to SMTP_URL={redact(env['SMTP_URL'])}",
             f"  PostgreSQL: {db_label}",
             f"  Redis: {redis_label}",
@@ -174,10 +193,13 @@ def ensure_chromium() -> str:
     if path == CHROMIUM and os.geteuid() == 0 and shutil.which("apt-get"):
         say("Chromium is missing; installing Debian's chromium package (apt-get) …")
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        subprocess.run("apt-get update -q && apt-get install -y -q chromium", shell=True, env=env)
+        if subprocess.run(["apt-get", "update", "-q"], env=env).returncode == 0:
+            subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], env=env)
     if not Path(path).exists():
-        say(f"WARNING: no Chromium at {path}; the browser tests (tests/e2e) will fail. "
-            "Install Debian's package (`sudo apt-get install -y chromium`) or set CHROMIUM_PATH.")
+        say(
+            f"WARNING: no Chromium at {path}; the browser tests (tests/e2e) will fail. "
+            "Install Debian's package (`sudo apt-get install -y chromium`) or set CHROMIUM_PATH."
+        )
     return path
 
 
@@ -188,8 +210,14 @@ def cmd_test(pytest_args: list[str]) -> int:
     embedded = Embedded(signals)
     try:
         db_url, redis_url = resolve_shared_services(embedded, TEST_DB, TEST_REDIS_DB)
-        env = dict(os.environ, DATABASE_URL=db_url, REDIS_URL=redis_url, HATO_TEST="1",
-                   SECRET_KEY="test-secret", CHROMIUM_PATH=chromium)
+        env = dict(
+            os.environ,
+            DATABASE_URL=db_url,
+            REDIS_URL=redis_url,
+            HATO_TEST="1",
+            SECRET_KEY=TEST_SECRET_KEY,
+            CHROMIUM_PATH=chromium,
+        )
         say("running: python -m pytest " + " ".join(shlex.quote(a) for a in pytest_args))
         return run_foreground([sys.executable, "-m", "pytest", *pytest_args], env)
     except Interrupted:
@@ -244,17 +272,20 @@ def cmd_env() -> int:
     elif machine_postgres_answers() or start_machine_postgres():
         exports["DATABASE_URL"] = f"{MACHINE_PG}/{TEST_DB}"
     else:
-        print("# no PostgreSQL answers on 127.0.0.1:5432; `make test` uses an embedded one "
-              "(var/pg-test) only while it runs")
+        print(
+            "# no PostgreSQL answers on 127.0.0.1:5432; `make test` uses an embedded one "
+            "(var/pg-test) only while it runs"
+        )
     if os.environ.get("REDIS_URL"):
         exports["REDIS_URL"] = redis_url_with_db(os.environ["REDIS_URL"], TEST_REDIS_DB)
     elif machine_redis_answers() or start_machine_redis():
         exports["REDIS_URL"] = f"redis://{HOST}:{MACHINE_REDIS_PORT}/{TEST_REDIS_DB}"
     else:
-        print("# no Redis answers on 127.0.0.1:6379; `make test` uses an embedded one "
-              "(var/redis-test.db) only while it runs")
-    exports.update(HATO_TEST="1", SECRET_KEY="test-secret",
-                   CHROMIUM_PATH=os.environ.get("CHROMIUM_PATH") or CHROMIUM)
+        print(
+            "# no Redis answers on 127.0.0.1:6379; `make test` uses an embedded one "
+            "(var/redis-test.db) only while it runs"
+        )
+    exports.update(HATO_TEST="1", SECRET_KEY=TEST_SECRET_KEY, CHROMIUM_PATH=os.environ.get("CHROMIUM_PATH") or CHROMIUM)
     for key, value in exports.items():
         print(f"export {key}={shlex.quote(value)}")
     return 0
@@ -282,4 +313,3 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_env()
     print(_usage(), file=sys.stderr)
     return 2
-

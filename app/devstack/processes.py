@@ -1,4 +1,5 @@
 """Signals and supervised child processes."""
+
 import json
 import os
 import secrets
@@ -74,14 +75,19 @@ class Child:
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
         self.name = name
-        self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.pump = threading.Thread(target=self._pump, name=f"pump-{name}", daemon=True)
         self.pump.start()
 
     def _pump(self) -> None:
-        assert self.proc.stdout is not None
         for raw in iter(self.proc.stdout.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip("\n")
             with _out_lock:
@@ -146,7 +152,8 @@ def wait_for_web(children: list[Child], seconds: float = 60) -> str:
     while time.monotonic() < deadline:
         check_children(children)
         try:
-            with urllib.request.urlopen(f"{BASE_URL}/healthz", timeout=2) as response:
+            # BASE_URL is this module's own http://127.0.0.1 constant, never user input.
+            with urllib.request.urlopen(f"{BASE_URL}/healthz", timeout=2) as response:  # noqa: S310
                 return f"{response.status} {json.loads(response.read()).get('status')}"
         except urllib.error.HTTPError as exc:
             return f"{exc.code} (see {BASE_URL}/healthz)"

@@ -1,4 +1,5 @@
 """PostgreSQL and Redis for make run/test/bench: the machine's, or embedded ones under var/."""
+
 import json
 import os
 import shutil
@@ -8,6 +9,9 @@ import time
 import warnings
 from pathlib import Path
 
+from app.devstack.processes import (
+    Signals,
+)
 from app.devstack.settings import (
     HOST,
     MACHINE_PG,
@@ -17,9 +21,6 @@ from app.devstack.settings import (
     redact,
     redis_url_with_db,
     say,
-)
-from app.devstack.processes import (
-    Signals,
 )
 
 # --- services -------------------------------------------------------------------------------------
@@ -56,8 +57,7 @@ def ensure_database(server_url: str, name: str) -> None:
     import psycopg
     from psycopg import sql
 
-    with psycopg.connect(pg_url_with_database(server_url, "postgres"), autocommit=True,
-                         connect_timeout=5) as conn:
+    with psycopg.connect(pg_url_with_database(server_url, "postgres"), autocommit=True, connect_timeout=5) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
             say(f"created database {name}")
@@ -99,8 +99,7 @@ def start_machine_postgres() -> bool:
     if not shutil.which("pg_lsclusters") or not shutil.which("pg_ctlcluster"):
         return False
     try:
-        listing = subprocess.run(["pg_lsclusters", "--no-header"], capture_output=True, text=True,
-                                 timeout=10).stdout
+        listing = subprocess.run(["pg_lsclusters", "--no-header"], capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
         return False
     for line in listing.splitlines():
@@ -109,8 +108,9 @@ def start_machine_postgres() -> bool:
             version = fields[0]
             say(f"the machine's PostgreSQL {version}/main is installed but stopped; starting it")
             try:
-                subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "start"],
-                               timeout=60, check=True)
+                subprocess.run(
+                    ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "start"], timeout=60, check=True
+                )
             except (OSError, subprocess.SubprocessError) as exc:
                 say(f"could not start it ({exc})")
                 continue
@@ -126,8 +126,23 @@ def start_machine_redis() -> bool:
         return False
     say("no Redis answers on 127.0.0.1:6379 but redis-server is installed; starting it")
     try:
-        subprocess.run([binary, "--daemonize", "yes", "--bind", HOST, "--port", str(MACHINE_REDIS_PORT),
-                        "--save", "", "--appendonly", "no"], timeout=30, check=True)
+        subprocess.run(
+            [
+                binary,
+                "--daemonize",
+                "yes",
+                "--bind",
+                HOST,
+                "--port",
+                str(MACHINE_REDIS_PORT),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            timeout=30,
+            check=True,
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         say(f"could not start it ({exc})")
         return False

@@ -1,4 +1,5 @@
 """Constants, the console logger and pure helpers (unit-tested in tests/test_devstack.py)."""
+
 import re
 import sys
 import threading
@@ -19,8 +20,13 @@ DEFAULT_SMTP_URL = f"smtp://{HOST}:{SMTP_PORT}"
 # app/realtime/gunicorn_conf.py sizes the gthread pool for websockets (WEB_MAX_SOCKETS, default 1000
 # per worker) and closes sockets with 1001 on SIGTERM so pages reconnect.
 GUNICORN_ARGS = [
-    "-c", "python:app.realtime.gunicorn_conf", "wsgi:app", "--bind", f"{HOST}:{WEB_PORT}",
-    "--graceful-timeout", "5",
+    "-c",
+    "python:app.realtime.gunicorn_conf",
+    "wsgi:app",
+    "--bind",
+    f"{HOST}:{WEB_PORT}",
+    "--graceful-timeout",
+    "5",
 ]
 
 MACHINE_PG = "postgresql://postgres@127.0.0.1:5432"
@@ -29,6 +35,8 @@ CHROMIUM = "/usr/bin/chromium"
 STOP_GRACE_SECONDS = 8.0
 
 RUN_DB, RUN_REDIS_DB = "hato", 0
+# make test's own signing key: the suite's sessions only, never a deployment's.
+TEST_SECRET_KEY = "test-secret"  # noqa: S105
 TEST_DB, TEST_REDIS_DB = "hato_test", 15
 BENCH_DB, BENCH_REDIS_DB = "hato_bench", 14
 

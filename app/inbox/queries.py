@@ -1,4 +1,5 @@
 """Inbox reads: the seed article's statements for the badge, the list and announcements."""
+
 from __future__ import annotations
 
 import base64
@@ -76,7 +77,7 @@ class Cursor:
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
     @classmethod
-    def decode(cls, token: str | None) -> "Cursor | None":
+    def decode(cls, token: str | None) -> Cursor | None:
         """Parse a token from encode(); a malformed token means "first page"."""
         if not token:
             return None
@@ -121,8 +122,9 @@ class Page:
     next_cursor: str | None
 
 
-def notification_page(user_id: int, filter_name: str = "all", cursor: str | None = None,
-                      limit: int = PAGE_SIZE) -> Page:
+def notification_page(
+    user_id: int, filter_name: str = "all", cursor: str | None = None, limit: int = PAGE_SIZE
+) -> Page:
     """Return one keyset page of the user's notifications, newest first."""
     filter_name = filter_name if filter_name in FILTERS else "all"
     position = Cursor.decode(cursor)
@@ -137,9 +139,7 @@ def notification_page(user_id: int, filter_name: str = "all", cursor: str | None
 
 
 # Hidden (in_app = false) rows are not the user's to see, so they are "not found" like another's.
-NOTIFICATION_SQL = sa.text(
-    f"SELECT {ROW_COLUMNS} FROM notifications WHERE id = :id AND user_id = :user_id AND in_app"
-)
+NOTIFICATION_SQL = sa.text(f"SELECT {ROW_COLUMNS} FROM notifications WHERE id = :id AND user_id = :user_id AND in_app")
 
 
 def notification_for(user_id: int, notification_id: int):

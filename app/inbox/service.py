@@ -5,6 +5,7 @@ state (read_at IS NULL, archived_at IS NULL, ON CONFLICT DO NOTHING), so running
 nothing the second time and keeps the first read_at. Functions return how many rows changed;
 they flush through the session and never commit or publish.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,7 +1,8 @@
 """The end user's inbox: the page, its HTMX fragments and the read/archive actions."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -65,7 +66,7 @@ def localtime(value: datetime) -> str:
 @bp.app_template_filter("reltime")
 def reltime(value: datetime, now: datetime | None = None) -> str:
     """Say how long ago value was ("5 min ago") within a week; older ones get a short local date."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     seconds = (now - value).total_seconds()
     if seconds < 60:
         return "just now"
@@ -101,8 +102,13 @@ def _content_context(filter_name: str, cursor: str | None = None) -> dict:
     page = queries.notification_page(current_user.id, filter_name, cursor)
     show_announcements = filter_name != "archived" and cursor is None
     announcements = queries.active_announcements(current_user.id) if show_announcements else []
-    return {"page": page, "filter_name": filter_name, "cursor": cursor, "announcements": announcements,
-            "next_url": url_for("inbox.index", filter=filter_name, cursor=cursor)}
+    return {
+        "page": page,
+        "filter_name": filter_name,
+        "cursor": cursor,
+        "announcements": announcements,
+        "next_url": url_for("inbox.index", filter=filter_name, cursor=cursor),
+    }
 
 
 @bp.get("/")
@@ -119,8 +125,9 @@ def index():
     filter_name, cursor = _listing_args()
     if cursor and _is_htmx():
         page = queries.notification_page(current_user.id, filter_name, cursor)
-        return render_template("inbox/_more.html", page=page, filter_name=filter_name,
-                               next_url=url_for("inbox.index", filter=filter_name))
+        return render_template(
+            "inbox/_more.html", page=page, filter_name=filter_name, next_url=url_for("inbox.index", filter=filter_name)
+        )
     return render_template("inbox/index.html", **_content_context(filter_name, cursor))
 
 
@@ -224,5 +231,6 @@ def read_all():
         abort(400, "Unknown filter: use all, unread or archived.")
     result = service.read_all(current_user.id)
     status = "Everything is marked read." if result.changed else "Nothing was unread."
-    return _finish(result.changed, status,
-                   lambda: render_template("inbox/_content.html", **_content_context(filter_name)))
+    return _finish(
+        result.changed, status, lambda: render_template("inbox/_content.html", **_content_context(filter_name))
+    )

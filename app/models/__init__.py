@@ -1,5 +1,5 @@
 """Tables, one module per area; import them from here."""
-from app.models.users import ROLES, User
+
 from app.models.api import ApiKey, IdempotencyKey, LoginLink
 from app.models.console import (
     AUDIENCE_KINDS,
@@ -30,6 +30,7 @@ from app.models.notifications import (
     NotificationPreference,
     NotificationType,
 )
+from app.models.users import ROLES, User
 
 __all__ = [
     "AUDIENCE_KINDS",

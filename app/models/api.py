@@ -1,4 +1,5 @@
 """Tables for the product-facing API: keys, idempotency records, one-time sign-in links."""
+
 from __future__ import annotations
 
 from datetime import datetime

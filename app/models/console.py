@@ -1,4 +1,5 @@
 """Tables for the operator console: audit log, template history, campaigns, bulk operations."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -44,9 +45,7 @@ class TemplateVersion(db.Model):
     __table_args__ = (sa.Index("message_template_versions_template_idx", "template_id", sa.text("id DESC")),)
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
-    template_id: Mapped[int] = mapped_column(
-        sa.BigInteger, sa.ForeignKey("message_templates.id", ondelete="CASCADE")
-    )
+    template_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("message_templates.id", ondelete="CASCADE"))
     subject: Mapped[str] = mapped_column(sa.Text)
     body_text: Mapped[str] = mapped_column(sa.Text)
     body_html: Mapped[str] = mapped_column(sa.Text)
@@ -95,9 +94,7 @@ class CampaignRecipient(db.Model):
     campaign_id: Mapped[int] = mapped_column(
         sa.BigInteger, sa.ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True
     )
-    user_id: Mapped[int] = mapped_column(
-        sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
-    )
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
 
 
 class BulkOperation(db.Model):

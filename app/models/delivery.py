@@ -1,4 +1,5 @@
 """Tables for delivery: attempts, templates, suppressions, push subscriptions."""
+
 from __future__ import annotations
 
 from datetime import datetime

@@ -1,4 +1,5 @@
 """The seed article's tables: types, personal notifications, announcements, preferences, deliveries."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -86,9 +87,7 @@ class AnnouncementRead(db.Model):
 
     __tablename__ = "announcement_reads"
 
-    user_id: Mapped[int] = mapped_column(
-        sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
-    )
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
     announcement_id: Mapped[int] = mapped_column(
         sa.BigInteger, sa.ForeignKey("announcements.id", ondelete="CASCADE"), primary_key=True
     )
@@ -99,13 +98,9 @@ class NotificationPreference(db.Model):
     """A user's deviation from a type's default for one channel (defaults are not stored)."""
 
     __tablename__ = "notification_preferences"
-    __table_args__ = (
-        sa.CheckConstraint(f"channel IN {CHANNELS!r}", name="notification_preferences_channel"),
-    )
+    __table_args__ = (sa.CheckConstraint(f"channel IN {CHANNELS!r}", name="notification_preferences_channel"),)
 
-    user_id: Mapped[int] = mapped_column(
-        sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
-    )
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
     type: Mapped[str] = mapped_column(sa.Text, sa.ForeignKey("notification_types.type"), primary_key=True)
     channel: Mapped[str] = mapped_column(sa.Text, primary_key=True)
     enabled: Mapped[bool] = mapped_column()
@@ -119,20 +114,14 @@ class NotificationDelivery(db.Model):
         sa.UniqueConstraint("notification_id", "channel", name="notification_deliveries_once"),
         sa.CheckConstraint(f"channel IN {DELIVERY_CHANNELS!r}", name="notification_deliveries_channel"),
         sa.CheckConstraint(f"status IN {DELIVERY_STATUSES!r}", name="notification_deliveries_status"),
-        sa.Index(
-            "notification_deliveries_due_idx", "next_attempt_at", postgresql_where=sa.text("status = 'pending'")
-        ),
-        sa.Index(
-            "notification_deliveries_lease_idx", "locked_until", postgresql_where=sa.text("status = 'sending'")
-        ),
+        sa.Index("notification_deliveries_due_idx", "next_attempt_at", postgresql_where=sa.text("status = 'pending'")),
+        sa.Index("notification_deliveries_lease_idx", "locked_until", postgresql_where=sa.text("status = 'sending'")),
         sa.Index("notification_deliveries_created_idx", "created_at"),  # dashboard windows (0006)
         sa.Index("notification_deliveries_failed_idx", "id", postgresql_where=sa.text("status = 'failed'")),  # the DLQ
     )
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
-    notification_id: Mapped[int] = mapped_column(
-        sa.BigInteger, sa.ForeignKey("notifications.id", ondelete="CASCADE")
-    )
+    notification_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("notifications.id", ondelete="CASCADE"))
     channel: Mapped[str] = mapped_column(sa.Text)
     status: Mapped[str] = mapped_column(sa.Text, server_default="pending")
     sent_at: Mapped[datetime | None] = mapped_column(_tz)

@@ -1,4 +1,5 @@
 """The users table: end users, operators and admins."""
+
 from __future__ import annotations
 
 from datetime import datetime, time

@@ -1,4 +1,5 @@
 """Reads for the notify pipeline: existing rows by dedupe key, one notification with its ledger."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -7,6 +7,7 @@ deliveries for the rows that were really inserted. Only when some recipients alr
 dedupe key does a second, indexed query fetch their existing rows. Services flush, never commit:
 the caller owns the transaction and enqueues/publishes after its commit.
 """
+
 from __future__ import annotations
 
 import json

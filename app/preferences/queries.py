@@ -1,4 +1,5 @@
 """Preference resolution: the seed article's statement, shared by the screen, the API and the workers."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -3,6 +3,7 @@
 Functions validate, change rows through the session and flush; they never commit. Bad input raises
 an error whose message is shown to the user, before anything is written.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,7 +1,8 @@
 """The preference screen: type × channel switches, time zone and quiet hours."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from flask import Blueprint, abort, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
@@ -38,8 +39,13 @@ def _schedule_values(user) -> dict:
 def _page(status: int = 200, **schedule):
     context = {"values": _schedule_values(current_user), "errors": {}, "saved": False}
     context.update(schedule)
-    return render_template("preferences/index.html", rows=queries.matrix(current_user.id),
-                           timezones=queries.timezones(), now=datetime.now(timezone.utc), **context), status
+    return render_template(
+        "preferences/index.html",
+        rows=queries.matrix(current_user.id),
+        timezones=queries.timezones(),
+        now=datetime.now(UTC),
+        **context,
+    ), status
 
 
 @bp.get("/preferences")
@@ -66,8 +72,9 @@ def update():
     if not _is_htmx():
         return redirect(url_for("preferences.index", _anchor=f"type-{type_}"), 303)
     kind = queries.notification_type(type_)
-    return render_template("preferences/_toggled.html", c=queries.cell(current_user.id, type_, channel),
-                           type_label=kind["label"])
+    return render_template(
+        "preferences/_toggled.html", c=queries.cell(current_user.id, type_, channel), type_label=kind["label"]
+    )
 
 
 @bp.post("/preferences/schedule")
@@ -75,11 +82,16 @@ def update():
 def update_schedule():
     """Save the time zone and quiet hours; invalid values are shown again with the reason (422)."""
     form = request.form
-    values = {"timezone": form.get("timezone", ""), "quiet": form.get("quiet") == "on",
-              "quiet_start": form.get("quiet_start", ""), "quiet_end": form.get("quiet_end", "")}
+    values = {
+        "timezone": form.get("timezone", ""),
+        "quiet": form.get("quiet") == "on",
+        "quiet_start": form.get("quiet_start", ""),
+        "quiet_end": form.get("quiet_end", ""),
+    }
     try:
-        schedule = service.parse_schedule(values["timezone"], values["quiet"], values["quiet_start"],
-                                          values["quiet_end"])
+        schedule = service.parse_schedule(
+            values["timezone"], values["quiet"], values["quiet_start"], values["quiet_end"]
+        )
     except service.ScheduleError as exc:
         if _is_htmx():
             return _schedule_fragment(values, exc.errors, saved=False), 422
@@ -92,5 +104,11 @@ def update_schedule():
 
 
 def _schedule_fragment(values: dict, errors: dict, saved: bool) -> str:
-    return render_template("preferences/_schedule.html", values=values, errors=errors, saved=saved,
-                           timezones=queries.timezones(), now=datetime.now(timezone.utc))
+    return render_template(
+        "preferences/_schedule.html",
+        values=values,
+        errors=errors,
+        saved=saved,
+        timezones=queries.timezones(),
+        now=datetime.now(UTC),
+    )

@@ -9,6 +9,7 @@ several providers in failover order (`EMAIL_PROVIDER=smtp,backup`, and a provide
 fallback at registration, like smtp → smtp_fallback); app/providers/routing.py puts each behind its
 token bucket and circuit breaker.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -48,8 +49,9 @@ class ProviderError(Exception):
 
     transient = True
 
-    def __init__(self, message: str, kind: str = "error", retry_after: float | None = None,
-                 invalidated: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, message: str, kind: str = "error", retry_after: float | None = None, invalidated: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         # Seconds the provider asked us to wait (HTTP 429 Retry-After, an SMTP 421 hint); None if not said.
@@ -74,7 +76,7 @@ class Provider(Protocol):
 
     name: str
 
-    def __enter__(self) -> "Provider": ...
+    def __enter__(self) -> Provider: ...
 
     def __exit__(self, *exc_info) -> None: ...
 
@@ -112,13 +114,13 @@ def provider_names(channel: str, config: Mapping) -> list[str]:
     return names
 
 
-def providers_for(channel: str, config: Mapping) -> "list[Provider]":
+def providers_for(channel: str, config: Mapping) -> list[Provider]:
     """Build the channel's configured providers in failover order (unconfigured ones are left out)."""
     built = (FACTORIES[name](config) for name in provider_names(channel, config) if name in FACTORIES)
     return [provider for provider in built if provider is not None]
 
 
-def provider_for(channel: str, config: Mapping) -> "Provider | None":
+def provider_for(channel: str, config: Mapping) -> Provider | None:
     """Build the channel's first provider, or None when the channel is not configured."""
     providers = providers_for(channel, config)
     return providers[0] if providers else None

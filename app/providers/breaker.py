@@ -6,6 +6,7 @@ vanished is replaced after BREAKER_PROBE_TIMEOUT_SECONDS); half_open → closed 
 open on a failure. Each transition is one Lua script (no two workers can both take the probe),
 logged, and counted in Redis for /metrics. The clock is an argument, so tests drive it by hand.
 """
+
 from __future__ import annotations
 
 import logging
@@ -78,11 +79,14 @@ class Settings:
     probe_timeout: float = 30.0
 
     @classmethod
-    def from_config(cls, config: Mapping) -> "Settings":
+    def from_config(cls, config: Mapping) -> Settings:
         """Read BREAKER_FAILURES / BREAKER_WINDOW_SECONDS / BREAKER_COOLDOWN_SECONDS / BREAKER_PROBE_TIMEOUT_SECONDS."""
-        return cls(int(config.get("BREAKER_FAILURES", 5)), float(config.get("BREAKER_WINDOW_SECONDS", 30)),
-                   float(config.get("BREAKER_COOLDOWN_SECONDS", 30)),
-                   float(config.get("BREAKER_PROBE_TIMEOUT_SECONDS", 30)))
+        return cls(
+            int(config.get("BREAKER_FAILURES", 5)),
+            float(config.get("BREAKER_WINDOW_SECONDS", 30)),
+            float(config.get("BREAKER_COOLDOWN_SECONDS", 30)),
+            float(config.get("BREAKER_PROBE_TIMEOUT_SECONDS", 30)),
+        )
 
 
 @dataclass(frozen=True)
@@ -114,8 +118,9 @@ class CircuitBreaker:
     def allow(self) -> Permit:
         """May we send now? Moving open → half_open hands this caller the single probe."""
         s = self.settings
-        allowed, retry_at, transition = self._allow(keys=self.keys[:1], args=[self.clock(), s.cooldown,
-                                                                             s.probe_timeout])
+        allowed, retry_at, transition = self._allow(
+            keys=self.keys[:1], args=[self.clock(), s.cooldown, s.probe_timeout]
+        )
         self._note(transition)
         return Permit(bool(allowed), float(retry_at))
 

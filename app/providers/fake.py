@@ -1,4 +1,5 @@
 """An in-memory provider for tests: records what it sends and fails on request."""
+
 from __future__ import annotations
 
 import threading
@@ -19,7 +20,7 @@ class FakeProvider:
         self.sessions = 0
         self._failures: list[ProviderError] = []
 
-    def reset(self) -> "FakeProvider":
+    def reset(self) -> FakeProvider:
         """Forget everything sent and every queued failure."""
         with self._lock:
             self.sent.clear()
@@ -32,7 +33,7 @@ class FakeProvider:
         with self._lock:
             self._failures.extend([error] * times)
 
-    def __enter__(self) -> "FakeProvider":
+    def __enter__(self) -> FakeProvider:
         with self._lock:
             self.sessions += 1
         return self

@@ -7,6 +7,7 @@ e.g. PROVIDER_RATE_SMTP=50, PROVIDER_BURST_SMTP_FALLBACK=10); a provider without
 limited. A provider that answers "slow down" (HTTP 429, SMTP 421 with a hint) pauses its bucket for
 the time it asked, so every worker holds back, not only the one that was told.
 """
+
 from __future__ import annotations
 
 import re

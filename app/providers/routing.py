@@ -6,6 +6,7 @@ here; a longer one, or every breaker open, comes back as "wait until": the engin
 rows to pending for that time without counting an attempt. If Redis does not answer, routing fails
 open (first provider, unlimited) and says so in the log: the ledger still guards every row.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,8 +37,14 @@ class Route:
 class Router:
     """The providers of one channel for one batch; `with router:` opens each provider on first use."""
 
-    def __init__(self, providers: list[Provider], config: Mapping, client,
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        providers: list[Provider],
+        config: Mapping,
+        client,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.providers = providers
         self.clock = clock
         self.sleep = sleep
@@ -48,7 +55,7 @@ class Router:
         self._stack = ExitStack()
         self._open: set[str] = set()
 
-    def __enter__(self) -> "Router":
+    def __enter__(self) -> Router:
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -58,7 +65,7 @@ class Router:
         """Pick the provider for the next send and take its token (see the module docstring)."""
         retry_at: list[float] = []
         for provider in self.providers:
-            permit = self._guard(lambda: self.breakers[provider.name].allow(), Permit(True))
+            permit = self._guard(self.breakers[provider.name].allow, Permit(True))
             if not permit.allowed:
                 retry_at.append(permit.retry_at)
                 continue

@@ -1,20 +1,20 @@
 """E-mail over SMTP (smtplib): one connection per batch, every call bounded by SMTP_TIMEOUT."""
+
 from __future__ import annotations
 
 import re
 import smtplib
 import socket
 import ssl
-from functools import lru_cache
 from collections.abc import Mapping
 from email.headerregistry import Address, HeaderRegistry
 from email.message import EmailMessage
 from email.policy import default as default_policy
 from email.utils import formatdate, parseaddr
+from functools import lru_cache
 from urllib.parse import unquote, urlsplit
 
 from app.providers import Message, PermanentError, Receipt, TransientError, register
-
 
 
 class _CachedHeaderRegistry(HeaderRegistry):
@@ -146,14 +146,14 @@ class SmtpProvider:
         self._broken: TransientError | None = None
 
     @classmethod
-    def from_config(cls, config: Mapping, setting: str = "SMTP_URL", name: str = "smtp") -> "SmtpProvider | None":
+    def from_config(cls, config: Mapping, setting: str = "SMTP_URL", name: str = "smtp") -> SmtpProvider | None:
         """Build from SMTP_URL (or setting) / MAIL_FROM / SMTP_TIMEOUT / BASE_URL; None when the URL is empty."""
         if not config.get(setting):
             return None
         host = urlsplit(config.get("BASE_URL", "")).hostname or "localhost"
         return cls(config[setting], config["MAIL_FROM"], float(config["SMTP_TIMEOUT"]), host, name)
 
-    def __enter__(self) -> "SmtpProvider":
+    def __enter__(self) -> SmtpProvider:
         self._broken = None
         return self
 
@@ -162,8 +162,9 @@ class SmtpProvider:
 
     def _connect(self) -> smtplib.SMTP:
         if self.scheme == "smtps":
-            conn = smtplib.SMTP_SSL(self.hostname, self.port, timeout=self.timeout,
-                                    context=ssl.create_default_context())
+            conn = smtplib.SMTP_SSL(
+                self.hostname, self.port, timeout=self.timeout, context=ssl.create_default_context()
+            )
         else:
             conn = smtplib.SMTP(self.hostname, self.port, timeout=self.timeout)
             if self.starttls:
@@ -177,8 +178,9 @@ class SmtpProvider:
         email = build_email(message, self.mail_from, self.host)
         if self._broken is not None:
             # The connection died earlier in this batch: don't spend a timeout per remaining row.
-            raise TransientError(f"not tried, connection failed earlier in this batch ({self._broken})",
-                                 kind=self._broken.kind)
+            raise TransientError(
+                f"not tried, connection failed earlier in this batch ({self._broken})", kind=self._broken.kind
+            )
         try:
             if self._conn is None:
                 self._conn = self._connect()
@@ -187,8 +189,9 @@ class SmtpProvider:
             error = classify(exc)
             if error.kind == "smtp_421":
                 self._drop()  # 421 closes the session; the next message opens a new one
-            elif not isinstance(exc, (smtplib.SMTPRecipientsRefused, smtplib.SMTPDataError,
-                                      smtplib.SMTPNotSupportedError)):
+            elif not isinstance(
+                exc, (smtplib.SMTPRecipientsRefused, smtplib.SMTPDataError, smtplib.SMTPNotSupportedError)
+            ):
                 self._broken = error if isinstance(error, TransientError) else None
                 self._drop()
             raise error from exc

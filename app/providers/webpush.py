@@ -7,6 +7,7 @@ reached; 404/410 the subscription is gone (the engine marks it invalidated); 429
 with Retry-After; any other 4xx permanent. One message goes to all of a user's devices: it counts as
 sent when at least one accepted it (a partial retry would duplicate it on the others).
 """
+
 from __future__ import annotations
 
 import time
@@ -71,14 +72,17 @@ class WebPushProvider:
         self._signed: dict[str, tuple[float, dict]] = {}
 
     @classmethod
-    def from_config(cls, config: Mapping) -> "WebPushProvider | None":
+    def from_config(cls, config: Mapping) -> WebPushProvider | None:
         """Build from VAPID_PRIVATE_KEY / VAPID_SUBJECT / PUSH_TIMEOUT; None without a key."""
         if not config.get("VAPID_PRIVATE_KEY"):
             return None
-        return cls(config["VAPID_PRIVATE_KEY"], config.get("VAPID_SUBJECT") or "mailto:ops@localhost",
-                   float(config.get("PUSH_TIMEOUT", 10)))
+        return cls(
+            config["VAPID_PRIVATE_KEY"],
+            config.get("VAPID_SUBJECT") or "mailto:ops@localhost",
+            float(config.get("PUSH_TIMEOUT", 10)),
+        )
 
-    def __enter__(self) -> "WebPushProvider":
+    def __enter__(self) -> WebPushProvider:
         self.session = requests.Session()
         return self
 
@@ -107,8 +111,12 @@ class WebPushProvider:
         for target in message.targets:
             try:
                 response = WebPusher(target.info(), requests_session=self.session or requests).send(
-                    message.text, {**headers, **self.vapid_headers(target.endpoint)}, ttl=ttl,
-                    content_encoding="aes128gcm", timeout=self.timeout)
+                    message.text,
+                    {**headers, **self.vapid_headers(target.endpoint)},
+                    ttl=ttl,
+                    content_encoding="aes128gcm",
+                    timeout=self.timeout,
+                )
             except requests.Timeout as exc:
                 transient.append(TransientError(f"timeout: {exc}", kind="timeout"))
                 continue
@@ -128,18 +136,25 @@ class WebPushProvider:
                 permanent.append(PermanentError(f"push service: {status} subscription gone", kind="subscription_gone"))
             elif status == 429 or status >= 500:
                 kind = "rate_limited" if status == 429 else f"http_{status}"
-                transient.append(TransientError(f"push service: {status} {response.text[:200]}", kind=kind,
-                                                retry_after=retry_after(response.headers.get("Retry-After"))))
+                transient.append(
+                    TransientError(
+                        f"push service: {status} {response.text[:200]}",
+                        kind=kind,
+                        retry_after=retry_after(response.headers.get("Retry-After")),
+                    )
+                )
             else:
                 permanent.append(PermanentError(f"push service: {status} {response.text[:200]}", kind=f"http_{status}"))
         if reached:
-            return Receipt(self.name, reached[0][1], reached=tuple(endpoint for endpoint, _ in reached),
-                           invalidated=tuple(gone))
+            return Receipt(
+                self.name, reached[0][1], reached=tuple(endpoint for endpoint, _ in reached), invalidated=tuple(gone)
+            )
         if transient:
             first = transient[0]
             waits = [e.retry_after for e in transient if e.retry_after]
-            raise TransientError(str(first), kind=first.kind, retry_after=max(waits) if waits else None,
-                                 invalidated=tuple(gone))
+            raise TransientError(
+                str(first), kind=first.kind, retry_after=max(waits) if waits else None, invalidated=tuple(gone)
+            )
         raise PermanentError(str(permanent[0]), kind=permanent[0].kind, invalidated=tuple(gone))
 
 

@@ -1,4 +1,5 @@
 """`flask --app wsgi vapid generate`: create the VAPID key pair Web Push signs with."""
+
 from __future__ import annotations
 
 import base64
@@ -26,8 +27,12 @@ def generate_keys() -> tuple[str, str]:
 
 
 @vapid_cli.command("generate")
-@click.option("--out", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Also write the two lines to this file (created with mode 600; an existing file is kept).")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Also write the two lines to this file (created with mode 600; an existing file is kept).",
+)
 def generate_command(out: str | None) -> None:
     """Print VAPID_PUBLIC_KEY / VAPID_PRIVATE_KEY lines for the environment."""
     public, private = generate_keys()

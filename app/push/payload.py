@@ -1,4 +1,5 @@
 """The Web Push payload: compact JSON {title, body, url, tag}, shared by the sender and the console preview."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,7 @@ URGENCY = {"high": ("high", 15 * 60), "default": ("normal", 24 * 3600), "low": (
 
 def push_payload(title: str, body: str, url: str | None, tag: str) -> str:
     """The JSON a push message carries ({title, body, url, tag}), compact as it is sent."""
-    return json.dumps({"title": title, "body": body, "url": url, "tag": tag}, ensure_ascii=False,
-                      separators=(",", ":"))
+    return json.dumps({"title": title, "body": body, "url": url, "tag": tag}, ensure_ascii=False, separators=(",", ":"))
 
 
 def _size(title: str, body: str, url: str | None, tag: str) -> int:
@@ -25,7 +25,7 @@ def _size(title: str, body: str, url: str | None, tag: str) -> int:
 
 def _cut(text: str, chars: int) -> str:
     # Cutting by characters (never bytes) cannot split a UTF-8 sequence.
-    return text if len(text) <= chars else text[:max(chars - 1, 0)].rstrip() + ELLIPSIS
+    return text if len(text) <= chars else text[: max(chars - 1, 0)].rstrip() + ELLIPSIS
 
 
 def fit_payload(title: str, body: str, url: str | None, tag: str, limit: int = PUSH_LIMIT) -> str:

@@ -1,4 +1,5 @@
 """Push reads: the active subscriptions of a batch's recipients, in one statement."""
+
 from __future__ import annotations
 
 import sqlalchemy as sa

@@ -1,4 +1,5 @@
 """Push writes: validate and upsert a browser's subscription, delete it, record what the push service said."""
+
 from __future__ import annotations
 
 import base64
@@ -82,9 +83,16 @@ def parse_subscription(data, allow_local_http: bool) -> Subscription:
 
 def subscribe(user_id: int, subscription: Subscription, user_agent: str) -> int:
     """Bind the endpoint to user_id (a browser re-subscribing replaces its keys); return the row id."""
-    return db.session.execute(UPSERT_SQL, {"user_id": user_id, "endpoint": subscription.endpoint,
-                                           "p256dh": subscription.p256dh, "auth": subscription.auth,
-                                           "user_agent": user_agent[:500]}).scalar_one()
+    return db.session.execute(
+        UPSERT_SQL,
+        {
+            "user_id": user_id,
+            "endpoint": subscription.endpoint,
+            "p256dh": subscription.p256dh,
+            "auth": subscription.auth,
+            "user_agent": user_agent[:500],
+        },
+    ).scalar_one()
 
 
 def unsubscribe(user_id: int, endpoint: str) -> bool:

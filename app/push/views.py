@@ -1,4 +1,5 @@
 """Browser side of Web Push: subscribe / unsubscribe, the public VAPID key, and the service worker."""
+
 from __future__ import annotations
 
 from flask import Blueprint, current_app, jsonify, request, send_from_directory

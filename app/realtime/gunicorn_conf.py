@@ -4,6 +4,7 @@ Under gthread every open socket pins one pool thread (its handler) plus simple-w
 thread, so a process needs threads >= expected sockets + request headroom, and gthread's
 worker_connections (default 1000) must be larger still. Command-line flags override these.
 """
+
 from __future__ import annotations
 
 import os

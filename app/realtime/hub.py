@@ -8,6 +8,7 @@ Threads, all started lazily by the first socket (never at import, in create_app,
 - each socket's own handler thread is the only one that writes to it, so a slow client only ever
   blocks itself.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -65,7 +66,7 @@ DEFAULTS = {
     "SOCK_SERVER_OPTIONS": {"ping_interval": 25, "max_message_size": 4096, "thread_class": ReaderThread},
 }
 
-_hubs: "weakref.WeakSet[Hub]" = weakref.WeakSet()
+_hubs: weakref.WeakSet[Hub] = weakref.WeakSet()
 
 
 def render_frame(count: int, toasts: list[dict] | tuple = ()) -> str:
@@ -212,8 +213,8 @@ class Hub:
             return
         if channel == BROADCAST_CHANNEL:
             self.notify_all()
-        elif channel.startswith(USER_CHANNEL_PREFIX) and channel[len(USER_CHANNEL_PREFIX):].isdigit():
-            self.notify(int(channel[len(USER_CHANNEL_PREFIX):]), parse_toast(payload))
+        elif channel.startswith(USER_CHANNEL_PREFIX) and channel[len(USER_CHANNEL_PREFIX) :].isdigit():
+            self.notify(int(channel[len(USER_CHANNEL_PREFIX) :]), parse_toast(payload))
 
     # --- threads --------------------------------------------------------------------------------
 
@@ -227,8 +228,9 @@ class Hub:
             self._pid = os.getpid()
             self._threads = [threading.Thread(target=self._listen, name="hato-realtime-listener", daemon=True)]
             for n in range(int(self.app.config["REALTIME_FLUSH_THREADS"])):
-                self._threads.append(threading.Thread(target=self._flush_loop, name=f"hato-realtime-flush-{n}",
-                                                      daemon=True))
+                self._threads.append(
+                    threading.Thread(target=self._flush_loop, name=f"hato-realtime-flush-{n}", daemon=True)
+                )
             for thread in self._threads:
                 thread.start()
         atexit.register(self.shutdown)

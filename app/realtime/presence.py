@@ -5,6 +5,7 @@ process refreshed them within the TTL. Nobody removes a user on disconnect (anot
 hold a socket for them); they simply age out. Bulk producers (campaign fanout) ask
 `online_user_ids()` so they publish only for users someone is listening for.
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,7 +33,7 @@ def ttl_seconds() -> float:
 
 def _chunks(items: list, size: int = CHUNK):
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 def touch(client: redis_lib.Redis, user_ids: Iterable[int], ttl: float, now: float | None = None) -> None:
@@ -64,4 +65,4 @@ def online_user_ids(user_ids: Iterable[int]) -> set[int]:
         # Without Redis there is no pub/sub either, so nobody could be told anyway.
         log.warning("presence lookup failed: %s", exc)
         return set()
-    return {user_id for user_id, score in zip(ids, scores) if score is not None and score >= cutoff}
+    return {user_id for user_id, score in zip(ids, scores, strict=True) if score is not None and score >= cutoff}

@@ -4,6 +4,7 @@ Pub/sub is fire-and-forget, so a message carries no state: it only says "recount
 (or "recount for everyone" after an announcement). Losing one loses nothing but latency.
 Producers call these after their commit, never inside a service.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,7 +45,7 @@ def publish_badge(user_ids: Iterable[int], toast: dict | None = None) -> bool:
         client = redis.client()
         for start in range(0, len(ids), PIPELINE_CHUNK):
             with client.pipeline(transaction=False) as pipe:
-                for user_id in ids[start:start + PIPELINE_CHUNK]:
+                for user_id in ids[start : start + PIPELINE_CHUNK]:
                     pipe.publish(user_channel(user_id), message)
                 pipe.execute()
     except RedisError as exc:

@@ -1,4 +1,5 @@
 """The /ws websocket: the signed-in user's badge, pushed on connect and after every event."""
+
 from __future__ import annotations
 
 from urllib.parse import urlsplit

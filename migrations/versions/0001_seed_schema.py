@@ -4,6 +4,7 @@ Revision ID: 0001_seed_schema
 Revises:
 Create Date: 2026-11-29
 """
+
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
@@ -55,10 +56,18 @@ def upgrade():
     op.create_table(
         "notifications",
         _id(),
-        sa.Column("user_id", sa.BigInteger(), sa.ForeignKey("users.id", ondelete="CASCADE",
-                  name="fk_notifications_user_id_users"), nullable=False),
-        sa.Column("type", sa.Text(), sa.ForeignKey("notification_types.type",
-                  name="fk_notifications_type_notification_types"), nullable=False),
+        sa.Column(
+            "user_id",
+            sa.BigInteger(),
+            sa.ForeignKey("users.id", ondelete="CASCADE", name="fk_notifications_user_id_users"),
+            nullable=False,
+        ),
+        sa.Column(
+            "type",
+            sa.Text(),
+            sa.ForeignKey("notification_types.type", name="fk_notifications_type_notification_types"),
+            nullable=False,
+        ),
         sa.Column("title", sa.Text(), nullable=False),
         sa.Column("body", sa.Text(), nullable=False),
         sa.Column("link_path", sa.Text(), nullable=True),
@@ -71,10 +80,12 @@ def upgrade():
         sa.Column("in_app", sa.Boolean(), server_default=sa.text("true"), nullable=False),
         sa.UniqueConstraint("user_id", "dedupe_key", name="notifications_dedupe"),
     )
-    op.create_index("notifications_list_idx", "notifications",
-                    ["user_id", sa.text("created_at DESC"), sa.text("id DESC")])
-    op.create_index("notifications_unread_idx", "notifications", ["user_id"],
-                    postgresql_where=sa.text("read_at IS NULL"))
+    op.create_index(
+        "notifications_list_idx", "notifications", ["user_id", sa.text("created_at DESC"), sa.text("id DESC")]
+    )
+    op.create_index(
+        "notifications_unread_idx", "notifications", ["user_id"], postgresql_where=sa.text("read_at IS NULL")
+    )
 
     op.create_table(
         "announcements",
@@ -88,20 +99,38 @@ def upgrade():
 
     op.create_table(
         "announcement_reads",
-        sa.Column("user_id", sa.BigInteger(), sa.ForeignKey("users.id", ondelete="CASCADE",
-                  name="fk_announcement_reads_user_id_users"), nullable=False),
-        sa.Column("announcement_id", sa.BigInteger(), sa.ForeignKey("announcements.id", ondelete="CASCADE",
-                  name="fk_announcement_reads_announcement_id_announcements"), nullable=False),
+        sa.Column(
+            "user_id",
+            sa.BigInteger(),
+            sa.ForeignKey("users.id", ondelete="CASCADE", name="fk_announcement_reads_user_id_users"),
+            nullable=False,
+        ),
+        sa.Column(
+            "announcement_id",
+            sa.BigInteger(),
+            sa.ForeignKey(
+                "announcements.id", ondelete="CASCADE", name="fk_announcement_reads_announcement_id_announcements"
+            ),
+            nullable=False,
+        ),
         sa.Column("read_at", TZ, server_default=sa.text("now()"), nullable=False),
         sa.PrimaryKeyConstraint("user_id", "announcement_id", name="announcement_reads_pkey"),
     )
 
     op.create_table(
         "notification_preferences",
-        sa.Column("user_id", sa.BigInteger(), sa.ForeignKey("users.id", ondelete="CASCADE",
-                  name="fk_notification_preferences_user_id_users"), nullable=False),
-        sa.Column("type", sa.Text(), sa.ForeignKey("notification_types.type",
-                  name="fk_notification_preferences_type_notification_types"), nullable=False),
+        sa.Column(
+            "user_id",
+            sa.BigInteger(),
+            sa.ForeignKey("users.id", ondelete="CASCADE", name="fk_notification_preferences_user_id_users"),
+            nullable=False,
+        ),
+        sa.Column(
+            "type",
+            sa.Text(),
+            sa.ForeignKey("notification_types.type", name="fk_notification_preferences_type_notification_types"),
+            nullable=False,
+        ),
         sa.Column("channel", sa.Text(), nullable=False),
         sa.Column("enabled", sa.Boolean(), nullable=False),
         sa.CheckConstraint("channel IN ('in_app', 'email', 'push')", name="notification_preferences_channel"),
@@ -111,8 +140,14 @@ def upgrade():
     op.create_table(
         "notification_deliveries",
         _id(),
-        sa.Column("notification_id", sa.BigInteger(), sa.ForeignKey("notifications.id", ondelete="CASCADE",
-                  name="fk_notification_deliveries_notification_id_notifications"), nullable=False),
+        sa.Column(
+            "notification_id",
+            sa.BigInteger(),
+            sa.ForeignKey(
+                "notifications.id", ondelete="CASCADE", name="fk_notification_deliveries_notification_id_notifications"
+            ),
+            nullable=False,
+        ),
         sa.Column("channel", sa.Text(), nullable=False),
         sa.Column("status", sa.Text(), server_default="pending", nullable=False),
         sa.Column("sent_at", TZ, nullable=True),
@@ -129,18 +164,34 @@ def upgrade():
         sa.Column("created_at", TZ, server_default=sa.text("now()"), nullable=False),
         sa.Column("updated_at", TZ, server_default=sa.text("now()"), nullable=False),
         sa.CheckConstraint("channel IN ('email', 'push')", name="notification_deliveries_channel"),
-        sa.CheckConstraint("status IN ('pending', 'sending', 'sent', 'skipped', 'failed')",
-                           name="notification_deliveries_status"),
+        sa.CheckConstraint(
+            "status IN ('pending', 'sending', 'sent', 'skipped', 'failed')", name="notification_deliveries_status"
+        ),
         sa.UniqueConstraint("notification_id", "channel", name="notification_deliveries_once"),
     )
     # The sweeper's two scans: due pending rows, and expired leases.
-    op.create_index("notification_deliveries_due_idx", "notification_deliveries", ["next_attempt_at"],
-                    postgresql_where=sa.text("status = 'pending'"))
-    op.create_index("notification_deliveries_lease_idx", "notification_deliveries", ["locked_until"],
-                    postgresql_where=sa.text("status = 'sending'"))
+    op.create_index(
+        "notification_deliveries_due_idx",
+        "notification_deliveries",
+        ["next_attempt_at"],
+        postgresql_where=sa.text("status = 'pending'"),
+    )
+    op.create_index(
+        "notification_deliveries_lease_idx",
+        "notification_deliveries",
+        ["locked_until"],
+        postgresql_where=sa.text("status = 'sending'"),
+    )
 
 
 def downgrade():
-    for table in ("notification_deliveries", "notification_preferences", "announcement_reads", "announcements",
-                  "notifications", "notification_types", "users"):
+    for table in (
+        "notification_deliveries",
+        "notification_preferences",
+        "announcement_reads",
+        "announcements",
+        "notifications",
+        "notification_types",
+        "users",
+    ):
         op.drop_table(table)

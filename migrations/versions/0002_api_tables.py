@@ -4,6 +4,7 @@ Revision ID: 0002_api_tables
 Revises: 0001_seed_schema
 Create Date: 2026-11-29
 """
+
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
@@ -26,16 +27,24 @@ def upgrade():
         sa.Column("created_at", TZ, server_default=sa.text("now()"), nullable=False),
         sa.Column("last_used_at", TZ, nullable=True),
         sa.Column("revoked_at", TZ, nullable=True),
-        sa.Column("created_by", sa.BigInteger(), sa.ForeignKey("users.id", ondelete="SET NULL",
-                  name="fk_api_keys_created_by_users"), nullable=True),
+        sa.Column(
+            "created_by",
+            sa.BigInteger(),
+            sa.ForeignKey("users.id", ondelete="SET NULL", name="fk_api_keys_created_by_users"),
+            nullable=True,
+        ),
         sa.UniqueConstraint("key_hash", name="uq_api_keys_key_hash"),
         sa.UniqueConstraint("prefix", name="uq_api_keys_prefix"),
     )
     op.create_table(
         "idempotency_keys",
         sa.Column("id", sa.BigInteger(), sa.Identity(always=True), primary_key=True),
-        sa.Column("api_key_id", sa.BigInteger(), sa.ForeignKey("api_keys.id", ondelete="CASCADE",
-                  name="fk_idempotency_keys_api_key_id_api_keys"), nullable=False),
+        sa.Column(
+            "api_key_id",
+            sa.BigInteger(),
+            sa.ForeignKey("api_keys.id", ondelete="CASCADE", name="fk_idempotency_keys_api_key_id_api_keys"),
+            nullable=False,
+        ),
         sa.Column("key", sa.Text(), nullable=False),
         sa.Column("method", sa.Text(), nullable=False),
         sa.Column("path", sa.Text(), nullable=False),
@@ -50,8 +59,12 @@ def upgrade():
     op.create_table(
         "login_links",
         sa.Column("id", sa.BigInteger(), sa.Identity(always=True), primary_key=True),
-        sa.Column("user_id", sa.BigInteger(), sa.ForeignKey("users.id", ondelete="CASCADE",
-                  name="fk_login_links_user_id_users"), nullable=False),
+        sa.Column(
+            "user_id",
+            sa.BigInteger(),
+            sa.ForeignKey("users.id", ondelete="CASCADE", name="fk_login_links_user_id_users"),
+            nullable=False,
+        ),
         sa.Column("token_hash", sa.Text(), nullable=False),
         sa.Column("expires_at", TZ, nullable=False),
         sa.Column("used_at", TZ, nullable=True),

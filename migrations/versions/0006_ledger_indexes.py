@@ -9,6 +9,7 @@ Revision ID: 0006_ledger_indexes
 Revises: 0005_campaign_tables
 Create Date: 2026-11-30
 """
+
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
@@ -22,8 +23,12 @@ depends_on = None
 def upgrade():
     op.add_column("campaigns", sa.Column("audience_report", postgresql.JSONB(), nullable=True))
     op.create_index("notification_deliveries_created_idx", "notification_deliveries", ["created_at"])
-    op.create_index("notification_deliveries_failed_idx", "notification_deliveries", ["id"],
-                    postgresql_where=sa.text("status = 'failed'"))
+    op.create_index(
+        "notification_deliveries_failed_idx",
+        "notification_deliveries",
+        ["id"],
+        postgresql_where=sa.text("status = 'failed'"),
+    )
 
 
 def downgrade():

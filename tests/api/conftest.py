@@ -1,4 +1,5 @@
 """Fixtures for the API tests: a live API key, an authenticated JSON client, rows to count."""
+
 from __future__ import annotations
 
 import uuid

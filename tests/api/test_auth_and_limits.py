@@ -1,4 +1,5 @@
 """Bearer API keys (401s, no cookies, last_used_at), per-key rate limits, CSRF exemption."""
+
 from __future__ import annotations
 
 import sqlalchemy as sa
@@ -10,8 +11,9 @@ from tests.factories import UserFactory
 
 
 def _last_used(key: str):
-    return db.session.execute(sa.text("SELECT last_used_at FROM api_keys WHERE prefix = :p"),
-                              {"p": keys.key_prefix(key)}).scalar_one()
+    return db.session.execute(
+        sa.text("SELECT last_used_at FROM api_keys WHERE prefix = :p"), {"p": keys.key_prefix(key)}
+    ).scalar_one()
 
 
 def test_missing_key_is_401_with_a_challenge(client):

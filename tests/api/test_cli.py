@@ -1,4 +1,5 @@
 """`flask api-keys create | list | revoke`."""
+
 from __future__ import annotations
 
 import sqlalchemy as sa

@@ -1,4 +1,5 @@
 """Idempotency-Key: replay, mismatch, in flight, expiry, release on failure, scope, concurrency."""
+
 from __future__ import annotations
 
 import http.client
@@ -32,8 +33,9 @@ def test_key_order_and_whitespace_do_not_make_a_different_request(api, comment_t
     body = send_body(recipient.external_id)
     api.post("/v1/notifications", body, idempotency_key=key)
     reordered = json.dumps(dict(reversed(list(body.items()))), indent=2)
-    again = api.post("/v1/notifications", data=reordered, idempotency_key=key,
-                     headers={"Content-Type": "application/json"})
+    again = api.post(
+        "/v1/notifications", data=reordered, idempotency_key=key, headers={"Content-Type": "application/json"}
+    )
     assert again.headers.get("Idempotent-Replayed") == "true"
 
 
@@ -54,17 +56,21 @@ def test_same_key_on_another_path_is_422(api, comment_type, recipient):
 
 
 def _claim_row(api_key: str, key: str, age: str, completed: bool) -> None:
-    db.session.execute(sa.text(
-        "INSERT INTO idempotency_keys (api_key_id, key, method, path, request_hash, created_at, completed_at, "
-        "response_status, response_body) SELECT id, :key, 'POST', '/v1/notifications', 'old-hash', "
-        "now() - CAST(:age AS interval), CASE WHEN :completed THEN now() END, CASE WHEN :completed THEN 202 END, "
-        "CASE WHEN :completed THEN CAST('{\"old\": true}' AS jsonb) END FROM api_keys WHERE prefix = :prefix"),
-        {"key": key, "age": age, "completed": completed, "prefix": api_key[:13]})
+    db.session.execute(
+        sa.text(
+            "INSERT INTO idempotency_keys (api_key_id, key, method, path, request_hash, created_at, completed_at, "
+            "response_status, response_body) SELECT id, :key, 'POST', '/v1/notifications', 'old-hash', "
+            "now() - CAST(:age AS interval), CASE WHEN :completed THEN now() END, CASE WHEN :completed THEN 202 END, "
+            "CASE WHEN :completed THEN CAST('{\"old\": true}' AS jsonb) END FROM api_keys WHERE prefix = :prefix"
+        ),
+        {"key": key, "age": age, "completed": completed, "prefix": api_key[:13]},
+    )
 
 
 def _api_key_id(api_key: str) -> int:
-    return db.session.execute(sa.text("SELECT id FROM api_keys WHERE prefix = :prefix"),
-                              {"prefix": api_key[:13]}).scalar_one()
+    return db.session.execute(
+        sa.text("SELECT id FROM api_keys WHERE prefix = :prefix"), {"prefix": api_key[:13]}
+    ).scalar_one()
 
 
 def test_request_while_the_first_is_in_flight_is_409(app, api, api_key, comment_type, recipient):
@@ -72,8 +78,10 @@ def test_request_while_the_first_is_in_flight_is_409(app, api, api_key, comment_
     # Another connection in the middle of a request with this key: its transaction holds the key's lock.
     engine = sa.create_engine(app.config["SQLALCHEMY_DATABASE_URI"], poolclass=sa.pool.NullPool)
     with engine.connect() as other:
-        other.execute(sa.text("SELECT pg_advisory_xact_lock(hashtextextended(CAST(:id AS text) || ':' || :key, 0))"),
-                      {"id": _api_key_id(api_key), "key": key})
+        other.execute(
+            sa.text("SELECT pg_advisory_xact_lock(hashtextextended(CAST(:id AS text) || ':' || :key, 0))"),
+            {"id": _api_key_id(api_key), "key": key},
+        )
         response = api.post("/v1/notifications", send_body(recipient.external_id), idempotency_key=key)
         assert response.status_code == 409
         assert int(response.headers["Retry-After"]) >= 1
@@ -114,8 +122,11 @@ def test_keys_are_scoped_per_api_key(client, api, comment_type, recipient):
     key = new_key()
     api.post("/v1/notifications", send_body(recipient.external_id, dedupe_key="a"), idempotency_key=key)
     other, _ = service.create_api_key("other product")
-    response = client.post("/v1/notifications", json=send_body(recipient.external_id, dedupe_key="b"),
-                           headers={"Authorization": f"Bearer {other}", "Idempotency-Key": key})
+    response = client.post(
+        "/v1/notifications",
+        json=send_body(recipient.external_id, dedupe_key="b"),
+        headers={"Authorization": f"Bearer {other}", "Idempotency-Key": key},
+    )
     assert response.status_code == 202 and "Idempotent-Replayed" not in response.headers
     assert count("notifications") == 2
 
@@ -171,8 +182,10 @@ def _fire(base_url: str, key: str, body: dict, idempotency_key: str | None, n: i
 
 def _live_rows(live_server) -> dict:
     with live_server.app_context():
-        rows = {t: db.session.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar_one()
-                for t in ("notifications", "notification_deliveries", "idempotency_keys")}
+        rows = {
+            t: db.session.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar_one()
+            for t in ("notifications", "notification_deliveries", "idempotency_keys")
+        }
         db.session.remove()
     return rows
 

@@ -1,4 +1,5 @@
 """POST /v1/users/<id>/login-links and the page behind the link: confirm, single use, 5 minutes, no session."""
+
 from __future__ import annotations
 
 from urllib.parse import urlsplit
@@ -25,8 +26,9 @@ def test_link_is_created_for_a_member(api, app, recipient):
     body = response.get_json()
     assert body["url"].startswith(app.config["BASE_URL"] + "/login/link/")
     token = body["url"].rsplit("/", 1)[1]
-    stored = db.session.execute(sa.text("SELECT token_hash, user_id, expires_at - created_at AS lifetime "
-                                        "FROM login_links")).one()
+    stored = db.session.execute(
+        sa.text("SELECT token_hash, user_id, expires_at - created_at AS lifetime FROM login_links")
+    ).one()
     assert stored.user_id == recipient.id and token not in stored.token_hash
     assert stored.lifetime.total_seconds() == 300
 

@@ -1,4 +1,5 @@
 """POST /v1/notifications and GET /v1/notifications/<id>: rows, deliveries, queues, badge events, errors."""
+
 from __future__ import annotations
 
 import io
@@ -16,27 +17,37 @@ from tests.factories import NotificationTypeFactory, PreferenceFactory, UserFact
 
 
 def test_one_recipient_gets_a_row_and_an_email_delivery(api, comment_type, recipient):
-    response = api.post("/v1/notifications", send_body(recipient.external_id, link="/posts/7",
-                                                        data={"post": 7, "tags": ["a"]}))
+    response = api.post(
+        "/v1/notifications", send_body(recipient.external_id, link="/posts/7", data={"post": 7, "tags": ["a"]})
+    )
     assert response.status_code == 202
     body = response.get_json()
     assert body["created"] == 1 and body["existing"] == 0 and body["priority"] == "default"
     (result,) = body["results"]
     assert result["recipient"] == recipient.external_id and result["status"] == "created"
-    row = db.session.execute(sa.text("SELECT * FROM notifications WHERE id = :id"),
-                             {"id": result["notification_id"]}).mappings().one()
-    assert (row["user_id"], row["title"], row["link_path"], row["data"]) == (recipient.id, "New comment", "/posts/7",
-                                                                            {"post": 7, "tags": ["a"]})
+    row = (
+        db.session.execute(sa.text("SELECT * FROM notifications WHERE id = :id"), {"id": result["notification_id"]})
+        .mappings()
+        .one()
+    )
+    assert (row["user_id"], row["title"], row["link_path"], row["data"]) == (
+        recipient.id,
+        "New comment",
+        "/posts/7",
+        {"post": 7, "tags": ["a"]},
+    )
     assert row["in_app"] and row["read_at"] is None
-    deliveries = db.session.execute(sa.text("SELECT channel, status FROM notification_deliveries "
-                                            "WHERE notification_id = :id"), {"id": row["id"]}).all()
+    deliveries = db.session.execute(
+        sa.text("SELECT channel, status FROM notification_deliveries WHERE notification_id = :id"), {"id": row["id"]}
+    ).all()
     assert deliveries == [("email", "pending")]
 
 
 def test_same_dedupe_key_again_is_existing_not_an_error(api, comment_type, recipient):
     first = api.post("/v1/notifications", send_body(recipient.external_id, dedupe_key="comment:1")).get_json()
-    again = api.post("/v1/notifications", send_body(recipient.external_id, dedupe_key="comment:1",
-                                                    title="Edited title"))
+    again = api.post(
+        "/v1/notifications", send_body(recipient.external_id, dedupe_key="comment:1", title="Edited title")
+    )
     assert again.status_code == 202
     assert again.get_json()["results"][0] == {**first["results"][0], "status": "existing"}
     assert count("notifications", "user_id = :u", u=recipient.id) == 1
@@ -83,26 +94,31 @@ def test_unknown_type_is_422_naming_the_field(api, recipient):
     assert count("notifications") == 0
 
 
-@pytest.mark.parametrize("link", ["https://evil.example/x", "//evil.example/x", "/\\evil", "orders/1",
-                                  "javascript:alert(1)", "/a b"])
+@pytest.mark.parametrize(
+    "link", ["https://evil.example/x", "//evil.example/x", "/\\evil", "orders/1", "javascript:alert(1)", "/a b"]
+)
 def test_link_must_be_a_relative_path(api, comment_type, recipient, link):
     response = api.post("/v1/notifications", send_body(recipient.external_id, link=link))
     assert response.status_code == 422
     assert response.get_json()["errors"] == [
-        {"field": "link", "message": "must be a relative path on this site, such as /orders/42"}]
+        {"field": "link", "message": "must be a relative path on this site, such as /orders/42"}
+    ]
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"type": "comment", "recipients": ["x"]}, "title"),
-    ({"type": "comment", "title": "t"}, "recipients"),
-    ({"type": "comment", "title": "t", "recipient": "x", "recipients": ["x"]}, "recipients"),
-    ({"type": "comment", "title": "t", "recipients": []}, "recipients"),
-    ({"type": "comment", "title": "t", "recipients": ["x"] * 1001}, "recipients"),
-    ({"type": "comment", "title": "t", "recipients": ["x"], "extra": 1}, "extra"),
-    ({"type": "comment", "title": "a\x00b", "recipients": ["x"]}, "title"),
-    ({"type": "comment", "title": "t", "recipients": ["x"], "data": {"k": "\x00"}}, "data.k"),
-    ({"type": "comment", "title": "t", "recipients": ["x"], "data": []}, "data"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"type": "comment", "recipients": ["x"]}, "title"),
+        ({"type": "comment", "title": "t"}, "recipients"),
+        ({"type": "comment", "title": "t", "recipient": "x", "recipients": ["x"]}, "recipients"),
+        ({"type": "comment", "title": "t", "recipients": []}, "recipients"),
+        ({"type": "comment", "title": "t", "recipients": ["x"] * 1001}, "recipients"),
+        ({"type": "comment", "title": "t", "recipients": ["x"], "extra": 1}, "extra"),
+        ({"type": "comment", "title": "a\x00b", "recipients": ["x"]}, "title"),
+        ({"type": "comment", "title": "t", "recipients": ["x"], "data": {"k": "\x00"}}, "data.k"),
+        ({"type": "comment", "title": "t", "recipients": ["x"], "data": []}, "data"),
+    ],
+)
 def test_invalid_fields_are_422_with_the_failing_field(api, body, field):
     response = api.post("/v1/notifications", body)
     assert response.status_code == 422
@@ -136,8 +152,12 @@ def test_body_over_the_limit_is_413_before_reading(api, app, monkeypatch):
 def test_chunked_body_over_the_limit_is_413(api, app, monkeypatch):
     monkeypatch.setitem(app.config, "API_MAX_BODY_BYTES", 100)
     stream = io.BytesIO(b'{"type": "comment", "title": "' + b"x" * 500 + b'"}')
-    response = api.post("/v1/notifications", input_stream=stream, environ_overrides={"wsgi.input_terminated": True},
-                        headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+    response = api.post(
+        "/v1/notifications",
+        input_stream=stream,
+        environ_overrides={"wsgi.input_terminated": True},
+        headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+    )
     assert response.status_code == 413
 
 
@@ -148,9 +168,12 @@ def test_preferences_and_mandatory_types_shape_the_deliveries(api, recipient):
     PreferenceFactory(user_id=recipient.id, type="security", channel="email", enabled=False)
     api.post("/v1/notifications", send_body(recipient.external_id, type="digest"))
     api.post("/v1/notifications", send_body(recipient.external_id, type="security"))
-    rows = db.session.execute(sa.text(
-        "SELECT n.type, d.channel, d.status, d.skip_reason FROM notification_deliveries d "
-        "JOIN notifications n ON n.id = d.notification_id ORDER BY n.type, d.channel")).all()
+    rows = db.session.execute(
+        sa.text(
+            "SELECT n.type, d.channel, d.status, d.skip_reason FROM notification_deliveries d "
+            "JOIN notifications n ON n.id = d.notification_id ORDER BY n.type, d.channel"
+        )
+    ).all()
     assert rows == [("digest", "push", "skipped", "no_push_subscription"), ("security", "email", "pending", None)]
 
 
@@ -205,15 +228,23 @@ def test_no_badge_event_when_the_row_is_hidden_or_already_there(api, app, commen
 
 def test_get_notification_shows_delivery_state(api, comment_type, recipient):
     result = api.post("/v1/notifications", send_body(recipient.external_id)).get_json()["results"][0]
-    db.session.execute(sa.text("UPDATE notification_deliveries SET status = 'failed', attempts = 3, "
-                               "last_error = 'mailbox full', error_kind = 'permanent'"))
+    db.session.execute(
+        sa.text(
+            "UPDATE notification_deliveries SET status = 'failed', attempts = 3, "
+            "last_error = 'mailbox full', error_kind = 'permanent'"
+        )
+    )
     response = api.get(f"/v1/notifications/{result['notification_id']}")
     assert response.status_code == 200
     shown = response.get_json()
     assert shown["recipient"] == recipient.external_id and shown["type"] == "comment"
     (delivery,) = shown["deliveries"]
     assert (delivery["channel"], delivery["status"], delivery["attempts"], delivery["last_error"]) == (
-        "email", "failed", 3, "mailbox full")
+        "email",
+        "failed",
+        3,
+        "mailbox full",
+    )
 
 
 @pytest.mark.parametrize("notification_id", ["999999", str(2**63), str(2**70), "0"])

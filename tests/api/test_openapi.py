@@ -1,4 +1,5 @@
 """The OpenAPI 3.1 document, and schemathesis fuzzing every operation against it (no 5xx, responses conform)."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,12 +15,19 @@ def test_spec_is_openapi_31_and_lists_every_endpoint(client):
     spec = client.get("/v1/openapi.json").get_json()
     assert spec["openapi"] == "3.1.0"
     operations = {(method, path) for path, item in spec["paths"].items() for method in item}
-    assert operations == {("post", "/v1/notifications"), ("get", "/v1/notifications/{notification_id}"),
-                          ("put", "/v1/users/{external_id}"), ("delete", "/v1/users/{external_id}"),
-                          ("post", "/v1/users/{external_id}/login-links"), ("get", "/v1/ping")}
+    assert operations == {
+        ("post", "/v1/notifications"),
+        ("get", "/v1/notifications/{notification_id}"),
+        ("put", "/v1/users/{external_id}"),
+        ("delete", "/v1/users/{external_id}"),
+        ("post", "/v1/users/{external_id}/login-links"),
+        ("get", "/v1/ping"),
+    }
     assert spec["components"]["securitySchemes"]["bearerAuth"] == {
-        "type": "http", "scheme": "bearer", "description": spec["components"]["securitySchemes"]["bearerAuth"][
-            "description"]}
+        "type": "http",
+        "scheme": "bearer",
+        "description": spec["components"]["securitySchemes"]["bearerAuth"]["description"],
+    }
 
 
 def test_request_schemas_are_the_validation_models(client):
@@ -65,5 +73,9 @@ def no_validation_drift(ctx, response, case):
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 def test_every_operation_survives_fuzzing_and_conforms(case, app, api_key, fuzz_rows):
     case.operation.schema.app = app  # probes the checks send themselves go to the app too
-    case.call_and_validate(app=app, headers={"Authorization": f"Bearer {api_key}"},
-                           excluded_checks=[positive_data_acceptance], additional_checks=[no_validation_drift])
+    case.call_and_validate(
+        app=app,
+        headers={"Authorization": f"Bearer {api_key}"},
+        excluded_checks=[positive_data_acceptance],
+        additional_checks=[no_validation_drift],
+    )

@@ -1,4 +1,5 @@
 """Redis down at ingest time: the request still succeeds; the committed pending rows are the truth."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,8 +8,9 @@ import sqlalchemy as sa
 from app import aftercommit, create_app
 from app.api import service
 from app.extensions import db, limiter
-from tests.conftest import TEST_CONFIG, free_port
+from tests.conftest import TEST_CONFIG
 from tests.factories import NotificationTypeFactory, UserFactory
+from tests.support.waiting import free_port
 
 
 @pytest.fixture
@@ -36,15 +38,19 @@ def test_ingest_succeeds_and_leaves_pending_rows_when_redis_is_down(redisless_ap
         key, _ = service.create_api_key("redis-down")
         db.session.commit()
     client = redisless_app.test_client()
-    response = client.post("/v1/notifications", headers={"Authorization": f"Bearer {key}", "Idempotency-Key": "k1"},
-                           json={"type": "comment", "recipient": "offline-1", "title": "Still delivered later"})
+    response = client.post(
+        "/v1/notifications",
+        headers={"Authorization": f"Bearer {key}", "Idempotency-Key": "k1"},
+        json={"type": "comment", "recipient": "offline-1", "title": "Still delivered later"},
+    )
     assert response.status_code == 202
     assert response.get_json()["created"] == 1
     assert aftercommit.wait_idle(redisless_app, timeout=30)
     with redisless_app.app_context():
         rows = db.session.execute(sa.text("SELECT channel, status FROM notification_deliveries")).all()
-        completed = db.session.execute(sa.text("SELECT count(*) FROM idempotency_keys "
-                                               "WHERE completed_at IS NOT NULL")).scalar_one()
+        completed = db.session.execute(
+            sa.text("SELECT count(*) FROM idempotency_keys WHERE completed_at IS NOT NULL")
+        ).scalar_one()
         db.session.remove()
     assert rows == [("email", "pending")] and completed == 1
     assert outcomes == [False, False]  # enqueue and publish both failed, and the request did not

@@ -1,4 +1,5 @@
 """PUT /v1/users/<external_id> (create or update) and DELETE (erase everything about the user)."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,8 +19,13 @@ def _user(external_id: str):
 def test_put_creates_a_member_with_defaults(api):
     response = api.put("/v1/users/u-1", {"email": "ann@example.com", "display_name": "Ann"})
     assert response.status_code == 201
-    assert response.get_json() == {"external_id": "u-1", "email": "ann@example.com", "display_name": "Ann",
-                                   "locale": "en", "timezone": "UTC"}
+    assert response.get_json() == {
+        "external_id": "u-1",
+        "email": "ann@example.com",
+        "display_name": "Ann",
+        "locale": "en",
+        "timezone": "UTC",
+    }
     row = _user("u-1")
     assert row["role"] == "member" and row["password_hash"] is None
 
@@ -28,8 +34,13 @@ def test_put_again_updates_only_the_fields_sent(api):
     api.put("/v1/users/u-2", {"email": "bob@example.com", "display_name": "Bob", "timezone": "Asia/Tokyo"})
     response = api.put("/v1/users/u-2", {"locale": "ja-JP"})
     assert response.status_code == 200
-    assert response.get_json() == {"external_id": "u-2", "email": "bob@example.com", "display_name": "Bob",
-                                   "locale": "ja-JP", "timezone": "Asia/Tokyo"}
+    assert response.get_json() == {
+        "external_id": "u-2",
+        "email": "bob@example.com",
+        "display_name": "Bob",
+        "locale": "ja-JP",
+        "timezone": "Asia/Tokyo",
+    }
 
 
 def test_email_null_removes_the_address(api):
@@ -55,14 +66,17 @@ def test_operator_accounts_cannot_be_changed_through_the_api(api):
     assert _user("op-1") is not None
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"email": "not-an-address"}, "email"),
-    ({"timezone": "Mars/Olympus"}, "timezone"),
-    ({"locale": "english please"}, "locale"),
-    ({"display_name": "x" * 201}, "display_name"),
-    ({"role": "admin"}, "role"),
-    ({"display_name": None}, "display_name"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"email": "not-an-address"}, "email"),
+        ({"timezone": "Mars/Olympus"}, "timezone"),
+        ({"locale": "english please"}, "locale"),
+        ({"display_name": "x" * 201}, "display_name"),
+        ({"role": "admin"}, "role"),
+        ({"display_name": None}, "display_name"),
+    ],
+)
 def test_invalid_user_fields_are_422(api, body, field):
     response = api.put("/v1/users/u-5", body)
     assert response.status_code == 422
@@ -89,8 +103,13 @@ def test_delete_erases_the_user_and_everything_about_them(api, comment_type):
     response = api.delete("/v1/users/gone")
     assert response.status_code == 204 and response.data == b""
     assert _user("gone") is None
-    for table in ("notifications", "notification_deliveries", "notification_preferences", "push_subscriptions",
-                  "login_links"):
+    for table in (
+        "notifications",
+        "notification_deliveries",
+        "notification_preferences",
+        "push_subscriptions",
+        "login_links",
+    ):
         assert count(table) == 0, table
     assert [r.address for r in db.session.scalars(sa.select(EmailSuppression))] == ["kept@example.com"]
     assert api.delete("/v1/users/gone").status_code == 404

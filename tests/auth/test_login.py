@@ -1,5 +1,7 @@
 """Sign-in, sign-out, rate limits, CSRF and the role guard."""
+
 import pytest
+
 from app.auth.access import operator_required
 from tests.factories import UserFactory
 
@@ -79,15 +81,20 @@ def test_logout_requires_post_with_csrf(client, csrf, login_as):
 @pytest.mark.parametrize("target", ["//evil.example/x", "https://evil.example/", "javascript:alert(1)", "/\\evil"])
 def test_next_never_leaves_the_site(client, csrf, password, target):
     user = UserFactory()
-    response = client.post("/login", query_string={"next": target},
-                           data={"email": user.email, "password": password}, headers=csrf())
+    response = client.post(
+        "/login", query_string={"next": target}, data={"email": user.email, "password": password}, headers=csrf()
+    )
     assert response.headers["Location"] == "/inbox"
 
 
 def test_next_keeps_a_relative_path(client, csrf, password):
     user = UserFactory()
-    response = client.post("/login", query_string={"next": "/inbox?filter=unread"},
-                           data={"email": user.email, "password": password}, headers=csrf())
+    response = client.post(
+        "/login",
+        query_string={"next": "/inbox?filter=unread"},
+        data={"email": user.email, "password": password},
+        headers=csrf(),
+    )
     assert response.headers["Location"] == "/inbox?filter=unread"
 
 

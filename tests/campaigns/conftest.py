@@ -1,4 +1,5 @@
 """Campaign fixtures: an operator, a campaign type, users in bulk, clean Redis, recorded badge events."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,8 +19,9 @@ def operator():
 @pytest.fixture
 def promo():
     """A campaign type: inbox and e-mail on by default, push off."""
-    return NotificationTypeFactory(type="promo", label="Offers", default_in_app=True, default_email=True,
-                                   default_push=False, priority="default")
+    return NotificationTypeFactory(
+        type="promo", label="Offers", default_in_app=True, default_email=True, default_push=False, priority="default"
+    )
 
 
 @pytest.fixture
@@ -35,10 +37,14 @@ def make_users():
     """Insert n users set-based (prefix-<i> external ids and e-mails); return their ids in order."""
 
     def _make(n: int, prefix: str = "u", locale: str = "en") -> list[int]:
-        rows = db.session.execute(sa.text(
-            "INSERT INTO users (external_id, email, display_name, locale) "
-            "SELECT :p || '-' || g, :p || '-' || g || '@example.com', 'User ' || g, :locale "
-            "FROM generate_series(1, :n) g ORDER BY g RETURNING id"), {"p": prefix, "n": n, "locale": locale})
+        rows = db.session.execute(
+            sa.text(
+                "INSERT INTO users (external_id, email, display_name, locale) "
+                "SELECT :p || '-' || g, :p || '-' || g || '@example.com', 'User ' || g, :locale "
+                "FROM generate_series(1, :n) g ORDER BY g RETURNING id"
+            ),
+            {"p": prefix, "n": n, "locale": locale},
+        )
         return [row.id for row in rows]
 
     return _make

@@ -1,4 +1,5 @@
 """DLQ replay and discard: one row or everything matching, in keyset batches, idempotent, audited."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,9 +23,15 @@ def failed(promo):
 
     def _failed(error_kind="refused", provider="smtp", type_=None, channel="email", status="failed", campaign=None):
         notification = NotificationFactory(user_id=UserFactory().id, type=type_ or promo.type, campaign_id=campaign)
-        return DeliveryFactory(notification_id=notification.id, channel=channel, status=status, attempts=8,
-                               error_kind=error_kind if status == "failed" else None, provider=provider,
-                               last_error="connection refused")
+        return DeliveryFactory(
+            notification_id=notification.id,
+            channel=channel,
+            status=status,
+            attempts=8,
+            error_kind=error_kind if status == "failed" else None,
+            provider=provider,
+            last_error="connection refused",
+        )
 
     return _failed
 
@@ -74,8 +81,11 @@ def test_discard_one_needs_a_reason_and_leaves_the_dlq_as_skipped(failed, operat
 
     assert _state(row) == ("skipped", 8, "refused", "discarded: address retired")
     entry = db.session.scalars(sa.select(AuditEntry)).one()
-    assert (entry.action, entry.target_id, entry.after["skip_reason"]) == ("dlq.discard", str(row.id),
-                                                                          "discarded: address retired")
+    assert (entry.action, entry.target_id, entry.after["skip_reason"]) == (
+        "dlq.discard",
+        str(row.id),
+        "discarded: address retired",
+    )
 
 
 def test_bulk_replay_touches_only_matching_failed_rows_in_batches(failed, operator, app, monkeypatch):
@@ -113,8 +123,10 @@ def test_bulk_replay_is_idempotent(failed, operator):
     db.session.commit()
     bulk.run_bulk_operation(operation.id)
     # The rows fail again before the (duplicate) job runs a second time: it must not replay them.
-    db.session.execute(sa.text("UPDATE notification_deliveries SET status = 'failed' WHERE id = ANY(:ids)"),
-                       {"ids": [r.id for r in rows]})
+    db.session.execute(
+        sa.text("UPDATE notification_deliveries SET status = 'failed' WHERE id = ANY(:ids)"),
+        {"ids": [r.id for r in rows]},
+    )
     db.session.execute(sa.text("UPDATE bulk_operations SET status = 'running' WHERE id = :id"), {"id": operation.id})
     db.session.commit()
     enqueued = get_queue("low").count

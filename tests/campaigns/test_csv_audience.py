@@ -1,4 +1,5 @@
 """Uploaded audience lists: one id per line, optional header, bad lines reported with their numbers."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,7 +9,7 @@ from app.campaigns.csv_audience import ListError, parse
 
 
 def test_header_blank_lines_duplicates_and_quoting():
-    parsed = parse(b"\xef\xbb\xbfexternal_id\r\nu-1\r\n\r\n u-2 \r\nu-1\r\n\"u,3\"\r\n")
+    parsed = parse(b'\xef\xbb\xbfexternal_id\r\nu-1\r\n\r\n u-2 \r\nu-1\r\n"u,3"\r\n')
 
     assert parsed.header is True
     assert parsed.ids == ["u-1", "u-2", "u,3"]  # a quoted comma is part of the id
@@ -44,17 +45,21 @@ def test_report_is_json_friendly_and_bounded():
     assert report["recipients"] == 20 and report["unknown_count"] == 60 and report["bad_count"] == 1
     assert len(report["unknown"]) == csv_audience.REPORT_SAMPLE
     assert report["bad_lines"] == [
-        {"line": 81, "text": "a,b", "problem": "more than one value on the line (one external id per line)"}]
+        {"line": 81, "text": "a,b", "problem": "more than one value on the line (one external id per line)"}
+    ]
 
 
-@pytest.mark.parametrize("data, message", [
-    (b"", "no external ids"),
-    (b"\n\n", "no external ids"),
-    (b"external_id\n", "no external ids"),
-    (b"a,b\nc/d\n", "No line of the file holds a usable external id"),
-    (b"caf\xe9\n", "not UTF-8"),
-    (b"x" * (csv_audience.MAX_BYTES + 1), "larger than"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"", "no external ids"),
+        (b"\n\n", "no external ids"),
+        (b"external_id\n", "no external ids"),
+        (b"a,b\nc/d\n", "No line of the file holds a usable external id"),
+        (b"caf\xe9\n", "not UTF-8"),
+        (b"x" * (csv_audience.MAX_BYTES + 1), "larger than"),
+    ],
+)
 def test_unusable_files_are_refused_as_a_whole(data, message):
     with pytest.raises(ListError, match=message):
         parse(data)

@@ -1,4 +1,5 @@
 """The fanout job: set-based batches, preferences resolved inline, idempotent, resumable, cancellable."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,11 +24,17 @@ def small_batches(app, monkeypatch):
 
 
 def _rows(campaign_id: int) -> list:
-    return list(db.session.execute(sa.text(
-        "SELECT n.id, n.user_id, n.in_app, n.read_at IS NOT NULL AS born_read, n.dedupe_key, "
-        "array_remove(array_agg(d.channel || ':' || d.status ORDER BY d.channel), NULL) AS deliveries "
-        "FROM notifications n LEFT JOIN notification_deliveries d ON d.notification_id = n.id "
-        "WHERE n.campaign_id = :id GROUP BY n.id ORDER BY n.user_id"), {"id": campaign_id}))
+    return list(
+        db.session.execute(
+            sa.text(
+                "SELECT n.id, n.user_id, n.in_app, n.read_at IS NOT NULL AS born_read, n.dedupe_key, "
+                "array_remove(array_agg(d.channel || ':' || d.status ORDER BY d.channel), NULL) AS deliveries "
+                "FROM notifications n LEFT JOIN notification_deliveries d ON d.notification_id = n.id "
+                "WHERE n.campaign_id = :id GROUP BY n.id ORDER BY n.user_id"
+            ),
+            {"id": campaign_id},
+        )
+    )
 
 
 def _jobs(queue: str) -> list:
@@ -36,7 +43,8 @@ def _jobs(queue: str) -> list:
 
 
 def test_fanout_writes_every_row_in_batches_with_preferences_resolved_inline(
-        small_batches, make_users, launch, promo, badges, operator):
+    small_batches, make_users, launch, promo, badges, operator
+):
     ids = make_users(10)
     PreferenceFactory(user_id=ids[1], type=promo.type, channel="email", enabled=False)
     PreferenceFactory(user_id=ids[2], type=promo.type, channel="in_app", enabled=False)
@@ -92,8 +100,10 @@ def test_a_fanout_restarted_from_scratch_still_writes_each_row_once(small_batche
     fanout_job.fanout_campaign(campaign_id)
     before = _rows(campaign_id)
     # Simulate a crash that lost the cursor: the dedupe key alone must stop duplicates.
-    db.session.execute(sa.text("UPDATE campaigns SET status = 'running', cursor_user_id = 0, done = 0 WHERE id = :id"),
-                       {"id": campaign_id})
+    db.session.execute(
+        sa.text("UPDATE campaigns SET status = 'running', cursor_user_id = 0, done = 0 WHERE id = :id"),
+        {"id": campaign_id},
+    )
     db.session.commit()
 
     result = fanout_job.fanout_campaign(campaign_id)
@@ -150,8 +160,17 @@ def test_locale_and_list_audiences(make_users, launch, operator):
     fanout_job.fanout_campaign(list_id)
 
     assert sorted(r.user_id for r in _rows(locale_id)) == english
-    listed = db.session.execute(sa.text("SELECT u.external_id FROM notifications n JOIN users u ON u.id = n.user_id "
-                                        "WHERE n.campaign_id = :id ORDER BY 1"), {"id": list_id}).scalars().all()
+    listed = (
+        db.session.execute(
+            sa.text(
+                "SELECT u.external_id FROM notifications n JOIN users u ON u.id = n.user_id "
+                "WHERE n.campaign_id = :id ORDER BY 1"
+            ),
+            {"id": list_id},
+        )
+        .scalars()
+        .all()
+    )
     assert listed == ["en-1", "ja-2"]  # nothing for the unknown id
     assert queries.campaign(list_id).total == 2
 
@@ -166,8 +185,9 @@ def test_badges_go_only_to_users_with_a_live_socket(make_users, launch, badges, 
     assert badges == [sorted([ids[0], ids[3]])] and result["badges"] == 2
 
 
-def test_an_error_marks_the_campaign_failed_and_resume_continues(small_batches, make_users, launch, operator,
-                                                                  monkeypatch):
+def test_an_error_marks_the_campaign_failed_and_resume_continues(
+    small_batches, make_users, launch, operator, monkeypatch
+):
     make_users(5)
     campaign_id = launch()
     real_run_batch = fanout.run_batch
@@ -251,13 +271,20 @@ def test_the_fanout_writes_exactly_the_rows_the_ingest_writes(make_users, launch
     from app.models import PushSubscription
     from app.notify.service import notify
 
-    kind = NotificationTypeFactory(type="notice", default_in_app=True, default_email=True, default_push=False,
-                                   mandatory=mandatory)
+    kind = NotificationTypeFactory(
+        type="notice", default_in_app=True, default_email=True, default_push=False, mandatory=mandatory
+    )
     ids = make_users(6, prefix="eq")
     db.session.execute(sa.text("UPDATE users SET email = NULL WHERE id = :id"), {"id": ids[0]})
     db.session.add(PushSubscription(user_id=ids[1], endpoint="https://push.example/1", p256dh="k", auth="a"))
-    for user_id, channel, enabled in [(ids[1], "push", True), (ids[2], "push", True), (ids[3], "email", False),
-                                      (ids[4], "in_app", False), (ids[5], "email", False), (ids[5], "in_app", False)]:
+    for user_id, channel, enabled in [
+        (ids[1], "push", True),
+        (ids[2], "push", True),
+        (ids[3], "email", False),
+        (ids[4], "in_app", False),
+        (ids[5], "email", False),
+        (ids[5], "in_app", False),
+    ]:
         PreferenceFactory(user_id=user_id, type=kind.type, channel=channel, enabled=enabled)
     db.session.flush()
     notify(ids, type_=kind.type, title="t", body="b", dedupe_key="ingest:1", by="user_id")

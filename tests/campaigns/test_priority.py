@@ -4,6 +4,7 @@ A real RQ worker process listens on high, default and low (in that order) and se
 aiosmtpd sink; the campaign's deliveries are on `low`, the interactive one on its type's `high` queue.
 Bounded: 2,000 recipients, 120 s at most.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,10 +17,10 @@ from app.extensions import db, redis
 from app.notify.service import notify
 from app.queueing import enqueue_deliveries
 from jobs.fanout import enqueue_fanout
-from tests.conftest import free_port, wait_for
-from tests.delivery import bulk
-from tests.delivery.sink import SmtpSink
 from tests.factories import NotificationTypeFactory, UserFactory
+from tests.support import processes
+from tests.support.smtp import SmtpSink
+from tests.support.waiting import free_port, wait_for
 
 pytestmark = pytest.mark.committed
 
@@ -33,11 +34,17 @@ def stack(app, tmp_path):
     sink = SmtpSink(free_port()).start()
     with app.app_context():
         redis.client().flushdb()
-    env = dict(os.environ, SMTP_URL=sink.url, EMAIL_PROVIDER="smtp", DELIVERY_BATCH_SIZE="100",
-               FANOUT_BATCH_SIZE="1000", PYTHONUNBUFFERED="1")
-    worker = bulk.spawn(bulk.flask_args("worker", "high", "default", "low"), env, tmp_path / "worker.log")
+    env = dict(
+        os.environ,
+        SMTP_URL=sink.url,
+        EMAIL_PROVIDER="smtp",
+        DELIVERY_BATCH_SIZE="100",
+        FANOUT_BATCH_SIZE="1000",
+        PYTHONUNBUFFERED="1",
+    )
+    worker = processes.spawn(processes.flask_args("worker", "high", "default", "low"), env, tmp_path / "worker.log")
     yield sink
-    bulk.stop(worker)
+    processes.stop(worker)
     sink.stop()
     with app.app_context():
         redis.client().flushdb()
@@ -49,9 +56,13 @@ def test_an_interactive_notification_overtakes_the_campaign_tail(app, stack):
         NotificationTypeFactory(type="promo", default_email=True, priority="default")
         NotificationTypeFactory(type="otp", default_email=True, priority="high")
         operator = UserFactory(role="operator", email="ops@example.com")
-        db.session.execute(sa.text(
-            "INSERT INTO users (external_id, email) SELECT 'c-' || g, 'c-' || g || '@example.com' "
-            "FROM generate_series(1, :n) g"), {"n": RECIPIENTS - 1})
+        db.session.execute(
+            sa.text(
+                "INSERT INTO users (external_id, email) SELECT 'c-' || g, 'c-' || g || '@example.com' "
+                "FROM generate_series(1, :n) g"
+            ),
+            {"n": RECIPIENTS - 1},
+        )
         campaign = service.create_campaign(operator, name="Big", type_="promo", title="Sale", body="Everything")
         service.send_campaign(operator, campaign.id)
         db.session.commit()
@@ -67,14 +78,18 @@ def test_an_interactive_notification_overtakes_the_campaign_tail(app, stack):
 
         wait_for(lambda: len(sink.messages) >= RECIPIENTS + 1, DEADLINE_SECONDS, "every message", interval=0.05)
         db.session.remove()
-        timing = db.session.execute(sa.text(
-            """SELECT (SELECT sent_at FROM notification_deliveries WHERE id = :otp) AS otp_sent,
+        timing = db.session.execute(
+            sa.text(
+                """SELECT (SELECT sent_at FROM notification_deliveries WHERE id = :otp) AS otp_sent,
                       max(d.sent_at) AS tail_sent,
                       count(*) FILTER (WHERE d.sent_at > (SELECT sent_at FROM notification_deliveries WHERE id = :otp))
                         AS sent_after,
                       count(*) FILTER (WHERE d.status = 'sent') AS sent
                FROM notification_deliveries d JOIN notifications n ON n.id = d.notification_id
-               WHERE n.campaign_id = :campaign"""), {"otp": otp_id, "campaign": campaign_id}).one()
+               WHERE n.campaign_id = :campaign"""
+            ),
+            {"otp": otp_id, "campaign": campaign_id},
+        ).one()
 
     assert timing.sent == RECIPIENTS
     assert timing.otp_sent < timing.tail_sent

@@ -1,4 +1,5 @@
 """Shared by the chaos tests: a recording SMTP sink plus worker/sweeper processes."""
+
 from __future__ import annotations
 
 import os
@@ -6,8 +7,8 @@ import os
 import pytest
 
 from app.extensions import redis
-from tests.conftest import free_port
-from tests.delivery import bulk
+from tests.support import processes
+from tests.support.waiting import free_port
 
 
 @pytest.fixture
@@ -15,19 +16,26 @@ def stack(app, tmp_path):
     """Sink + environment for worker/sweeper processes; everything started is stopped afterwards."""
     port = free_port()
     log = tmp_path / "sink.log"
-    procs = {"sink": bulk.start_sink(port, log, tmp_path / "sink.out")}
-    env = dict(os.environ, SMTP_URL=f"smtp://127.0.0.1:{port}", EMAIL_PROVIDER="smtp", DELIVERY_BATCH_SIZE="100",
-               DELIVERY_LEASE_SECONDS="8", SWEEP_INTERVAL_SECONDS="1", SWEEP_REQUEUE_AFTER_SECONDS="3",
-               PYTHONUNBUFFERED="1")
+    procs = {"sink": processes.start_sink(port, log, tmp_path / "sink.out")}
+    env = dict(
+        os.environ,
+        SMTP_URL=f"smtp://127.0.0.1:{port}",
+        EMAIL_PROVIDER="smtp",
+        DELIVERY_BATCH_SIZE="100",
+        DELIVERY_LEASE_SECONDS="8",
+        SWEEP_INTERVAL_SECONDS="1",
+        SWEEP_REQUEUE_AFTER_SECONDS="3",
+        PYTHONUNBUFFERED="1",
+    )
     with app.app_context():
         redis.client().flushdb()
 
     def start(name: str, *command: str):
-        procs[name] = bulk.spawn(bulk.flask_args(*command), env, tmp_path / f"{name}.log")
+        procs[name] = processes.spawn(processes.flask_args(*command), env, tmp_path / f"{name}.log")
         return procs[name]
 
     yield {"start": start, "log": log, "procs": procs, "tmp": tmp_path, "env": env}
     for proc in procs.values():
-        bulk.stop(proc)
+        processes.stop(proc)
     with app.app_context():
         redis.client().flushdb()

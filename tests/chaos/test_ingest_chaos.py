@@ -5,6 +5,7 @@ never replies, so the thread that sends delivery jobs hangs; then the process ge
 ever reached Redis. The committed `pending` rows are the truth: a real sweeper enqueues them, a real
 worker sends them, and the sink receives every e-mail exactly once. Bounded: 60 s at most.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -21,9 +22,9 @@ import pytest
 from app.api.service import create_api_key
 from app.extensions import db
 from app.queueing import get_queue
-from tests.conftest import free_port, wait_for
-from tests.delivery import bulk
 from tests.factories import NotificationTypeFactory, UserFactory
+from tests.support import load, processes
+from tests.support.waiting import free_port, wait_for
 
 pytestmark = pytest.mark.chaos
 
@@ -69,10 +70,20 @@ class SilentRedis:
 def _start_web(stack, redis_port: int) -> tuple:
     """gunicorn (the README's API-only line) whose Redis is the silent server; return (process, port)."""
     port = free_port()
-    env = dict(stack["env"], REDIS_URL=f"redis://127.0.0.1:{redis_port}/0", RATELIMIT_ENABLED="0",
-               BASE_URL=f"http://127.0.0.1:{port}", WEB_WORKERS="1", WEB_MAX_SOCKETS="0", WEB_REQUEST_THREADS="4")
-    web = bulk.spawn(["-m", "gunicorn", "-c", "python:app.realtime.gunicorn_conf", "wsgi:app",
-                      "--bind", f"127.0.0.1:{port}"], env, stack["tmp"] / "web.log")
+    env = dict(
+        stack["env"],
+        REDIS_URL=f"redis://127.0.0.1:{redis_port}/0",
+        RATELIMIT_ENABLED="0",
+        BASE_URL=f"http://127.0.0.1:{port}",
+        WEB_WORKERS="1",
+        WEB_MAX_SOCKETS="0",
+        WEB_REQUEST_THREADS="4",
+    )
+    web = processes.spawn(
+        ["-m", "gunicorn", "-c", "python:app.realtime.gunicorn_conf", "wsgi:app", "--bind", f"127.0.0.1:{port}"],
+        env,
+        stack["tmp"] / "web.log",
+    )
     stack["procs"]["web"] = web
 
     def answers() -> bool:
@@ -100,8 +111,12 @@ def test_web_process_killed_with_its_hand_off_stuck_loses_nothing(app, stack, re
         started = time.monotonic()
         for n, recipient in enumerate(recipients):
             body = json.dumps({"type": "receipt", "recipient": recipient, "title": f"Receipt {n}"})
-            conn.request("POST", "/v1/notifications", body, {
-                "Authorization": f"Bearer {key}", "Content-Type": "application/json", "Idempotency-Key": f"r-{n}"})
+            conn.request(
+                "POST",
+                "/v1/notifications",
+                body,
+                {"Authorization": f"Bearer {key}", "Content-Type": "application/json", "Idempotency-Key": f"r-{n}"},
+            )
             response = conn.getresponse()
             assert response.status == 202, response.read()
             response.read()
@@ -114,16 +129,18 @@ def test_web_process_killed_with_its_hand_off_stuck_loses_nothing(app, stack, re
     assert answered_in < 5  # no request waited for the Redis that never answers
 
     with app.app_context():
-        assert bulk.status_counts() == {"pending": TOTAL}
+        assert load.status_counts() == {"pending": TOTAL}
         assert get_queue("default").count == 0  # nothing reached the real Redis
         stack["start"]("sweeper", "sweep")
         stack["start"]("worker", "worker")
-        wait_for(lambda: bulk.status_counts().get("sent", 0) == TOTAL, DEADLINE_SECONDS, "every row to be sent")
+        wait_for(lambda: load.status_counts().get("sent", 0) == TOTAL, DEADLINE_SECONDS, "every row to be sent")
         ids = db.session.execute(db.text("SELECT id FROM notification_deliveries")).scalars().all()
 
-    arrived = Counter(bulk.message_ids(stack["log"]))
-    summary = f"web process killed with its hand-off stuck: sent={len(arrived)} of {TOTAL}, " \
-              f"duplicates={sum(n - 1 for n in arrived.values())}"
+    arrived = Counter(processes.message_ids(stack["log"]))
+    summary = (
+        f"web process killed with its hand-off stuck: sent={len(arrived)} of {TOTAL}, "
+        f"duplicates={sum(n - 1 for n in arrived.values())}"
+    )
     print(summary)
     record_property("chaos", summary)
     assert set(arrived) == {f"<delivery-{i}@hato.127.0.0.1>" for i in ids}

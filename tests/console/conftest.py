@@ -1,4 +1,5 @@
 """Fixtures for the console tests: people in each role, signed in, and a way to read the audit log."""
+
 from __future__ import annotations
 
 import pytest

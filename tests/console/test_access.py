@@ -1,4 +1,5 @@
 """Role checks on every console URL: anonymous → sign-in, member → 403, operator vs admin-only pages."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,8 +10,13 @@ from app import create_app
 from tests.conftest import TEST_CONFIG
 from tests.factories import UserFactory
 
-ADMIN_ONLY = {"console.api_keys", "console.create_api_key", "console.revoke_api_key", "console.users",
-              "console.change_role"}
+ADMIN_ONLY = {
+    "console.api_keys",
+    "console.create_api_key",
+    "console.revoke_api_key",
+    "console.users",
+    "console.change_role",
+}
 
 
 def _sample_value(rule, name: str):
@@ -60,16 +66,25 @@ def test_anonymous_visitors_are_sent_to_sign_in(client, csrf, endpoint, method, 
     assert "/login" in response.headers["Location"]
 
 
-@pytest.mark.parametrize(("endpoint", "method", "path"),
-                         [r for r in CONSOLE_REQUESTS if r[0] in ADMIN_ONLY])
+@pytest.mark.parametrize(("endpoint", "method", "path"), [r for r in CONSOLE_REQUESTS if r[0] in ADMIN_ONLY])
 def test_operators_get_403_on_admin_pages(client, csrf, login_as, endpoint, method, path):
     login_as(UserFactory(role="operator"))
     assert client.open(path, method=method, headers=csrf()).status_code == 403
 
 
-@pytest.mark.parametrize("path", ["/console/", "/console/announcements", "/console/announcements/new",
-                                  "/console/types", "/console/types/new", "/console/templates",
-                                  "/console/suppressions", "/console/audit"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/console/",
+        "/console/announcements",
+        "/console/announcements/new",
+        "/console/types",
+        "/console/types/new",
+        "/console/templates",
+        "/console/suppressions",
+        "/console/audit",
+    ],
+)
 def test_operators_see_operator_pages(client, login_as, path):
     login_as(UserFactory(role="operator"))
     response = client.get(path)
@@ -88,9 +103,11 @@ def test_admins_see_admin_pages(client, login_as, path):
 
 def test_state_changing_posts_need_a_csrf_token(client, login_as, audit_rows):
     login_as(UserFactory(role="admin"))
-    for path, data in [("/console/announcements/new", {"title": "T", "body": "B", "publish": "now"}),
-                       ("/console/types/new", {"key": "new_type", "label": "New"}),
-                       ("/console/api-keys", {"name": "svc"})]:
+    for path, data in [
+        ("/console/announcements/new", {"title": "T", "body": "B", "publish": "now"}),
+        ("/console/types/new", {"key": "new_type", "label": "New"}),
+        ("/console/api-keys", {"name": "svc"}),
+    ]:
         response = client.post(path, data=data)
         assert response.status_code == 400, path
         assert b"Reload the page" in response.data

@@ -1,4 +1,5 @@
 """Announcements: create, schedule, edit, publish now, expire, delete; audit; broadcast after commit."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -24,15 +25,22 @@ def _only_announcement() -> Announcement:
 
 
 def test_create_and_publish_now(client, csrf, operator, audit_rows, broadcasts):
-    response = client.post("/console/announcements/new", headers=csrf(), data={
-        "title": "Maintenance on Sunday", "body": "We **upgrade** the database.", "body_format": "markdown",
-        "publish": "now"})
+    response = client.post(
+        "/console/announcements/new",
+        headers=csrf(),
+        data={
+            "title": "Maintenance on Sunday",
+            "body": "We **upgrade** the database.",
+            "body_format": "markdown",
+            "publish": "now",
+        },
+    )
     assert response.status_code == 302
     item = _only_announcement()
     assert item.body_format == "markdown" and item.created_by == operator.id
     assert item.published_at <= service.db_now() and item.expires_at is None
     assert broadcasts == [True]
-    entry, = audit_rows("announcement.create")
+    (entry,) = audit_rows("announcement.create")
     assert entry.actor_id == operator.id and entry.target_id == str(item.id)
     assert entry.before is None and entry.after["title"] == "Maintenance on Sunday"
     page = client.get("/console/announcements").get_data(as_text=True)
@@ -42,9 +50,18 @@ def test_create_and_publish_now(client, csrf, operator, audit_rows, broadcasts):
 
 def test_schedule_for_later_does_not_broadcast(client, csrf, operator, broadcasts):
     at = service.db_now() + timedelta(hours=2)
-    response = client.post("/console/announcements/new", headers=csrf(), data={
-        "title": "New rooms", "body": "Floor 5 opens.", "body_format": "plain", "publish": "at",
-        "publish_at": _local(at), "expires_at": _local(at + timedelta(days=1))})
+    response = client.post(
+        "/console/announcements/new",
+        headers=csrf(),
+        data={
+            "title": "New rooms",
+            "body": "Floor 5 opens.",
+            "body_format": "plain",
+            "publish": "at",
+            "publish_at": _local(at),
+            "expires_at": _local(at + timedelta(days=1)),
+        },
+    )
     assert response.status_code == 302
     item = _only_announcement()
     # The form spoke Tokyo time; the row holds the same instant.
@@ -60,8 +77,10 @@ def test_bad_input_changes_nothing(client, csrf, operator, audit_rows, broadcast
         ({"title": "", "body": "b", "publish": "now"}, "This field is required"),
         ({"title": "t", "body": "b", "publish": "at"}, "Choose when to publish"),
         ({"title": "t", "body": "b", "publish": "at", "publish_at": _local(now - timedelta(hours=3))}, "has passed"),
-        ({"title": "t", "body": "b", "publish": "now", "expires_at": _local(now - timedelta(hours=1))},
-         "expiry must be"),
+        (
+            {"title": "t", "body": "b", "publish": "now", "expires_at": _local(now - timedelta(hours=1))},
+            "expiry must be",
+        ),
         ({"title": "t", "body": "b", "publish": "now", "body_format": "html"}, "Not a valid choice"),
     ]
     for data, message in cases:
@@ -77,13 +96,16 @@ def test_edit_keeps_the_original_time_of_a_live_one(client, csrf, operator, audi
     published = item.published_at
     form = client.get(f"/console/announcements/{item.id}/edit").get_data(as_text=True)
     assert 'value="Old title"' in form
-    response = client.post(f"/console/announcements/{item.id}/edit", headers=csrf(), data={
-        "title": "New title", "body": "Body", "body_format": "plain", "publish": "now"})
+    response = client.post(
+        f"/console/announcements/{item.id}/edit",
+        headers=csrf(),
+        data={"title": "New title", "body": "Body", "body_format": "plain", "publish": "now"},
+    )
     assert response.status_code == 302
     db.session.refresh(item)
     assert item.title == "New title" and item.published_at == published
     assert broadcasts == [True]
-    entry, = audit_rows("announcement.update")
+    (entry,) = audit_rows("announcement.update")
     assert entry.before["title"] == "Old title" and entry.after["title"] == "New title"
 
 
@@ -120,8 +142,9 @@ def test_refused_actions_say_why(client, csrf, operator, audit_rows, broadcasts)
 def test_expired_section_pages_by_keyset(client, operator):
     now = service.db_now()
     for i in range(25):
-        AnnouncementFactory(title=f"Expired {i:02d}", published_at=now - timedelta(days=30),
-                            expires_at=now - timedelta(hours=i + 1))
+        AnnouncementFactory(
+            title=f"Expired {i:02d}", published_at=now - timedelta(days=30), expires_at=now - timedelta(hours=i + 1)
+        )
     first = client.get("/console/announcements").get_data(as_text=True)
     assert "Expired 00" in first and "Expired 19" in first and "Expired 20" not in first
     cursor = first.split("expired_cursor=")[1].split("#")[0].split('"')[0]
@@ -130,9 +153,14 @@ def test_expired_section_pages_by_keyset(client, operator):
 
 
 def test_markdown_preview_fragment_is_sanitized(client, csrf, operator):
-    response = client.post("/console/announcements/preview", headers={**csrf(), "HX-Request": "true"}, data={
-        "body": "## Hello\n\n<script>alert(1)</script> [x](javascript:alert(1)) <img src=x onerror=alert(1)>",
-        "body_format": "markdown"})
+    response = client.post(
+        "/console/announcements/preview",
+        headers={**csrf(), "HX-Request": "true"},
+        data={
+            "body": "## Hello\n\n<script>alert(1)</script> [x](javascript:alert(1)) <img src=x onerror=alert(1)>",
+            "body_format": "markdown",
+        },
+    )
     html = response.get_data(as_text=True)
     assert "<h2>Hello</h2>" in html
     assert "<script" not in html and "<img" not in html and "javascript:" not in html
@@ -141,8 +169,10 @@ def test_markdown_preview_fragment_is_sanitized(client, csrf, operator):
 
 def test_the_announcement_html_filter_renders_inert_html(app):
     template = app.jinja_env.from_string("{{ a | announcement_html }}|{{ body | announcement_html('plain') }}")
-    html = template.render(a={"body": "[t](https://example.com) <b onclick=x>b</b>", "body_format": "markdown"},
-                           body="<script>alert(1)</script>")
+    html = template.render(
+        a={"body": "[t](https://example.com) <b onclick=x>b</b>", "body_format": "markdown"},
+        body="<script>alert(1)</script>",
+    )
     markdown_part, plain_part = html.split("|")
     assert '<a href="https://example.com" rel="noopener noreferrer">t</a>' in markdown_part
     assert "&lt;b onclick=x&gt;" in markdown_part and "<b" not in markdown_part  # raw HTML is text
@@ -152,8 +182,9 @@ def test_the_announcement_html_filter_renders_inert_html(app):
 def test_an_announcement_with_script_shows_inert_in_the_member_inbox(client, login_as):
     from tests.factories import UserFactory
 
-    AnnouncementFactory(title="Heads up", body="<script>alert('x')</script>\n\n[click](javascript:alert(1))",
-                        body_format="markdown")
+    AnnouncementFactory(
+        title="Heads up", body="<script>alert('x')</script>\n\n[click](javascript:alert(1))", body_format="markdown"
+    )
     login_as(UserFactory())
     page = client.get("/inbox").get_data(as_text=True)
     assert "Heads up" in page

@@ -1,4 +1,5 @@
 """API keys (admins only): created through the API module, shown once, listed by prefix, revoked; audited."""
+
 from __future__ import annotations
 
 import re
@@ -18,7 +19,7 @@ def test_create_shows_the_key_once_and_stores_only_its_hash(client, csrf, admin,
     row = db.session.scalars(sa.select(ApiKey)).one()
     assert (row.name, row.created_by, row.prefix) == ("reservations-prod", admin.id, keys.key_prefix(key))
     assert row.key_hash == keys.hash_key(key) and key not in row.key_hash
-    entry, = audit_rows("api_key.create")
+    (entry,) = audit_rows("api_key.create")
     assert entry.target_id == row.prefix and key not in str(entry.after)
     listing = client.get("/console/api-keys").get_data(as_text=True)
     assert row.prefix in listing and key not in listing and "never" in listing

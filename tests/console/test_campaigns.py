@@ -1,4 +1,5 @@
 """Campaign pages: create a draft (all, locale, list), review its audience, send, schedule, cancel, live bar."""
+
 from __future__ import annotations
 
 import io
@@ -32,8 +33,16 @@ def enqueued(monkeypatch):
 
 
 def _form(promo, **fields) -> dict:
-    return {"name": "Spring offer", "type": promo.type, "title": "Spring is here", "body": "20 % off",
-            "link_path": "/offers/spring", "payload": '{"code": "SPRING"}', "audience": "all", **fields}
+    return {
+        "name": "Spring offer",
+        "type": promo.type,
+        "title": "Spring is here",
+        "body": "20 % off",
+        "link_path": "/offers/spring",
+        "payload": '{"code": "SPRING"}',
+        "audience": "all",
+        **fields,
+    }
 
 
 def _only_campaign() -> Campaign:
@@ -49,8 +58,11 @@ def test_the_console_nav_links_the_new_pages(client, operator):
     nav = client.get("/console/campaigns").get_data(as_text=True).split('aria-label="Console"')[1].split("</nav>")[0]
 
     assert 'href="/console/campaigns" aria-current="page">Campaigns' in nav
-    for href, label in (("/console/deliveries", "Delivery log"), ("/console/dlq", "Dead letters"),
-                        ("/console/dashboard", "Dashboard")):
+    for href, label in (
+        ("/console/deliveries", "Delivery log"),
+        ("/console/dlq", "Dead letters"),
+        ("/console/dashboard", "Dashboard"),
+    ):
         assert f'href="{href}">{label}</a>' in nav
 
 
@@ -62,8 +74,12 @@ def test_create_a_draft_review_it_and_send_now(client, csrf, operator, promo, en
 
     campaign = _only_campaign()
     assert response.status_code == 302 and response.location.endswith(f"/console/campaigns/{campaign.id}")
-    assert (campaign.status, campaign.total, campaign.data, campaign.created_by) == ("draft", 3, {"code": "SPRING"},
-                                                                                     operator.id)
+    assert (campaign.status, campaign.total, campaign.data, campaign.created_by) == (
+        "draft",
+        3,
+        {"code": "SPRING"},
+        operator.id,
+    )
     page = client.get(f"/console/campaigns/{campaign.id}").get_data(as_text=True)
     assert 'id="campaign-audience-size">3 users' in page and "Send or schedule" in page
     assert enqueued == []
@@ -82,8 +98,11 @@ def test_schedule_for_later_in_the_operators_zone(client, csrf, operator, promo,
     campaign = _only_campaign()
     at = db_now() + timedelta(hours=3)
 
-    client.post(f"/console/campaigns/{campaign.id}/send", headers=csrf(),
-                data={"when": "at", "send_at": at.astimezone(TOKYO).strftime("%Y-%m-%dT%H:%M")})
+    client.post(
+        f"/console/campaigns/{campaign.id}/send",
+        headers=csrf(),
+        data={"when": "at", "send_at": at.astimezone(TOKYO).strftime("%Y-%m-%dT%H:%M")},
+    )
 
     assert campaign.status == "scheduled" and abs(campaign.scheduled_at - at) < timedelta(minutes=1)
     assert enqueued == []  # the sweeper starts it when due
@@ -102,8 +121,12 @@ def test_an_uploaded_list_shows_unknown_ids_and_bad_lines_before_sending(client,
     UserFactory(external_id="bob")
     upload = (io.BytesIO(b"external_id\nalice\nghost\nbob,carol\nbob\n"), "audience.csv")
 
-    response = client.post("/console/campaigns/new", headers=csrf(), content_type="multipart/form-data",
-                           data=_form(promo, audience="list", list_file=upload))
+    response = client.post(
+        "/console/campaigns/new",
+        headers=csrf(),
+        content_type="multipart/form-data",
+        data=_form(promo, audience="list", list_file=upload),
+    )
 
     campaign = _only_campaign()
     assert response.status_code == 302 and campaign.total == 2
@@ -116,8 +139,12 @@ def test_an_uploaded_list_shows_unknown_ids_and_bad_lines_before_sending(client,
 def test_a_list_of_only_unknown_ids_is_refused(client, csrf, operator, promo):
     upload = (io.BytesIO(b"ghost-1\nghost-2\n"), "audience.csv")
 
-    response = client.post("/console/campaigns/new", headers=csrf(), content_type="multipart/form-data",
-                           data=_form(promo, audience="list", list_file=upload))
+    response = client.post(
+        "/console/campaigns/new",
+        headers=csrf(),
+        content_type="multipart/form-data",
+        data=_form(promo, audience="list", list_file=upload),
+    )
 
     assert response.status_code == 422 and "None of the 2 ids" in response.get_data(as_text=True)
 

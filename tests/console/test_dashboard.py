@@ -1,9 +1,10 @@
 """The dashboard: status windows, the SVG chart and its table, latency, DLQ, queues, workers, breakers."""
+
 from __future__ import annotations
 
 import re
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -33,14 +34,24 @@ def ledger():
     NotificationTypeFactory(type="comment")
     note = lambda: NotificationFactory(user_id=UserFactory().id, type="comment").id  # noqa: E731
     rows = []
-    for age, status, delay in [("0 minutes", "sent", 1), ("0 minutes", "sent", 3), ("30 minutes", "sent", 9),
-                               ("30 minutes", "pending", None), ("3 hours", "failed", None),
-                               ("3 days", "failed", None), ("3 hours", "sent", 100)]:
+    for age, status, delay in [
+        ("0 minutes", "sent", 1),
+        ("0 minutes", "sent", 3),
+        ("30 minutes", "sent", 9),
+        ("30 minutes", "pending", None),
+        ("3 hours", "failed", None),
+        ("3 days", "failed", None),
+        ("3 hours", "sent", 100),
+    ]:
         d = DeliveryFactory(notification_id=note(), channel="email", status=status, error_kind=None)
-        db.session.execute(sa.text(
-            "UPDATE notification_deliveries SET created_at = now() - CAST(:age AS interval), updated_at = now() - "
-            "CAST(:age AS interval), sent_at = now() - CAST(:age AS interval) + make_interval(secs => :delay) "
-            "WHERE id = :id"), {"age": age, "delay": delay, "id": d.id})
+        db.session.execute(
+            sa.text(
+                "UPDATE notification_deliveries SET created_at = now() - CAST(:age AS interval), updated_at = now() - "
+                "CAST(:age AS interval), sent_at = now() - CAST(:age AS interval) + make_interval(secs => :delay) "
+                "WHERE id = :id"
+            ),
+            {"age": age, "delay": delay, "id": d.id},
+        )
         rows.append(d)
     return rows
 
@@ -56,11 +67,11 @@ def test_the_page_shows_windows_latency_dlq_and_a_chart(client, operator, ledger
     # p50/p95 of 1 s, 3 s and 9 s (the last hour's sent rows).
     assert 'id="stat-p50">3.0 s' in page and 'id="stat-p95">8.4 s' in page
     assert 'id="stat-dlq">2</span>' in page and "oldest 3 d 0 h" in page
-    svg = page.split("<svg class=\"ops-chart__svg\"")[1].split("</svg>")[0]
+    svg = page.split('<svg class="ops-chart__svg"')[1].split("</svg>")[0]
     assert '<title id="chart-title">' in svg and "4 deliveries in the last 60 minutes (3 sent, 1 pending)" in svg
     assert svg.count('class="ops-chart__bar ops-chart__bar--sent"') == 2
     table = page.split('id="chart-table"')[1].split("</table>")[0]
-    assert table.count("<tr><th scope=\"row\">") == 2  # two minutes had deliveries
+    assert table.count('<tr><th scope="row">') == 2  # two minutes had deliveries
 
 
 def test_the_figures_refresh_themselves(client, operator):
@@ -125,7 +136,7 @@ def test_without_breakers_the_state_is_n_a_and_a_hook_takes_precedence(client, o
 
 
 def test_chart_geometry():
-    now = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     counts = {(now, "sent"): 30, (now, "failed"): 10, (now - timedelta(minutes=59), "pending"): 5}
 
     chart = charts.deliveries_per_minute(now, counts, ZoneInfo("Asia/Tokyo"))
@@ -144,16 +155,27 @@ def test_nice_ceiling(value, expected):
     assert charts.nice_ceiling(value) == expected
 
 
-@pytest.mark.parametrize("seconds, text", [(None, "—"), (0.25, "250 ms"), (4.21, "4.2 s"), (185, "3 min 5 s"),
-                                           (7800, "2 h 10 min"), (3 * 86400 + 4 * 3600, "3 d 4 h")])
+@pytest.mark.parametrize(
+    "seconds, text",
+    [
+        (None, "—"),
+        (0.25, "250 ms"),
+        (4.21, "4.2 s"),
+        (185, "3 min 5 s"),
+        (7800, "2 h 10 min"),
+        (3 * 86400 + 4 * 3600, "3 d 4 h"),
+    ],
+)
 def test_duration(seconds, text):
     assert duration(seconds) == text
 
 
-@pytest.mark.parametrize("peak, ticks", [(0, ["0", "1"]), (1, ["0", "1"]), (7, ["0", "2", "4", "6", "8"]),
-                                         (1234, ["0", "500", "1,000", "1,500"])])
+@pytest.mark.parametrize(
+    "peak, ticks",
+    [(0, ["0", "1"]), (1, ["0", "1"]), (7, ["0", "2", "4", "6", "8"]), (1234, ["0", "500", "1,000", "1,500"])],
+)
 def test_the_y_axis_uses_round_steps(peak, ticks):
-    now = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     chart = charts.deliveries_per_minute(now, {(now, "sent"): peak} if peak else {}, ZoneInfo("UTC"))
 
     assert [t.label for t in chart.y_ticks] == ticks

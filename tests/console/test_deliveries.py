@@ -1,4 +1,5 @@
 """The delivery log: filters, keyset pages, one delivery's attempt timeline and rendered content."""
+
 from __future__ import annotations
 
 import re
@@ -21,18 +22,40 @@ def ledger():
     n1 = NotificationFactory(user_id=ada.id, type=comment.type, title="Hi Ada")
     n2 = NotificationFactory(user_id=bob.id, type=otp.type, title="Your code")
     rows = {
-        "ada_email": DeliveryFactory(notification_id=n1.id, channel="email", status="sent", attempts=2, provider="smtp",
-                                     rendered_subject="Hi Ada", rendered_body="<script>alert(1)</script><b>Hello</b>"),
-        "ada_push": DeliveryFactory(notification_id=n1.id, channel="push", status="skipped",
-                                    skip_reason="no_push_subscription"),
-        "bob_email": DeliveryFactory(notification_id=n2.id, channel="email", status="failed", attempts=8,
-                                     provider="smtp", error_kind="exhausted", last_error="connection refused"),
+        "ada_email": DeliveryFactory(
+            notification_id=n1.id,
+            channel="email",
+            status="sent",
+            attempts=2,
+            provider="smtp",
+            rendered_subject="Hi Ada",
+            rendered_body="<script>alert(1)</script><b>Hello</b>",
+        ),
+        "ada_push": DeliveryFactory(
+            notification_id=n1.id, channel="push", status="skipped", skip_reason="no_push_subscription"
+        ),
+        "bob_email": DeliveryFactory(
+            notification_id=n2.id,
+            channel="email",
+            status="failed",
+            attempts=8,
+            provider="smtp",
+            error_kind="exhausted",
+            last_error="connection refused",
+        ),
     }
-    db.session.add_all([
-        DeliveryAttempt(delivery_id=rows["ada_email"].id, provider="smtp", duration_ms=5003, outcome="transient",
-                        error="timeout: timed out"),
-        DeliveryAttempt(delivery_id=rows["ada_email"].id, provider="smtp", duration_ms=42, outcome="sent"),
-    ])
+    db.session.add_all(
+        [
+            DeliveryAttempt(
+                delivery_id=rows["ada_email"].id,
+                provider="smtp",
+                duration_ms=5003,
+                outcome="transient",
+                error="timeout: timed out",
+            ),
+            DeliveryAttempt(delivery_id=rows["ada_email"].id, provider="smtp", duration_ms=42, outcome="sent"),
+        ]
+    )
     db.session.flush()
     return rows
 
@@ -41,16 +64,19 @@ def _ids(page: str) -> list[int]:
     return [int(i) for i in re.findall(r'<tr id="delivery-(\d+)"', page)]
 
 
-@pytest.mark.parametrize("query, expected", [
-    ("", ["bob_email", "ada_push", "ada_email"]),
-    ("user=ada", ["ada_push", "ada_email"]),
-    ("user=ADA@example.com", ["ada_push", "ada_email"]),
-    ("user=nobody", []),
-    ("type=otp", ["bob_email"]),
-    ("channel=push", ["ada_push"]),
-    ("status=failed", ["bob_email"]),
-    ("user=bob&status=sent", []),
-])
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("", ["bob_email", "ada_push", "ada_email"]),
+        ("user=ada", ["ada_push", "ada_email"]),
+        ("user=ADA@example.com", ["ada_push", "ada_email"]),
+        ("user=nobody", []),
+        ("type=otp", ["bob_email"]),
+        ("channel=push", ["ada_push"]),
+        ("status=failed", ["bob_email"]),
+        ("user=bob&status=sent", []),
+    ],
+)
 def test_filters(client, operator, ledger, query, expected):
     page = client.get(f"/console/deliveries?{query}").get_data(as_text=True)
 
@@ -58,8 +84,10 @@ def test_filters(client, operator, ledger, query, expected):
 
 
 def test_time_range_is_read_in_the_operators_zone(client, operator, ledger):
-    db.session.execute(sa.text("UPDATE notification_deliveries SET created_at = '2026-01-10 00:30+00' WHERE id = :id"),
-                       {"id": ledger["bob_email"].id})
+    db.session.execute(
+        sa.text("UPDATE notification_deliveries SET created_at = '2026-01-10 00:30+00' WHERE id = :id"),
+        {"id": ledger["bob_email"].id},
+    )
     # 09:00-10:00 in Tokyo is 00:00-01:00 UTC.
     page = client.get("/console/deliveries?since=2026-01-10T09:00&until=2026-01-10T10:00").get_data(as_text=True)
 
@@ -76,10 +104,15 @@ def test_bad_filters_say_why_and_list_nothing(client, operator, ledger):
 
 def test_keyset_pages_never_repeat_or_skip(client, operator, ledger):
     extra = [NotificationFactory(user_id=UserFactory().id, type="comment").id for _ in range(56)]
-    db.session.execute(sa.text("INSERT INTO notification_deliveries (notification_id, channel) "
-                               "SELECT unnest(CAST(:ids AS bigint[])), 'push'"), {"ids": extra})
+    db.session.execute(
+        sa.text(
+            "INSERT INTO notification_deliveries (notification_id, channel) "
+            "SELECT unnest(CAST(:ids AS bigint[])), 'push'"
+        ),
+        {"ids": extra},
+    )
     first = client.get("/console/deliveries").get_data(as_text=True)
-    cursor = re.search(r'cursor=(\d+)', first).group(1)
+    cursor = re.search(r"cursor=(\d+)", first).group(1)
     second = client.get(f"/console/deliveries?cursor={cursor}").get_data(as_text=True)
 
     seen = _ids(first) + _ids(second)

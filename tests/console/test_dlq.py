@@ -1,4 +1,5 @@
 """The DLQ page: filters, replay one, discard with a reason, replay/discard all matching with a progress bar."""
+
 from __future__ import annotations
 
 import re
@@ -20,11 +21,21 @@ def dlq():
 
     def make(type_, status="failed", kind="refused"):
         note = NotificationFactory(user_id=UserFactory().id, type=type_.type)
-        return DeliveryFactory(notification_id=note.id, channel="email", status=status, attempts=3, provider="smtp",
-                               error_kind=kind if status == "failed" else None, last_error=f"{kind} by the server")
+        return DeliveryFactory(
+            notification_id=note.id,
+            channel="email",
+            status=status,
+            attempts=3,
+            provider="smtp",
+            error_kind=kind if status == "failed" else None,
+            last_error=f"{kind} by the server",
+        )
 
-    return {"refused": [make(comment) for _ in range(3)], "rejected": make(otp, kind="rejected"),
-            "sent": make(comment, status="sent")}
+    return {
+        "refused": [make(comment) for _ in range(3)],
+        "rejected": make(otp, kind="rejected"),
+        "sent": make(comment, status="sent"),
+    }
 
 
 @pytest.fixture
@@ -63,8 +74,9 @@ def test_the_dlq_lists_failed_rows_and_filters_them(client, operator, dlq):
 def test_replay_one_enqueues_it_on_its_priority_after_the_commit(client, csrf, operator, dlq, enqueues, audit_rows):
     row = dlq["rejected"]
 
-    response = client.post(f"/console/dlq/{row.id}/replay", headers=csrf(),
-                           data={"next": "/console/dlq?error_kind=rejected"})
+    response = client.post(
+        f"/console/dlq/{row.id}/replay", headers=csrf(), data={"next": "/console/dlq?error_kind=rejected"}
+    )
 
     assert response.status_code == 302 and response.location.endswith("/console/dlq?error_kind=rejected")
     assert _status(row) == "pending" and enqueues["deliveries"] == [("high", "email", [row.id])]
@@ -74,8 +86,9 @@ def test_replay_one_enqueues_it_on_its_priority_after_the_commit(client, csrf, o
 
 
 def test_a_foreign_next_is_ignored(client, csrf, operator, dlq, enqueues):
-    response = client.post(f"/console/dlq/{dlq['rejected'].id}/replay", headers=csrf(),
-                           data={"next": "https://evil.example/console/"})
+    response = client.post(
+        f"/console/dlq/{dlq['rejected'].id}/replay", headers=csrf(), data={"next": "https://evil.example/console/"}
+    )
 
     assert response.location.endswith("/console/dlq")
 
@@ -83,8 +96,7 @@ def test_a_foreign_next_is_ignored(client, csrf, operator, dlq, enqueues):
 def test_discard_needs_a_reason(client, csrf, operator, dlq, audit_rows):
     row = dlq["refused"][0]
 
-    refused = client.post(f"/console/dlq/{row.id}/discard", headers=csrf(), data={"reason": " "},
-                          follow_redirects=True)
+    refused = client.post(f"/console/dlq/{row.id}/discard", headers=csrf(), data={"reason": " "}, follow_redirects=True)
     assert "Say why" in refused.get_data(as_text=True) and _status(row) == "failed"
 
     client.post(f"/console/dlq/{row.id}/discard", headers=csrf(), data={"reason": "user left"})
@@ -118,8 +130,9 @@ def test_replay_all_matching_runs_as_a_job_with_a_progress_bar(client, csrf, ope
 
 def test_discard_all_needs_a_reason_and_an_empty_match_is_refused(client, csrf, operator, dlq, enqueues):
     no_reason = client.post("/console/dlq/bulk", headers=csrf(), data={"kind": "discard"}, follow_redirects=True)
-    nothing = client.post("/console/dlq/bulk", headers=csrf(), data={"kind": "replay", "error_kind": "timeout"},
-                          follow_redirects=True)
+    nothing = client.post(
+        "/console/dlq/bulk", headers=csrf(), data={"kind": "replay", "error_kind": "timeout"}, follow_redirects=True
+    )
 
     assert "Say why" in no_reason.get_data(as_text=True)
     assert "Nothing in the dead-letter queue matches" in nothing.get_data(as_text=True)

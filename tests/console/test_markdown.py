@@ -1,4 +1,5 @@
 """Announcement bodies: Markdown rendered, plain text escaped, and every XSS vector left inert."""
+
 from __future__ import annotations
 
 from html.parser import HTMLParser
@@ -13,12 +14,12 @@ VECTORS = [
     "[click](javascript:alert(1))",
     "[click](JaVaScRiPt:alert(1))",
     "[click](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
-    "<a href=\"https://ok.example\" onclick=\"alert(1)\">x</a>",
-    "<iframe src=\"https://evil.example\"></iframe>",
+    '<a href="https://ok.example" onclick="alert(1)">x</a>',
+    '<iframe src="https://evil.example"></iframe>',
     "<svg onload=alert(1)>",
-    "![x](https://evil.example/x.png \"t\" onerror=alert(1))",
+    '![x](https://evil.example/x.png "t" onerror=alert(1))',
     "<style>body{display:none}</style>",
-    "<div style=\"position:fixed\">x</div>",
+    '<div style="position:fixed">x</div>',
 ]
 
 
@@ -47,8 +48,12 @@ def test_vectors_are_inert(vector, body_format):
 
 
 def test_markdown_features_survive():
-    html = str(render_body("# Title\n\nSome **bold**, *em*, `code` and [a link](https://example.com).\n\n"
-                           "- one\n- two\n\n> quoted", "markdown"))
+    html = str(
+        render_body(
+            "# Title\n\nSome **bold**, *em*, `code` and [a link](https://example.com).\n\n- one\n- two\n\n> quoted",
+            "markdown",
+        )
+    )
     assert "<h1>Title</h1>" in html and "<strong>bold</strong>" in html and "<em>em</em>" in html
     assert "<code>code</code>" in html and "<li>one</li>" in html and "<blockquote>" in html
     assert '<a href="https://example.com" rel="noopener noreferrer">a link</a>' in html

@@ -1,4 +1,5 @@
 """A scheduled announcement reaches inboxes and fires its broadcast badge event without anyone clicking."""
+
 from __future__ import annotations
 
 import json

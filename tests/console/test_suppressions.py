@@ -1,4 +1,5 @@
 """Suppressions: prefix search with keyset pages, the reason shown, lifting audited."""
+
 from __future__ import annotations
 
 import re
@@ -40,16 +41,18 @@ def test_keyset_pages_cover_every_address_once(client, operator):
 
 def test_lift_deletes_and_audits(client, csrf, operator, audit_rows):
     _add("ada@example.com")
-    response = client.post("/console/suppressions/lift", headers=csrf(), data={"address": "Ada@Example.com "},
-                           follow_redirects=True)
+    response = client.post(
+        "/console/suppressions/lift", headers=csrf(), data={"address": "Ada@Example.com "}, follow_redirects=True
+    )
     assert "ada@example.com can receive e-mail again" in response.get_data(as_text=True)
     assert db.session.get(EmailSuppression, "ada@example.com") is None
-    entry, = audit_rows("suppression.lift")
+    (entry,) = audit_rows("suppression.lift")
     assert entry.target_id == "ada@example.com" and entry.before["reason"] == "bounce" and entry.after is None
 
 
 def test_lifting_an_unknown_address_says_so(client, csrf, operator, audit_rows):
-    response = client.post("/console/suppressions/lift", headers=csrf(), data={"address": "nobody@example.com"},
-                           follow_redirects=True)
+    response = client.post(
+        "/console/suppressions/lift", headers=csrf(), data={"address": "nobody@example.com"}, follow_redirects=True
+    )
     assert "is not suppressed" in response.get_data(as_text=True)
     assert audit_rows() == []

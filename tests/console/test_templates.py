@@ -1,4 +1,5 @@
 """Templates: live preview in the delivery sandbox, errors with lines, locale chain, push size, history."""
+
 from __future__ import annotations
 
 import html
@@ -16,10 +17,15 @@ from app.models import MessageTemplate, NotificationType, TemplateVersion
 from tests.factories import NotificationTypeFactory
 
 URL = "/console/templates/comment/{channel}/{locale}"
-INJECTIONS = ["{{ ''.__class__.__mro__ }}", "{{ cycler.__init__.__globals__ }}",
-              "{{ ''.__class__.__mro__[1].__subclasses__() }}", "{{ request }}{{ config.items() }}",
-              "{% for c in [].__class__.__base__.__subclasses__() %}{{ c }}{% endfor %}",
-              "{{ user|attr('__class__') }}", "{{ '{0.__class__}'.format(user) }}"]
+INJECTIONS = [
+    "{{ ''.__class__.__mro__ }}",
+    "{{ cycler.__init__.__globals__ }}",
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ request }}{{ config.items() }}",
+    "{% for c in [].__class__.__base__.__subclasses__() %}{{ c }}{% endfor %}",
+    "{{ user|attr('__class__') }}",
+    "{{ '{0.__class__}'.format(user) }}",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -28,8 +34,9 @@ def comment_type():
 
 
 def preview(client, csrf, channel="email", locale="en", **fields):
-    response = client.post(URL.format(channel=channel, locale=locale) + "/preview",
-                           headers={**csrf(), "HX-Request": "true"}, data=fields)
+    response = client.post(
+        URL.format(channel=channel, locale=locale) + "/preview", headers={**csrf(), "HX-Request": "true"}, data=fields
+    )
     assert response.status_code == 200
     return response.get_data(as_text=True)
 
@@ -47,10 +54,15 @@ def test_editor_page_renders_a_preview_with_debounced_htmx(client, operator):
 
 
 def test_email_preview_renders_sample_data_in_a_sandboxed_iframe(client, csrf, operator):
-    page = preview(client, csrf, subject="Hi {{ user.name }}", body_text="Room {{ data.room }}",
-                   body_html="<p>Room <b>{{ data.room }}</b> for {{ user.name }}</p>")
+    page = preview(
+        client,
+        csrf,
+        subject="Hi {{ user.name }}",
+        body_text="Room {{ data.room }}",
+        body_html="<p>Room <b>{{ data.room }}</b> for {{ user.name }}</p>",
+    )
     assert 'id="preview-subject">Hi Ada Lovelace<' in page
-    frame = re.search(r'<iframe[^>]*>', page).group(0)
+    frame = re.search(r"<iframe[^>]*>", page).group(0)
     assert " sandbox " in frame and "allow-scripts" not in frame
     document = html.unescape(re.search(r'srcdoc="([^"]*)"', frame).group(1))
     assert "<p>Room <b>4B</b> for Ada Lovelace</p>" in document
@@ -105,16 +117,20 @@ def test_bad_sample_json_is_reported_with_its_line(client, csrf, operator):
 
 
 def test_locale_fallback_chain(client, csrf, operator):
-    db.session.add_all([MessageTemplate(type="comment", channel="email", locale=loc, subject=loc)
-                        for loc in ("pt", "en")])
+    db.session.add_all(
+        [MessageTemplate(type="comment", channel="email", locale=loc, subject=loc) for loc in ("pt", "en")]
+    )
     db.session.flush()
     page = preview(client, csrf, locale="en", subject="Hi", user_locale="pt-BR")
     steps = re.findall(r"<code>([a-z-]+)</code>\s*<span class=\"tag[^\"]*\">(\w+)</span>", page)
     assert steps == [("pt-br", "missing"), ("pt", "used"), ("en", "exists")]
     assert "the <code>pt</code> template — not this one" in page
     page = preview(client, csrf, locale="de", subject="Hi", user_locale="de-AT")
-    assert re.findall(r"<code>([a-z-]+)</code>\s*<span class=\"tag[^\"]*\">(\w+)</span>", page) == \
-        [("de-at", "missing"), ("de", "used"), ("en", "exists")]
+    assert re.findall(r"<code>([a-z-]+)</code>\s*<span class=\"tag[^\"]*\">(\w+)</span>", page) == [
+        ("de-at", "missing"),
+        ("de", "used"),
+        ("en", "exists"),
+    ]
 
 
 def test_push_payload_size_against_the_limit(client, csrf, operator):
@@ -128,7 +144,9 @@ def test_push_payload_size_against_the_limit(client, csrf, operator):
 
 
 def test_in_app_preview_shows_title_and_body(client, csrf, operator):
-    page = preview(client, csrf, channel="in_app", subject="New comment by {{ user.name }}", body_text="{{ data.room }}")
+    page = preview(
+        client, csrf, channel="in_app", subject="New comment by {{ user.name }}", body_text="{{ data.room }}"
+    )
     assert 'id="preview-subject">New comment by Ada Lovelace<' in page and 'id="preview-text">4B<' in page
 
 
@@ -148,8 +166,10 @@ def test_save_keeps_versions_and_restore(client, csrf, operator, audit_rows):
     assert response.status_code == 302
     db.session.refresh(template)
     assert (template.subject, template.body_text) == ("v1", "one")
-    assert [v.subject for v in db.session.scalars(sa.select(TemplateVersion).order_by(TemplateVersion.id))] == \
-        ["v1", "v2"]
+    assert [v.subject for v in db.session.scalars(sa.select(TemplateVersion).order_by(TemplateVersion.id))] == [
+        "v1",
+        "v2",
+    ]
     assert [e.action for e in audit_rows()] == ["template.save", "template.save", "template.restore"]
     assert audit_rows("template.restore")[0].before["subject"] == "v2"
 
@@ -164,8 +184,11 @@ def test_a_template_with_errors_is_not_saved(client, csrf, operator, audit_rows)
 
 
 def test_unknown_type_channel_or_locale_is_404(client, operator):
-    for path in ("/console/templates/nope/email/en", "/console/templates/comment/sms/en",
-                 "/console/templates/comment/email/not a locale!"):
+    for path in (
+        "/console/templates/nope/email/en",
+        "/console/templates/comment/sms/en",
+        "/console/templates/comment/email/not a locale!",
+    ):
         assert client.get(path).status_code == 404, path
 
 

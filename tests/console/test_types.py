@@ -1,4 +1,5 @@
 """Notification types: slug keys, rename only while unused, confirm before overriding users' choices."""
+
 from __future__ import annotations
 
 import sqlalchemy as sa
@@ -8,17 +9,27 @@ from app.models import MessageTemplate, NotificationPreference, NotificationType
 from app.preferences.queries import resolve
 from tests.factories import NotificationFactory, NotificationTypeFactory, PreferenceFactory, UserFactory
 
-FORM = {"label": "Room booked", "description": "A booking went through.", "default_in_app": "y",
-        "default_email": "y", "priority": "default"}
+FORM = {
+    "label": "Room booked",
+    "description": "A booking went through.",
+    "default_in_app": "y",
+    "default_email": "y",
+    "priority": "default",
+}
 
 
 def test_create_a_type(client, csrf, operator, audit_rows):
     response = client.post("/console/types/new", headers=csrf(), data={**FORM, "key": "room_booked"})
     assert response.status_code == 302
     item = db.session.get(NotificationType, "room_booked")
-    assert (item.label, item.default_in_app, item.default_email, item.default_push, item.mandatory) == \
-        ("Room booked", True, True, False, False)
-    entry, = audit_rows("type.create")
+    assert (item.label, item.default_in_app, item.default_email, item.default_push, item.mandatory) == (
+        "Room booked",
+        True,
+        True,
+        False,
+        False,
+    )
+    (entry,) = audit_rows("type.create")
     assert entry.target_id == "room_booked" and entry.after["default_email"] is True
     assert "room_booked" in client.get("/console/types").get_data(as_text=True)
 
@@ -35,12 +46,15 @@ def test_keys_must_be_slugs_and_unique(client, csrf, operator, audit_rows):
 
 def test_edit_defaults_and_priority(client, csrf, operator, audit_rows):
     NotificationTypeFactory(type="comment", label="Comment")
-    response = client.post("/console/types/comment/edit", headers=csrf(), data={
-        **FORM, "key": "comment", "label": "Comments", "default_push": "y", "priority": "low"})
+    response = client.post(
+        "/console/types/comment/edit",
+        headers=csrf(),
+        data={**FORM, "key": "comment", "label": "Comments", "default_push": "y", "priority": "low"},
+    )
     assert response.status_code == 302
     item = db.session.get(NotificationType, "comment")
     assert (item.label, item.default_push, item.priority) == ("Comments", True, "low")
-    entry, = audit_rows("type.update")
+    (entry,) = audit_rows("type.update")
     assert entry.before["label"] == "Comment" and entry.after["label"] == "Comments"
 
 
@@ -52,15 +66,16 @@ def test_rename_an_unused_type_moves_its_templates_and_preferences(client, csrf,
     db.session.flush()
     form = client.get("/console/types/draft_type/edit").get_data(as_text=True)
     assert "can be renamed until the first notification uses it" in form
-    response = client.post("/console/types/draft_type/edit", headers=csrf(),
-                           data={**FORM, "key": "final_type", "label": "Final"})
+    response = client.post(
+        "/console/types/draft_type/edit", headers=csrf(), data={**FORM, "key": "final_type", "label": "Final"}
+    )
     assert response.status_code == 302
     db.session.expire_all()
     assert db.session.get(NotificationType, "draft_type") is None
     assert db.session.get(NotificationType, "final_type").label == "Final"
     assert db.session.scalars(sa.select(MessageTemplate.type)).all() == ["final_type"]
     assert db.session.scalars(sa.select(NotificationPreference.type)).all() == ["final_type"]
-    entry, = audit_rows("type.update")
+    (entry,) = audit_rows("type.update")
     assert (entry.target_id, entry.before["type"], entry.after["type"]) == ("final_type", "draft_type", "final_type")
 
 
@@ -106,8 +121,9 @@ def test_going_mandatory_shows_the_overridden_users_first(client, csrf, operator
 
 def test_going_mandatory_without_deviations_needs_no_confirmation(client, csrf, operator):
     NotificationTypeFactory(type="billing")
-    response = client.post("/console/types/billing/edit", headers=csrf(),
-                           data={**FORM, "key": "billing", "mandatory": "y"})
+    response = client.post(
+        "/console/types/billing/edit", headers=csrf(), data={**FORM, "key": "billing", "mandatory": "y"}
+    )
     assert response.status_code == 302
     assert db.session.get(NotificationType, "billing").mandatory is True
 

@@ -1,4 +1,5 @@
 """Users (admins only): search by e-mail, external id or name; role changes audited; the last admin stays."""
+
 from __future__ import annotations
 
 import re
@@ -34,17 +35,19 @@ def test_keyset_pages(client, admin):
 
 def test_change_role_is_audited(client, csrf, admin, audit_rows):
     user = UserFactory(email="ops@example.com")
-    response = client.post(f"/console/users/{user.id}/role", headers=csrf(), data={"role": "operator"},
-                           follow_redirects=True)
+    response = client.post(
+        f"/console/users/{user.id}/role", headers=csrf(), data={"role": "operator"}, follow_redirects=True
+    )
     assert "ops@example.com is now operator" in response.get_data(as_text=True)
     assert db.session.get(User, user.id).role == "operator"
-    entry, = audit_rows("user.role")
+    (entry,) = audit_rows("user.role")
     assert (entry.actor_id, entry.before, entry.after["role"]) == (admin.id, {"role": "member"}, "operator")
 
 
 def test_the_last_admin_cannot_demote_themselves(client, csrf, admin, audit_rows):
-    response = client.post(f"/console/users/{admin.id}/role", headers=csrf(), data={"role": "member"},
-                           follow_redirects=True)
+    response = client.post(
+        f"/console/users/{admin.id}/role", headers=csrf(), data={"role": "member"}, follow_redirects=True
+    )
     assert "This is the last admin" in response.get_data(as_text=True)
     assert db.session.get(User, admin.id).role == "admin"
     assert audit_rows() == []
@@ -58,7 +61,8 @@ def test_an_admin_can_step_down_when_another_admin_exists(client, csrf, admin):
 
 def test_an_unknown_role_changes_nothing(client, csrf, admin, audit_rows):
     user = UserFactory()
-    response = client.post(f"/console/users/{user.id}/role", headers=csrf(), data={"role": "root"},
-                           follow_redirects=True)
+    response = client.post(
+        f"/console/users/{user.id}/role", headers=csrf(), data={"role": "root"}, follow_redirects=True
+    )
     assert "Choose one of the roles" in response.get_data(as_text=True)
     assert db.session.get(User, user.id).role == "member" and audit_rows() == []

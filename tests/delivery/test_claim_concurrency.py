@@ -1,4 +1,5 @@
 """Two workers claiming the same ids at the same moment get disjoint rows (FOR UPDATE SKIP LOCKED)."""
+
 from __future__ import annotations
 
 import threading
@@ -7,13 +8,13 @@ import pytest
 
 from app.delivery import service
 from app.extensions import db
-from tests.delivery import bulk
+from tests.support import load
 
 
 @pytest.mark.committed
 def test_concurrent_claims_are_disjoint(app):
     with app.app_context():
-        ids = bulk.create_email_deliveries(400, prefix="race")
+        ids = load.create_email_deliveries(400, prefix="race")
     barrier = threading.Barrier(4)
     claimed: list[list[int]] = []
 

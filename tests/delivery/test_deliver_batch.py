@@ -1,7 +1,8 @@
 """deliver_batch end to end against a real SMTP server and the fake provider."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
@@ -9,13 +10,14 @@ from app.extensions import db
 from app.models import DeliveryAttempt, EmailSuppression, MessageTemplate
 from app.providers import PermanentError, TransientError
 from jobs.delivery import deliver_batch
-from tests.delivery.conftest import reload
 from tests.factories import NotificationTypeFactory, PreferenceFactory, UserFactory
+from tests.support.delivery import reload
 
 
 def attempts_of(delivery):
-    return db.session.scalars(sa.select(DeliveryAttempt).where(DeliveryAttempt.delivery_id == delivery.id)
-                              .order_by(DeliveryAttempt.id)).all()
+    return db.session.scalars(
+        sa.select(DeliveryAttempt).where(DeliveryAttempt.delivery_id == delivery.id).order_by(DeliveryAttempt.id)
+    ).all()
 
 
 def test_real_email_content_and_headers(app, smtp_sink, make_delivery):
@@ -101,7 +103,7 @@ def test_recipient_4xx_is_transient_with_backoff(app, smtp_sink, make_delivery):
 
 
 def test_refused_connection_is_transient_and_fails_the_rest_fast(app, make_delivery, monkeypatch):
-    from tests.conftest import free_port
+    from tests.support.waiting import free_port
 
     monkeypatch.setitem(app.config, "SMTP_URL", f"smtp://127.0.0.1:{free_port()}")
     monkeypatch.setitem(app.config, "EMAIL_PROVIDER", "smtp")
@@ -123,8 +125,9 @@ def test_transient_failures_exhaust_into_the_dlq(app, fake_provider, make_delive
         row = reload(delivery)
         assert row.status == expected
         # Make the retry due now (the test's transaction has a frozen now()).
-        db.session.execute(sa.text("UPDATE notification_deliveries SET next_attempt_at = now() WHERE id = :id"),
-                           {"id": delivery.id})
+        db.session.execute(
+            sa.text("UPDATE notification_deliveries SET next_attempt_at = now() WHERE id = :id"), {"id": delivery.id}
+        )
 
     row = reload(delivery)
     assert (row.attempts, row.error_kind) == (3, "exhausted")
@@ -142,8 +145,11 @@ def test_permanent_provider_error(app, fake_provider, make_delivery):
 
 
 def test_render_error_is_permanent(app, fake_provider, make_delivery, email_type):
-    db.session.add(MessageTemplate(type=email_type.type, channel="email", locale="en",
-                                   subject="{{ ''.__class__.__mro__ }}", body_text="x"))
+    db.session.add(
+        MessageTemplate(
+            type=email_type.type, channel="email", locale="en", subject="{{ ''.__class__.__mro__ }}", body_text="x"
+        )
+    )
     delivery = make_delivery()
 
     deliver_batch("email", [delivery.id])
@@ -187,7 +193,7 @@ def test_suppressed_address_is_skipped(app, fake_provider, make_delivery):
 
 
 def _quiet_around_now(user, tz="Asia/Tokyo"):
-    local_now = datetime.now(timezone.utc).astimezone(__import__("zoneinfo").ZoneInfo(tz))
+    local_now = datetime.now(UTC).astimezone(__import__("zoneinfo").ZoneInfo(tz))
     user.timezone = tz
     user.quiet_hours_start = (local_now - timedelta(hours=1)).time().replace(microsecond=0)
     user.quiet_hours_end = (local_now + timedelta(hours=1)).time().replace(second=0, microsecond=0)
@@ -231,8 +237,10 @@ def test_push_rows_are_skipped_until_push_is_configured(app, fake_provider, make
 
 def test_only_due_pending_rows_of_the_channel_are_claimed(app, fake_provider, make_delivery):
     later = make_delivery()
-    db.session.execute(sa.text("UPDATE notification_deliveries SET next_attempt_at = now() + interval '1 hour' "
-                               "WHERE id = :id"), {"id": later.id})
+    db.session.execute(
+        sa.text("UPDATE notification_deliveries SET next_attempt_at = now() + interval '1 hour' WHERE id = :id"),
+        {"id": later.id},
+    )
     sent = make_delivery(status="sent")
     push = make_delivery(channel="push")
 
@@ -264,7 +272,7 @@ def test_a_stale_lease_cannot_overwrite_a_newer_claim(app, fake_provider, make_d
     claim = service.claim("email", [delivery.id], 60)
     [row] = queries.claimed_batch(claim.ids)
     stale = claim.lease - timedelta(seconds=30)
-    result = Result(row, "sent", "fake", datetime.now(timezone.utc), 1, message_id="<x>")
+    result = Result(row, "sent", "fake", datetime.now(UTC), 1, message_id="<x>")
 
     service.record_result(result, stale, Backoff(1, 1, 3))
 
@@ -273,8 +281,16 @@ def test_a_stale_lease_cannot_overwrite_a_newer_claim(app, fake_provider, make_d
 
 def test_template_from_the_database_follows_the_locale_chain(app, fake_provider, make_delivery, email_type):
     for locale, subject in (("en", "New comment"), ("pt", "Novo comentário de {{ data.who }}")):
-        db.session.add(MessageTemplate(type=email_type.type, channel="email", locale=locale, subject=subject,
-                                       body_text="{{ notification.body }}", body_html=""))
+        db.session.add(
+            MessageTemplate(
+                type=email_type.type,
+                channel="email",
+                locale=locale,
+                subject=subject,
+                body_text="{{ notification.body }}",
+                body_html="",
+            )
+        )
     db.session.add(MessageTemplate(type=email_type.type, channel="push", locale="pt-BR", subject="push only"))
     brazilian = make_delivery(user=UserFactory(locale="pt-BR"), data={"who": "Ana"})
     japanese = make_delivery(user=UserFactory(locale="ja"))

@@ -1,4 +1,5 @@
 """GET /metrics reads sends, failures, latency, the DLQ and queue depths at scrape time."""
+
 from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -12,8 +13,11 @@ def samples(client):
     response = client.get("/metrics")
     assert response.status_code == 200
     assert response.headers["Content-Type"].startswith("text/plain; version=")
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(response.get_data(as_text=True)) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.get_data(as_text=True))
+        for s in family.samples
+    }
 
 
 def test_metrics_reflect_the_ledger(app, client, fake_provider, make_delivery):

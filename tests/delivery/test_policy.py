@@ -1,8 +1,9 @@
 """Backoff with full jitter and quiet hours, with a pinned clock and random source."""
+
 from __future__ import annotations
 
 import random
-from datetime import datetime, time, timezone
+from datetime import UTC, datetime, time
 
 import pytest
 
@@ -39,7 +40,7 @@ def test_exhausted_after_max_attempts():
     assert [backoff.exhausted(n) for n in (1, 2, 3, 4)] == [False, False, True, True]
 
 
-UTC = timezone.utc
+UTC = UTC
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
 """Template lookup along the locale chain and the Jinja sandbox."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,11 +9,30 @@ from app.delivery.rendering import RenderError, locale_chain, pick_template, ren
 
 
 def row(**overrides) -> BatchRow:
-    fields = dict(id=7, channel="email", attempts=0, locked_until=None, notification_id=3, type="comment",
-                  title="New comment", body="Hi <b>there</b>", link_path="/inbox", data={"who": "Ann"},
-                  user_id=5, email="a@example.com", display_name="Ada", locale="pt-BR", timezone="UTC",
-                  quiet_hours_start=None, quiet_hours_end=None, type_label="Comments", priority="default",
-                  mandatory=False, allowed=True, suppressed=False)
+    fields = dict(
+        id=7,
+        channel="email",
+        attempts=0,
+        locked_until=None,
+        notification_id=3,
+        type="comment",
+        title="New comment",
+        body="Hi <b>there</b>",
+        link_path="/inbox",
+        data={"who": "Ann"},
+        user_id=5,
+        email="a@example.com",
+        display_name="Ada",
+        locale="pt-BR",
+        timezone="UTC",
+        quiet_hours_start=None,
+        quiet_hours_end=None,
+        type_label="Comments",
+        priority="default",
+        mandatory=False,
+        allowed=True,
+        suppressed=False,
+    )
     fields.update(overrides)
     return BatchRow(**fields)
 
@@ -24,12 +44,15 @@ def test_locale_chain_goes_locale_language_default():
     assert locale_chain("", "ja") == ["ja"]
 
 
-@pytest.mark.parametrize(("available", "expected"), [
-    (["en", "pt", "pt-BR"], "pt-BR"),
-    (["en", "pt"], "pt"),
-    (["en", "fr"], "en"),
-    (["fr"], None),
-])
+@pytest.mark.parametrize(
+    ("available", "expected"),
+    [
+        (["en", "pt", "pt-BR"], "pt-BR"),
+        (["en", "pt"], "pt"),
+        (["en", "fr"], "en"),
+        (["fr"], None),
+    ],
+)
 def test_pick_template_falls_back_along_the_chain(available, expected):
     templates = {("comment", loc): Template(loc, "", "") for loc in available}
     templates[("other", "pt-BR")] = Template("wrong type", "", "")
@@ -40,8 +63,11 @@ def test_pick_template_falls_back_along_the_chain(available, expected):
 
 
 def test_template_renders_with_context_and_html_is_autoescaped(app):
-    template = Template(subject="{{ data.who }} commented", body_text="{{ notification.body }} for {{ user.name }}",
-                        body_html="<p>{{ notification.body }}</p><a href='{{ notification.link }}'>open</a>")
+    template = Template(
+        subject="{{ data.who }} commented",
+        body_text="{{ notification.body }} for {{ user.name }}",
+        body_html="<p>{{ notification.body }}</p><a href='{{ notification.link }}'>open</a>",
+    )
     with app.test_request_context():
         rendered = render_email(row(), template, "https://hato.example", "https://hato.example/unsubscribe/t")
 
@@ -68,17 +94,20 @@ def test_subject_newlines_are_folded_into_one_line(app):
     assert rendered.subject == "A Bcc: evil@example.com"
 
 
-@pytest.mark.parametrize("source", [
-    "{{ ''.__class__ }}",
-    "{{ ''.__class__.__mro__ }}",
-    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
-    "{{ data.__class__.__init__.__globals__ }}",
-    "{{ cycler.__init__.__globals__.os }}",
-    "{{ (data|attr('__class__')) }}",
-    "{{ '{0.__class__}'.format(data) }}",
-    "{% for x in ().__class__.__base__.__subclasses__() %}{{ x }}{% endfor %}",
-    "{{ data.update({'a': 1}) }}",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ ''.__class__ }}",
+        "{{ ''.__class__.__mro__ }}",
+        "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+        "{{ data.__class__.__init__.__globals__ }}",
+        "{{ cycler.__init__.__globals__.os }}",
+        "{{ (data|attr('__class__')) }}",
+        "{{ '{0.__class__}'.format(data) }}",
+        "{% for x in ().__class__.__base__.__subclasses__() %}{{ x }}{% endfor %}",
+        "{{ data.update({'a': 1}) }}",
+    ],
+)
 def test_sandbox_escapes_are_render_errors(source):
     with pytest.raises(RenderError):
         render_string(source, {"data": {"k": "v"}})

@@ -1,4 +1,5 @@
 """The sweeper: expired leases back to pending, due rows enqueued once, old idempotency keys pruned."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,8 +8,8 @@ import sqlalchemy as sa
 from app.extensions import db, redis
 from app.queueing import get_queue
 from jobs.sweeper import LOCK_KEY, sweep_once
-from tests.delivery.conftest import reload
 from tests.factories import NotificationTypeFactory
+from tests.support.delivery import reload
 
 
 @pytest.fixture(autouse=True)
@@ -36,7 +37,11 @@ def test_expired_lease_returns_to_pending_counting_an_attempt(app, make_delivery
     assert sweep_once()["released"] == 1
 
     row = reload(dead)
-    assert (row.status, row.locked_until, row.attempts) == ("pending", None, 1)  # a poison message must not loop forever
+    assert (row.status, row.locked_until, row.attempts) == (
+        "pending",
+        None,
+        1,
+    )  # a poison message must not loop forever
     assert row.next_attempt_at > row.updated_at  # due a second later, so the next pass enqueues it
     assert reload(alive).status == "sending"
 
@@ -86,10 +91,13 @@ def test_old_idempotency_keys_are_pruned(app):
     db.session.execute(sa.text("INSERT INTO api_keys (name, prefix, key_hash) VALUES ('k', 'p', 'h')"))
     key_id = db.session.execute(sa.text("SELECT id FROM api_keys")).scalar_one()
     for key, age in (("old", "25 hours"), ("new", "1 hour")):
-        db.session.execute(sa.text(
-            "INSERT INTO idempotency_keys (api_key_id, key, method, path, request_hash, created_at) "
-            f"VALUES (:k, :key, 'POST', '/v1/notifications', 'x', now() - interval '{age}')"),
-            {"k": key_id, "key": key})
+        db.session.execute(
+            sa.text(
+                "INSERT INTO idempotency_keys (api_key_id, key, method, path, request_hash, created_at) "
+                f"VALUES (:k, :key, 'POST', '/v1/notifications', 'x', now() - interval '{age}')"
+            ),
+            {"k": key_id, "key": key},
+        )
 
     assert sweep_once()["pruned"] == 1
     assert db.session.execute(sa.text("SELECT key FROM idempotency_keys")).scalars().all() == ["new"]
@@ -107,8 +115,8 @@ def test_sweep_command_runs_once(app, make_delivery):
 
 
 def test_stale_rows_wait_while_their_queue_has_a_backlog(app, make_delivery):
-    from jobs.sweeper import IDLE_QUEUE_JOBS
     from app.queueing import enqueue_deliveries
+    from jobs.sweeper import IDLE_QUEUE_JOBS
 
     backlog = make_delivery()  # enqueued an hour ago by the API, never touched since
     set_row(backlog, "updated_at = now() - interval '1 hour', next_attempt_at = now() - interval '1 hour'")

@@ -1,4 +1,5 @@
 """One-click unsubscribe: GET changes nothing, POST (no cookie, no CSRF) turns e-mail off."""
+
 from __future__ import annotations
 
 import sqlalchemy as sa
@@ -10,9 +11,13 @@ from tests.factories import NotificationTypeFactory, UserFactory
 
 
 def email_pref(user_id, type_):
-    return db.session.execute(sa.select(NotificationPreference.enabled).where(
-        NotificationPreference.user_id == user_id, NotificationPreference.type == type_,
-        NotificationPreference.channel == "email")).scalar_one_or_none()
+    return db.session.execute(
+        sa.select(NotificationPreference.enabled).where(
+            NotificationPreference.user_id == user_id,
+            NotificationPreference.type == type_,
+            NotificationPreference.channel == "email",
+        )
+    ).scalar_one_or_none()
 
 
 def test_token_round_trip_and_tampering(app):

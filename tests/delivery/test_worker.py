@@ -1,4 +1,5 @@
 """A real RQ round trip: enqueue like the API does, run a SimpleWorker in burst mode, mail arrives."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,15 +30,21 @@ def test_simple_worker_burst_round_trip(app, smtp_sink, make_delivery, monkeypat
     assert len(get_queue("default")) == 2
 
     connection = redis.client()
-    worker = AppSimpleWorker([get_queue(n, connection) for n in ("high", "default", "low")],
-                             connection=connection, serializer=JSONSerializer)
+    worker = AppSimpleWorker(
+        [get_queue(n, connection) for n in ("high", "default", "low")], connection=connection, serializer=JSONSerializer
+    )
     assert worker.work(burst=True, with_scheduler=True) is True
 
     assert len(smtp_sink.messages) == 6
     # high is drained before default: the OTP went out first.
     assert smtp_sink.messages[0].message["Message-ID"] == f"<delivery-{otp_id}@hato.127.0.0.1>"
-    statuses = db.session.execute(sa.text("SELECT DISTINCT status FROM notification_deliveries "
-                                          "WHERE id = ANY(:ids)"), {"ids": ids + [otp_id]}).scalars().all()
+    statuses = (
+        db.session.execute(
+            sa.text("SELECT DISTINCT status FROM notification_deliveries WHERE id = ANY(:ids)"), {"ids": ids + [otp_id]}
+        )
+        .scalars()
+        .all()
+    )
     assert statuses == ["sent"]
     assert len(get_queue("default")) == 0 and get_queue("default").failed_job_registry.count == 0
 
@@ -56,22 +63,28 @@ def test_worker_command_round_trip(app, mode, tmp_path):
     import subprocess
     import sys
 
-    from tests.conftest import free_port
-    from tests.delivery import bulk
+    from tests.support import load, processes
+    from tests.support.waiting import free_port
 
     port = free_port()
     log = tmp_path / "sink.log"
-    sink = bulk.start_sink(port, log, tmp_path / "sink.out")
+    sink = processes.start_sink(port, log, tmp_path / "sink.out")
     try:
         with app.app_context():
-            ids = bulk.create_email_deliveries(30, prefix=f"cli{mode}")
+            ids = load.create_email_deliveries(30, prefix=f"cli{mode}")
             assert enqueue_deliveries("default", "email", ids)
         env = dict(os.environ, SMTP_URL=f"smtp://127.0.0.1:{port}", EMAIL_PROVIDER="smtp", DELIVERY_BATCH_SIZE="10")
-        done = subprocess.run([sys.executable, *bulk.flask_args("worker", "--burst", mode)], cwd=bulk.ROOT, env=env,
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, *processes.flask_args("worker", "--burst", mode)],
+            cwd=processes.ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         with app.app_context():
-            assert bulk.status_counts() == {"sent": 30}
-        assert sorted(bulk.message_ids(log)) == sorted(f"<delivery-{i}@hato.127.0.0.1>" for i in ids)
+            assert load.status_counts() == {"sent": 30}
+        assert sorted(processes.message_ids(log)) == sorted(f"<delivery-{i}@hato.127.0.0.1>" for i in ids)
     finally:
-        bulk.stop(sink)
+        processes.stop(sink)

@@ -1,4 +1,5 @@
 """Shared steps for the browser tests."""
+
 import re
 
 from playwright.sync_api import Page, expect

@@ -4,10 +4,10 @@
 2. The SMTP sink goes down: the campaign's e-mails fail into the DLQ; the sink comes back; "Replay all"
    sends every one of them exactly once (counted at the sink by Message-ID).
 """
+
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections import Counter
 
@@ -18,11 +18,11 @@ from playwright.sync_api import expect
 from app.campaigns import service
 from app.extensions import db, redis
 from jobs.fanout import enqueue_fanout
-from tests.conftest import free_port, wait_for
-from tests.delivery import bulk
-from tests.delivery.sink import RecordingHandler, SmtpSink
-from tests.factories import NotificationTypeFactory, UserFactory
 from tests.e2e.helpers import sign_in
+from tests.factories import NotificationTypeFactory, UserFactory
+from tests.support.processes import flask_args, spawn, stop
+from tests.support.smtp import RecordingHandler, SmtpSink
+from tests.support.waiting import free_port, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -38,11 +38,11 @@ def processes(live_server, tmp_path):
 
     def start(command: str, **env):
         environment = dict(os.environ, PYTHONUNBUFFERED="1", **{k: str(v) for k, v in env.items()})
-        started.append(bulk.spawn(bulk.flask_args(command), environment, tmp_path / f"{command}-{len(started)}.log"))
+        started.append(spawn(flask_args(command), environment, tmp_path / f"{command}-{len(started)}.log"))
 
     yield start
     for proc in started:
-        bulk.stop(proc)
+        stop(proc)
     with live_server.app_context():
         redis.client().flushdb()
 
@@ -51,10 +51,18 @@ def processes(live_server, tmp_path):
 def console_errors(page):
     """Errors in the page (a CSP violation shows up here) and failed responses (the favicon aside)."""
     errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text)
-            if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
-    page.on("response", lambda r: errors.append(f"{r.status} {r.url}")
-            if r.status >= 400 and not r.url.endswith("/favicon.ico") else None)
+    page.on(
+        "console",
+        lambda m: (
+            errors.append(m.text) if m.type == "error" and not m.text.startswith("Failed to load resource") else None
+        ),
+    )
+    page.on(
+        "response",
+        lambda r: (
+            errors.append(f"{r.status} {r.url}") if r.status >= 400 and not r.url.endswith("/favicon.ico") else None
+        ),
+    )
     page.on("dialog", lambda dialog: dialog.accept())  # the "Are you sure?" confirmations
     return errors
 
@@ -64,8 +72,13 @@ def _setup(live_server, *, email: bool, users: int) -> str:
     with live_server.app_context():
         NotificationTypeFactory(type="promo", label="Offers", default_email=email)
         operator = UserFactory(role="operator", email="ops@example.com")
-        db.session.execute(sa.text("INSERT INTO users (external_id, email) SELECT 'e2e-' || g, 'e2e-' || g || "
-                                   "'@example.com' FROM generate_series(1, :n) g"), {"n": users - 1})
+        db.session.execute(
+            sa.text(
+                "INSERT INTO users (external_id, email) SELECT 'e2e-' || g, 'e2e-' || g || "
+                "'@example.com' FROM generate_series(1, :n) g"
+            ),
+            {"n": users - 1},
+        )
         db.session.commit()
         email = operator.email
         db.session.remove()
@@ -106,9 +119,18 @@ def test_failed_emails_land_in_the_dlq_and_a_replay_sends_each_once(page, live_s
     port = free_port()
     handler = RecordingHandler()  # the sink is down: nothing listens on port yet
     # Two quick tries each, and a circuit breaker that stays closed: every e-mail fails for good fast.
-    env = dict(SMTP_URL=f"smtp://127.0.0.1:{port}", EMAIL_PROVIDER="smtp", SMTP_TIMEOUT=2, RETRY_MAX_ATTEMPTS=2,
-               RETRY_BASE_SECONDS=0.2, RETRY_CAP_SECONDS=0.5, SWEEP_INTERVAL_SECONDS=0.5,
-               SWEEP_REQUEUE_AFTER_SECONDS=3, DELIVERY_BATCH_SIZE=10, BREAKER_FAILURES=1000)
+    env = dict(
+        SMTP_URL=f"smtp://127.0.0.1:{port}",
+        EMAIL_PROVIDER="smtp",
+        SMTP_TIMEOUT=2,
+        RETRY_MAX_ATTEMPTS=2,
+        RETRY_BASE_SECONDS=0.2,
+        RETRY_CAP_SECONDS=0.5,
+        SWEEP_INTERVAL_SECONDS=0.5,
+        SWEEP_REQUEUE_AFTER_SECONDS=3,
+        DELIVERY_BATCH_SIZE=10,
+        BREAKER_FAILURES=1000,
+    )
     processes("worker", **env)
     processes("sweep", **env)
     with live_server.app_context():
@@ -119,8 +141,9 @@ def test_failed_emails_land_in_the_dlq_and_a_replay_sends_each_once(page, live_s
 
         def failed() -> int:
             db.session.remove()
-            return db.session.execute(sa.text("SELECT count(*) FROM notification_deliveries "
-                                              "WHERE status = 'failed'")).scalar_one()
+            return db.session.execute(
+                sa.text("SELECT count(*) FROM notification_deliveries WHERE status = 'failed'")
+            ).scalar_one()
 
         wait_for(lambda: failed() == recipients, 60, "every e-mail to fail into the DLQ")
         ids = sorted(db.session.execute(sa.text("SELECT id FROM notification_deliveries")).scalars())

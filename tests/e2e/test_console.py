@@ -1,16 +1,16 @@
 """The console in a real browser: an announcement reaching a member live, the template editor's preview,
 and an API key's whole life (create, use against /v1/notifications, revoke, 401)."""
+
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from playwright.sync_api import expect
 
 from app.extensions import db
-from tests.factories import NotificationTypeFactory, UserFactory
 from tests.e2e.helpers import sign_in
+from tests.factories import NotificationTypeFactory, UserFactory
 
 pytestmark = pytest.mark.e2e
 
@@ -106,10 +106,15 @@ def test_an_api_key_is_created_used_and_revoked(page, live_server):
     assert key.startswith("hato_")
 
     def send(idempotency_key: str):
-        return page.request.post("/v1/notifications", headers={
-            "Authorization": f"Bearer {key}", "Idempotency-Key": idempotency_key,
-            "Content-Type": "application/json"},
-            data=json.dumps({"type": "comment", "recipient": "e2e-recipient", "title": "Hello from e2e"}))
+        return page.request.post(
+            "/v1/notifications",
+            headers={
+                "Authorization": f"Bearer {key}",
+                "Idempotency-Key": idempotency_key,
+                "Content-Type": "application/json",
+            },
+            data=json.dumps({"type": "comment", "recipient": "e2e-recipient", "title": "Hello from e2e"}),
+        )
 
     accepted = send("e2e-1")
     assert accepted.status == 202, accepted.text()

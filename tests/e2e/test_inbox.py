@@ -1,13 +1,14 @@
 """The inbox in a real browser: open, load more, mark all read, archive, and a hostile title."""
+
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from playwright.sync_api import expect
 
 from app.extensions import db
-from tests.factories import AnnouncementFactory, NotificationFactory, NotificationTypeFactory, UserFactory
 from tests.e2e.helpers import sign_in
+from tests.factories import AnnouncementFactory, NotificationFactory, NotificationTypeFactory, UserFactory
 
 pytestmark = pytest.mark.e2e
 
@@ -17,10 +18,11 @@ def _member(live_server, titles, **row):
     with live_server.app_context():
         user = UserFactory(timezone="Asia/Tokyo")
         NotificationTypeFactory(type="comment")
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         for age, title in enumerate(titles):
-            NotificationFactory(user_id=user.id, type="comment", title=title,
-                                created_at=now - timedelta(minutes=5 + age), **row)
+            NotificationFactory(
+                user_id=user.id, type="comment", title=title, created_at=now - timedelta(minutes=5 + age), **row
+            )
         db.session.commit()
         email = user.email
         db.session.remove()

@@ -1,4 +1,5 @@
 """The header badge updates live in every tab, follows mark-read, and survives a server restart."""
+
 from __future__ import annotations
 
 import re
@@ -8,9 +9,9 @@ import pytest
 from playwright.sync_api import expect
 
 from app.extensions import db
-from tests.conftest import free_port
 from tests.factories import TEST_PASSWORD, UserFactory
 from tests.realtime.helpers import Gunicorn, api_notify, create_api_key, insert_notification, session_cookie
+from tests.support.waiting import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -85,8 +86,7 @@ def test_after_a_server_restart_the_page_reconnects_with_the_right_count(page, a
     port = free_port()
     server = Gunicorn(port).start()
     try:
-        page.context.add_cookies([{"name": "session", "value": session_cookie(app, user_id),
-                                   "url": server.base_url}])
+        page.context.add_cookies([{"name": "session", "value": session_cookie(app, user_id), "url": server.base_url}])
         open_inbox(page, server.base_url + "/inbox")
         badge = page.locator("#inbox-badge")
         expect(badge).to_have_text("2")

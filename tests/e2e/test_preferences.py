@@ -1,4 +1,5 @@
 """The preference screen in a real browser: a switch persists, a mandatory cell is locked, quiet hours save."""
+
 import re
 
 import pytest
@@ -16,8 +17,13 @@ def member(live_server):
     with live_server.app_context():
         user = UserFactory(timezone="Asia/Tokyo")
         NotificationTypeFactory(type="comment", label="Comment")
-        NotificationTypeFactory(type="security", label="Sign-in and password changes", default_email=True,
-                                mandatory=True, description="Security events on your account.")
+        NotificationTypeFactory(
+            type="security",
+            label="Sign-in and password changes",
+            default_email=True,
+            mandatory=True,
+            description="Security events on your account.",
+        )
         db.session.commit()
         email = user.email
         db.session.remove()

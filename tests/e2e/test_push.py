@@ -5,6 +5,7 @@ are stubbed with add_init_script (they return a fixed subscription); notificatio
 granted through the browser context. The service worker registration, the VAPID key fetch and
 the POST/DELETE to the server are real.
 """
+
 import json
 
 import pytest
@@ -15,8 +16,7 @@ from app.extensions import db
 from app.models import PushSubscription
 from tests.e2e.test_inbox import _sign_in
 from tests.factories import UserFactory
-from tests.push.conftest import KEYS
-from tests.push.pushserver import PushService
+from tests.support.push import KEYS, PushService
 
 pytestmark = pytest.mark.e2e
 
@@ -24,7 +24,7 @@ SUBSCRIPTION = PushService(origin="https://push.example.net").subscribe()
 
 STUB = """
 (() => {
-  const data = %s;
+  const data = __SUBSCRIPTION__;
   const subscription = {
     endpoint: data.endpoint,
     toJSON() { return data; },
@@ -38,7 +38,7 @@ STUB = """
   };
   PushManager.prototype.getSubscription = async function () { return window.__pushSubscription || null; };
 })();
-""" % json.dumps(SUBSCRIPTION)
+""".replace("__SUBSCRIPTION__", json.dumps(SUBSCRIPTION))
 
 
 @pytest.fixture
@@ -65,8 +65,14 @@ def test_subscribe_and_unsubscribe_buttons(page, live_server, member):
     page.context.grant_permissions(["notifications"], origin=live_server.base_url)
     page.add_init_script(STUB)
     errors = []
-    page.on("console", lambda msg: errors.append(f"{msg.text} {msg.location.get('url')}")
-            if msg.type == "error" and not msg.location.get("url", "").endswith("/favicon.ico") else None)
+    page.on(
+        "console",
+        lambda msg: (
+            errors.append(f"{msg.text} {msg.location.get('url')}")
+            if msg.type == "error" and not msg.location.get("url", "").endswith("/favicon.ico")
+            else None
+        ),
+    )
     _sign_in(page, email)
     page.goto("/preferences")
     expect(page.locator("[data-push-status]")).to_have_text("Push notifications are off for this browser.")
@@ -76,9 +82,13 @@ def test_subscribe_and_unsubscribe_buttons(page, live_server, member):
     expect(page.locator("[data-push-status]")).to_have_text("Push notifications are on for this browser.")
     assert page.evaluate("window.__pushOptions") == {"userVisibleOnly": True, "keyBytes": 65}
     assert subscriptions(live_server, user_id) == [SUBSCRIPTION["endpoint"]]
-    assert page.evaluate("navigator.serviceWorker.getRegistration('/').then(r => r && r.active ? "
-                         "r.active.scriptURL : (r && (r.installing || r.waiting) || {}).scriptURL)") \
+    assert (
+        page.evaluate(
+            "navigator.serviceWorker.getRegistration('/').then(r => r && r.active ? "
+            "r.active.scriptURL : (r && (r.installing || r.waiting) || {}).scriptURL)"
+        )
         == f"{live_server.base_url}/sw.js"
+    )
 
     page.get_by_role("button", name="Turn off push for this browser").click()
 

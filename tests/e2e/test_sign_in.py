@@ -1,11 +1,12 @@
 """A person signs in, sees the header and a true badge, and signs out."""
+
 import re
 
 import pytest
 from playwright.sync_api import expect
 
 from app.extensions import db
-from tests.factories import NotificationFactory, NotificationTypeFactory, UserFactory, TEST_PASSWORD
+from tests.factories import TEST_PASSWORD, NotificationFactory, NotificationTypeFactory, UserFactory
 
 pytestmark = pytest.mark.e2e
 
@@ -17,8 +18,7 @@ def member(live_server):
         NotificationTypeFactory(type="comment")
         for i in range(3):
             NotificationFactory(user_id=user.id, type="comment", title=f"Unread {i}")
-        NotificationFactory(user_id=user.id, type="comment", title="Already read",
-                            read_at=db.func.now())
+        NotificationFactory(user_id=user.id, type="comment", title="Already read", read_at=db.func.now())
         db.session.commit()
         email = user.email
         db.session.remove()

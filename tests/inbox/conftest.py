@@ -1,4 +1,5 @@
 """Fixtures for the inbox tests: a signed-in member, htmx headers, and a record of badge publishes."""
+
 from __future__ import annotations
 
 import pytest

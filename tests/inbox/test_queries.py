@@ -1,5 +1,6 @@
 """Inbox reads: the capped badge, keyset pages, filters, hidden rows and announcements."""
-from datetime import datetime, timedelta, timezone
+
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -8,7 +9,7 @@ from app.extensions import db
 from app.inbox import queries
 from tests.factories import AnnouncementFactory, NotificationFactory, UserFactory
 
-T0 = datetime(2026, 9, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 9, 1, tzinfo=UTC)
 
 
 def _now():
@@ -16,12 +17,15 @@ def _now():
 
 
 def _bulk(user_id: int, count: int, *, unread: bool = True, start: int = 0) -> None:
-    db.session.execute(sa.text("""
+    db.session.execute(
+        sa.text("""
         INSERT INTO notifications (user_id, type, title, body, dedupe_key, read_at, created_at)
         SELECT :user_id, 'comment', 'Bulk ' || n, 'b', 'bulk:' || n,
                CASE WHEN :unread THEN NULL ELSE now() END, now() - n * interval '1 minute'
         FROM generate_series(:start + 1, :start + :count) n
-    """), {"user_id": user_id, "count": count, "unread": unread, "start": start})
+    """),
+        {"user_id": user_id, "count": count, "unread": unread, "start": start},
+    )
 
 
 def test_badge_adds_personal_unread_and_unread_active_announcements(member):
@@ -33,8 +37,10 @@ def test_badge_adds_personal_unread_and_unread_active_announcements(member):
     read_one, _unread = AnnouncementFactory(), AnnouncementFactory()
     AnnouncementFactory(expires_at=_now() - timedelta(minutes=1))  # expired
     AnnouncementFactory(published_at=_now() + timedelta(days=1))  # scheduled
-    db.session.execute(sa.text("INSERT INTO announcement_reads (user_id, announcement_id) VALUES (:u, :a)"),
-                       {"u": member.id, "a": read_one.id})
+    db.session.execute(
+        sa.text("INSERT INTO announcement_reads (user_id, announcement_id) VALUES (:u, :a)"),
+        {"u": member.id, "a": read_one.id},
+    )
 
     counts = queries.unread_counts(member.id)
     assert (counts.personal, counts.announcements) == (3, 1)
@@ -121,8 +127,10 @@ def test_announcements_show_read_state_and_only_active_ones(member):
     newer = AnnouncementFactory(title="newer")
     AnnouncementFactory(title="expired", expires_at=_now() - timedelta(seconds=1))
     AnnouncementFactory(title="scheduled", published_at=_now() + timedelta(hours=1))
-    db.session.execute(sa.text("INSERT INTO announcement_reads (user_id, announcement_id) VALUES (:u, :a)"),
-                       {"u": member.id, "a": older.id})
+    db.session.execute(
+        sa.text("INSERT INTO announcement_reads (user_id, announcement_id) VALUES (:u, :a)"),
+        {"u": member.id, "a": older.id},
+    )
     rows = queries.active_announcements(member.id)
     assert [(r["title"], r["unread"]) for r in rows] == [("newer", True), ("older", False)]
     assert queries.announcement_for(member.id, newer.id)["unread"] is True

@@ -5,6 +5,7 @@ each test runs in a savepoint of it (the same discipline as tests/conftest.py's 
 inserted with the seed's ids (OVERRIDING SYSTEM VALUE) because notifications reference users. Identity
 columns keep counting across rolled-back runs, so ids are compared after subtracting the first id.
 """
+
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -29,7 +30,8 @@ SEED_SQL = [
        SELECT 'お知らせ ' || n, '本文', timestamptz '2026-08-01 10:00+09' + n * interval '1 day'
        FROM generate_series(1, 50) n""",
     """INSERT INTO announcement_reads (user_id, announcement_id)
-       SELECT u, a + (SELECT min(id) - 1 FROM announcements) FROM generate_series(1, 200) u, generate_series(1, 47) a""",
+       SELECT u, a + (SELECT min(id) - 1 FROM announcements)
+       FROM generate_series(1, 200) u, generate_series(1, 47) a""",
     "ANALYZE users, notifications, announcements, announcement_reads",
 ]
 
@@ -74,9 +76,11 @@ def _notification_id(user_id: int, n: int) -> int:
 
 
 def test_dataset_matches_the_seed():
-    row = db.session.execute(sa.text("""
+    row = db.session.execute(
+        sa.text("""
         SELECT count(*) AS n, count(*) FILTER (WHERE read_at IS NULL) AS unread,
-               (SELECT count(*) FROM announcement_reads) AS reads FROM notifications""")).one()
+               (SELECT count(*) FROM announcement_reads) AS reads FROM notifications""")
+    ).one()
     assert tuple(row) == (200000, 10000, 9400)
     assert _scalar("SELECT 2000 * count(*) FROM announcements") == 100000  # rows if pre-created per user
 
@@ -114,8 +118,11 @@ def test_announcement_list_for_user_42():
     offset = _offset("announcements")
     rows = queries.active_announcements(42, limit=5)
     assert [(r["id"] - offset, r["title"], r["unread"]) for r in rows] == [
-        (50, "お知らせ 50", True), (49, "お知らせ 49", True), (48, "お知らせ 48", True),
-        (47, "お知らせ 47", False), (46, "お知らせ 46", False),
+        (50, "お知らせ 50", True),
+        (49, "お知らせ 49", True),
+        (48, "お知らせ 48", True),
+        (47, "お知らせ 47", False),
+        (46, "お知らせ 46", False),
     ]
 
 
@@ -134,11 +141,13 @@ def test_announcement_reads_single_and_all():
 
 
 def test_preference_matrix_for_user_42_keeps_security_email_on():
-    db.session.execute(sa.text("""
+    db.session.execute(
+        sa.text("""
         INSERT INTO notification_preferences (user_id, type, channel, enabled) VALUES
           (42, 'reservation_approved', 'email', false),
           (42, 'comment', 'push', true),
-          (42, 'security', 'email', false)"""))
+          (42, 'security', 'email', false)""")
+    )
     assert [(c.type, c.channel, c.send, c.source) for c in resolve([42])] == [
         ("comment", "email", False, "default"),
         ("comment", "in_app", True, "default"),

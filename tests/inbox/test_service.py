@@ -1,4 +1,5 @@
 """Inbox writes: idempotent mark-read, archive, announcement reads and read-all, scoped to the owner."""
+
 from datetime import timedelta
 
 import sqlalchemy as sa
@@ -14,8 +15,9 @@ def _now():
 
 
 def _reads(user_id):
-    return db.session.execute(sa.text("SELECT announcement_id, read_at FROM announcement_reads WHERE user_id = :u"),
-                              {"u": user_id}).all()
+    return db.session.execute(
+        sa.text("SELECT announcement_id, read_at FROM announcement_reads WHERE user_id = :u"), {"u": user_id}
+    ).all()
 
 
 def test_mark_read_twice_keeps_the_first_read_at(member):

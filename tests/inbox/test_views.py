@@ -1,6 +1,7 @@
 """Inbox pages and actions over HTTP: fragments, no-JS fallbacks, IDOR, CSRF, links and times."""
+
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -93,9 +94,12 @@ def test_badge_fragment_text_is_the_count_or_99_plus_or_empty(client, member):
     NotificationFactory.create_batch(3, user_id=member.id)
     fragment = client.get("/inbox/badge").get_data(as_text=True)
     assert _badge(fragment) == "3" and 'aria-label="3 unread"' in fragment and "hx-swap-oob" not in fragment
-    db.session.execute(sa.text("""
+    db.session.execute(
+        sa.text("""
         INSERT INTO notifications (user_id, type, title, body, dedupe_key)
-        SELECT :u, 'comment', 't', 'b', 'many:' || n FROM generate_series(1, 120) n"""), {"u": member.id})
+        SELECT :u, 'comment', 't', 'b', 'many:' || n FROM generate_series(1, 120) n"""),
+        {"u": member.id},
+    )
     assert _badge(client.get("/inbox/badge").get_data(as_text=True)) == "99+"
 
 
@@ -120,11 +124,11 @@ def test_mark_read_over_htmx_returns_the_row_and_the_badge_out_of_band(client, m
 
 def test_actions_without_javascript_redirect_back(client, member, csrf, published):
     row = NotificationFactory(user_id=member.id)
-    response = client.post(f"/inbox/notifications/{row.id}/read", data={"next": "/inbox?filter=unread"},
-                           headers=csrf())
+    response = client.post(f"/inbox/notifications/{row.id}/read", data={"next": "/inbox?filter=unread"}, headers=csrf())
     assert response.status_code == 303 and response.headers["Location"] == "/inbox?filter=unread"
-    response = client.post(f"/inbox/notifications/{row.id}/archive", data={"next": "https://evil.example/"},
-                           headers=csrf())
+    response = client.post(
+        f"/inbox/notifications/{row.id}/archive", data={"next": "https://evil.example/"}, headers=csrf()
+    )
     assert response.headers["Location"] == "/inbox"
     assert state(row.id).archived_at is not None and len(published) == 2
 
@@ -196,8 +200,15 @@ def test_unknown_or_inactive_announcement_is_404(client, member, htmx):
     assert db.session.execute(sa.text("SELECT count(*) FROM announcement_reads")).scalar() == 0
 
 
-@pytest.mark.parametrize("path", ["/inbox/notifications/{id}/read", "/inbox/notifications/{id}/archive",
-                                  "/inbox/notifications/{id}/open", "/inbox/read-all"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/inbox/notifications/{id}/read",
+        "/inbox/notifications/{id}/archive",
+        "/inbox/notifications/{id}/open",
+        "/inbox/read-all",
+    ],
+)
 def test_posts_without_a_csrf_token_are_refused(client, member, published, path):
     row = NotificationFactory(user_id=member.id)
     response = client.post(path.format(id=row.id), headers={"HX-Request": "true"})
@@ -221,8 +232,19 @@ def test_open_marks_read_and_follows_a_same_site_link(client, member, csrf, publ
     assert state(row.id).read_at is not None and published == [[member.id]]
 
 
-@pytest.mark.parametrize("link", ["//evil.example/x", "https://evil.example/", "javascript:alert(1)",
-                                  "/\\evil.example", "/\t/evil.example", "reservations/1", "", None])
+@pytest.mark.parametrize(
+    "link",
+    [
+        "//evil.example/x",
+        "https://evil.example/",
+        "javascript:alert(1)",
+        "/\\evil.example",
+        "/\t/evil.example",
+        "reservations/1",
+        "",
+        None,
+    ],
+)
 def test_open_never_follows_an_off_site_link(client, member, csrf, link):
     row = NotificationFactory(user_id=member.id, link_path=link)
     response = client.post(f"/inbox/notifications/{row.id}/open", headers=csrf())
@@ -242,22 +264,39 @@ def test_rows_with_off_site_links_have_no_open_button(client, member):
 # --- presentation helpers -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("target, expected", [
-    ("/inbox", "/inbox"), ("/a/b?c=d#e", "/a/b?c=d#e"), ("//evil", None), ("https://x", None),
-    ("javascript:alert(1)", None), ("/\\evil", None), ("/\nevil", None), ("/ok\x7f", None), ("x", None),
-    ("", None), (None, None),
-])
+@pytest.mark.parametrize(
+    "target, expected",
+    [
+        ("/inbox", "/inbox"),
+        ("/a/b?c=d#e", "/a/b?c=d#e"),
+        ("//evil", None),
+        ("https://x", None),
+        ("javascript:alert(1)", None),
+        ("/\\evil", None),
+        ("/\nevil", None),
+        ("/ok\x7f", None),
+        ("x", None),
+        ("", None),
+        (None, None),
+    ],
+)
 def test_safe_path(target, expected):
     assert safe_path(target) == expected
 
 
-@pytest.mark.parametrize("ago, text", [
-    (timedelta(seconds=10), "just now"), (timedelta(minutes=5), "5 min ago"), (timedelta(hours=3), "3 h ago"),
-    (timedelta(days=1, hours=2), "yesterday"), (timedelta(days=4), "4 days ago"),
-])
+@pytest.mark.parametrize(
+    "ago, text",
+    [
+        (timedelta(seconds=10), "just now"),
+        (timedelta(minutes=5), "5 min ago"),
+        (timedelta(hours=3), "3 h ago"),
+        (timedelta(days=1, hours=2), "yesterday"),
+        (timedelta(days=4), "4 days ago"),
+    ],
+)
 def test_reltime(app, ago, text):
-    now = datetime(2026, 10, 6, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 10, 6, 12, 0, tzinfo=UTC)
     with app.test_request_context():
         assert reltime(now - ago, now) == text
-        assert reltime(datetime(2026, 9, 1, tzinfo=timezone.utc), now) == "01 Sep"
-        assert reltime(datetime(2025, 9, 1, tzinfo=timezone.utc), now) == "01 Sep 2025"
+        assert reltime(datetime(2026, 9, 1, tzinfo=UTC), now) == "01 Sep"
+        assert reltime(datetime(2025, 9, 1, tzinfo=UTC), now) == "01 Sep 2025"

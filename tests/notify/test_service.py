@@ -1,4 +1,5 @@
 """notify(): one set-based statement for rows, preferences and deliveries, in the caller's transaction."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,9 +14,12 @@ from tests.factories import NotificationTypeFactory, PreferenceFactory, UserFact
 
 
 def _deliveries() -> list[tuple]:
-    return db.session.execute(sa.text(
-        "SELECT n.user_id, d.channel, d.status, d.skip_reason FROM notification_deliveries d "
-        "JOIN notifications n ON n.id = d.notification_id ORDER BY n.user_id, d.channel")).all()
+    return db.session.execute(
+        sa.text(
+            "SELECT n.user_id, d.channel, d.status, d.skip_reason FROM notification_deliveries d "
+            "JOIN notifications n ON n.id = d.notification_id ORDER BY n.user_id, d.channel"
+        )
+    ).all()
 
 
 def _send(refs, by="user_id", **fields):
@@ -52,10 +56,12 @@ def test_each_channel_follows_defaults_preferences_and_addresses(news):
     db.session.flush()
     result = _send([plain.id, muted.id, no_address.id, subscribed.id])
     assert _deliveries() == [
-        (plain.id, "email", "pending", None), (plain.id, "push", "skipped", "no_push_subscription"),
+        (plain.id, "email", "pending", None),
+        (plain.id, "push", "skipped", "no_push_subscription"),
         (no_address.id, "email", "skipped", "no_email_address"),
         (no_address.id, "push", "skipped", "no_push_subscription"),
-        (subscribed.id, "email", "pending", None), (subscribed.id, "push", "pending", None),
+        (subscribed.id, "email", "pending", None),
+        (subscribed.id, "push", "pending", None),
     ]
     assert result.priority == "low"
     assert len(result.pending["email"]) == 2 and len(result.pending["push"]) == 1
@@ -63,8 +69,11 @@ def test_each_channel_follows_defaults_preferences_and_addresses(news):
 
 def test_invalidated_push_subscription_does_not_count(news):
     user = UserFactory()
-    db.session.add(PushSubscription(user_id=user.id, endpoint="https://push.example/b", p256dh="k", auth="a",
-                                    invalidated_at=sa.func.now()))
+    db.session.add(
+        PushSubscription(
+            user_id=user.id, endpoint="https://push.example/b", p256dh="k", auth="a", invalidated_at=sa.func.now()
+        )
+    )
     db.session.flush()
     _send([user.id])
     assert (user.id, "push", "skipped", "no_push_subscription") in _deliveries()
@@ -126,8 +135,10 @@ def test_unknown_type_writes_nothing(news):
 def test_data_and_link_are_stored(news):
     user = UserFactory()
     result = _send([user.id], data={"n": [1, 2]}, link_path="/x")
-    row = db.session.execute(sa.text("SELECT data, campaign_id, link_path FROM notifications WHERE id = :id"),
-                             {"id": result.recipients[0].notification_id}).one()
+    row = db.session.execute(
+        sa.text("SELECT data, campaign_id, link_path FROM notifications WHERE id = :id"),
+        {"id": result.recipients[0].notification_id},
+    ).one()
     assert tuple(row) == ({"n": [1, 2]}, None, "/x")
 
 

@@ -17,6 +17,7 @@ workers are already up and idle) until the sink has every message:
 
 Prints a table, then one JSON line with the figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,9 +27,10 @@ import smtplib
 import sys
 import tempfile
 import time
+from datetime import UTC
 from pathlib import Path
 
-from tests.perf.common import bench_urls, recreate_database
+from tests.support.databases import bench_urls, recreate_database
 
 BENCH_DB = "hato_bench_delivery"
 BENCH_REDIS_DB = 8
@@ -57,7 +59,7 @@ class Bench:
     """Owns the app, the sink process and the worker processes of one benchmark run."""
 
     def __init__(self, count: int, workdir: Path) -> None:
-        from tests.conftest import free_port
+        from tests.support.waiting import free_port
 
         self.count = count
         self.workdir = workdir
@@ -75,17 +77,22 @@ class Bench:
         upgrade()
         self.port = free_port()
         self.sink_log = workdir / "sink.log"
-        self.env = dict(os.environ, SMTP_URL=f"smtp://127.0.0.1:{self.port}", EMAIL_PROVIDER="smtp",
-                        DELIVERY_BATCH_SIZE=str(BATCH), PYTHONUNBUFFERED="1")
-        from tests.delivery import bulk
+        self.env = dict(
+            os.environ,
+            SMTP_URL=f"smtp://127.0.0.1:{self.port}",
+            EMAIL_PROVIDER="smtp",
+            DELIVERY_BATCH_SIZE=str(BATCH),
+            PYTHONUNBUFFERED="1",
+        )
+        from tests.support import load, processes
 
-        self.bulk = bulk
-        self.sink = bulk.start_sink(self.port, self.sink_log, workdir / "sink.out")
+        self.processes, self.load = processes, load
+        self.sink = processes.start_sink(self.port, self.sink_log, workdir / "sink.out")
         self.procs: list = []
 
     def close(self) -> None:
         for proc in self.procs + [self.sink]:
-            self.bulk.stop(proc)
+            self.processes.stop(proc)
         self.reset()
         self.ctx.pop()
 
@@ -95,8 +102,11 @@ class Bench:
         from app.extensions import db, redis
 
         db.session.rollback()
-        db.session.execute(sa.text("TRUNCATE notification_deliveries, delivery_attempts, notifications, users "
-                                   "RESTART IDENTITY CASCADE"))
+        db.session.execute(
+            sa.text(
+                "TRUNCATE notification_deliveries, delivery_attempts, notifications, users RESTART IDENTITY CASCADE"
+            )
+        )
         db.session.commit()
         redis.client().flushdb()
         self.sink_log.write_text("")
@@ -106,19 +116,25 @@ class Bench:
             return sum(chunk.count(b"\n") for chunk in iter(lambda: log.read(1 << 16), b""))
 
     def start_workers(self, n: int, *flags: str) -> None:
-        from app.extensions import redis
         from rq import Worker
 
+        from app.extensions import redis
+
         before = len(Worker.all(connection=redis.client()))
-        for i in range(n):
-            self.procs.append(self.bulk.spawn(self.bulk.flask_args("worker", *flags), self.env,
-                                              self.workdir / f"worker-{len(self.procs)}.log"))
+        for _ in range(n):
+            self.procs.append(
+                self.processes.spawn(
+                    self.processes.flask_args("worker", *flags),
+                    self.env,
+                    self.workdir / f"worker-{len(self.procs)}.log",
+                )
+            )
         self._wait(lambda: len(Worker.all(connection=redis.client())) >= before + n, 60, "workers to start")
         time.sleep(0.5)  # let them reach the blocking dequeue
 
     def stop_workers(self) -> None:
         while self.procs:
-            self.bulk.stop(self.procs.pop())
+            self.processes.stop(self.procs.pop())
 
     def _wait(self, predicate, seconds: float, what: str) -> None:
         deadline = time.monotonic() + seconds
@@ -129,16 +145,16 @@ class Bench:
 
     def rendered_messages(self) -> list:
         """The exact messages the workers send (rendered once, outside any timing)."""
-        from datetime import datetime, timezone
+        from datetime import datetime
 
         from app.delivery import policy, queries, sending, service
         from app.extensions import db
 
-        ids = self.bulk.create_email_deliveries(self.count, prefix="raw")
+        ids = self.load.create_email_deliveries(self.count, prefix="raw")
         claim = service.claim("email", ids, 600)
         rows = queries.claimed_batch(claim.ids)
         db.session.rollback()
-        plan = policy.plan(rows, True, datetime.now(timezone.utc))
+        plan = policy.plan(rows, True, datetime.now(UTC))
         templates = queries.templates_for("email", {r.type for r in plan.send})
         messages = [sending.build_message(row, templates, self.app.config) for row in plan.send]
         self.reset()
@@ -171,15 +187,15 @@ class Bench:
         """Deliver count e-mails with n workers; return deliveries/s (enqueue to last arrival)."""
         from app.queueing import enqueue_deliveries
 
-        ids = self.bulk.create_email_deliveries(self.count, prefix=f"w{n}")
+        ids = self.load.create_email_deliveries(self.count, prefix=f"w{n}")
         self.start_workers(n, *flags)
         started = time.perf_counter()
         assert enqueue_deliveries("default", "email", ids)
         self._wait(lambda: self.arrived() >= len(ids), TIME_LIMIT_SECONDS, f"{n} worker(s) to deliver")
         elapsed = time.perf_counter() - started
         # The sink logs a message before the worker has committed its row: give the last commit a moment.
-        self._wait(lambda: self.bulk.status_counts().get("sent") == len(ids), 10, "the last rows to be recorded")
-        counts = self.bulk.status_counts()
+        self._wait(lambda: self.load.status_counts().get("sent") == len(ids), 10, "the last rows to be recorded")
+        counts = self.load.status_counts()
         self.stop_workers()
         if counts.get("sent") != len(ids) or self.arrived() != len(ids):
             raise SystemExit(f"bench: expected {len(ids)} sent once, got {counts} / {self.arrived()} arrivals")
@@ -244,22 +260,37 @@ def main(argv: list[str] | None = None) -> int:
         ("no-op RQ jobs, SimpleWorker", noop_simple, f"{1000 / noop_simple:.2f} ms/job"),
         ("no-op RQ jobs, forking Worker", noop_fork, f"{1000 / noop_fork:.2f} ms/job"),
     ]
-    print(f"\nDelivery benchmark: {args.count} e-mails to a local aiosmtpd sink, batches of {BATCH}, "
-          f"{os.cpu_count()} CPUs")
+    print(
+        f"\nDelivery benchmark: {args.count} e-mails to a local aiosmtpd sink, batches of {BATCH}, "
+        f"{os.cpu_count()} CPUs"
+    )
     print(f"{'phase':<36} {'per second':>12}  note")
     for name, rate, note in rows:
         print(f"{name:<36} {rate:>12.0f}  {note}")
     per_message_ms = 1000 / one_simple
-    print(f"job overhead per message at batch {BATCH}: {1000 / noop_simple / BATCH:.3f} ms (simple), "
-          f"{1000 / noop_fork / BATCH:.3f} ms (fork), against {per_message_ms:.2f} ms per delivered message")
-    print(json.dumps({
-        "count": args.count, "batch_size": BATCH,
-        "raw_smtplib_per_s": round(raw, 1), "raw_wire_per_s": round(raw_wire, 1),
-        "one_worker_per_s": round(one_simple, 1), "one_worker_fork_per_s": round(one_fork, 1), "two_workers_per_s": round(two, 1),
-        "ratio_one_worker": round(one_simple / raw, 3), "ratio_one_worker_fork": round(one_fork / raw, 3),
-        "ratio_two_workers": round(two / raw, 3), "ratio_one_worker_vs_wire": round(one_simple / raw_wire, 3),
-        "noop_jobs_per_s": round(noop_simple, 1), "noop_jobs_fork_per_s": round(noop_fork, 1),
-    }))
+    print(
+        f"job overhead per message at batch {BATCH}: {1000 / noop_simple / BATCH:.3f} ms (simple), "
+        f"{1000 / noop_fork / BATCH:.3f} ms (fork), against {per_message_ms:.2f} ms per delivered message"
+    )
+    print(
+        json.dumps(
+            {
+                "count": args.count,
+                "batch_size": BATCH,
+                "raw_smtplib_per_s": round(raw, 1),
+                "raw_wire_per_s": round(raw_wire, 1),
+                "one_worker_per_s": round(one_simple, 1),
+                "one_worker_fork_per_s": round(one_fork, 1),
+                "two_workers_per_s": round(two, 1),
+                "ratio_one_worker": round(one_simple / raw, 3),
+                "ratio_one_worker_fork": round(one_fork / raw, 3),
+                "ratio_two_workers": round(two / raw, 3),
+                "ratio_one_worker_vs_wire": round(one_simple / raw_wire, 3),
+                "noop_jobs_per_s": round(noop_simple, 1),
+                "noop_jobs_fork_per_s": round(noop_fork, 1),
+            }
+        )
+    )
     return 0
 
 

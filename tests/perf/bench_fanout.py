@@ -22,6 +22,7 @@ else's load then skews neither side. Rows are notifications + deliveries. Then a
 same users: one row, and a user who never read anything counts it unread.
 Prints a table, then one JSON line (ratio = fanout_rows_per_s / raw_rows_per_s; target >= 0.7).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,7 +30,7 @@ import json
 import os
 import time
 
-from tests.perf.common import bench_urls, drop_database, recreate_database
+from tests.support.databases import bench_urls, drop_database, recreate_database
 
 BENCH_DB = "hato_bench_fanout"
 BENCH_REDIS_DB = 3
@@ -86,8 +87,9 @@ def _counts(db, sa) -> dict:
 
 def _campaign(service, db) -> int:
     """A fresh campaign to everyone, sent now (each fanout run gets its own)."""
-    campaign = service.create_campaign(None, name="Bench", type_=TYPE, title=CONTENT["title"], body=CONTENT["body"],
-                                       link_path=CONTENT["link_path"])
+    campaign = service.create_campaign(
+        None, name="Bench", type_=TYPE, title=CONTENT["title"], body=CONTENT["body"], link_path=CONTENT["link_path"]
+    )
     service.send_campaign(None, campaign.id)
     db.session.commit()
     return campaign.id
@@ -133,8 +135,10 @@ def run(users: int, batch: int, rounds: int) -> dict:
             _fresh(db, sa)
             started = time.perf_counter()
             for statement in RAW_SQL:
-                db.session.execute(sa.text(statement), {**CONTENT, "campaign_id": raw_campaign,
-                                                        "dedupe_key": fanout.dedupe_key(raw_campaign)})
+                db.session.execute(
+                    sa.text(statement),
+                    {**CONTENT, "campaign_id": raw_campaign, "dedupe_key": fanout.dedupe_key(raw_campaign)},
+                )
             db.session.commit()
             figures["raw_runs"].append(time.perf_counter() - started)
             raw = _counts(db, sa)
@@ -158,13 +162,18 @@ def run(users: int, batch: int, rounds: int) -> dict:
         create_announcement(None, title="Maintenance on Sunday", body="The service pauses 02:00-03:00.")
         db.session.commit()
         figures["announcement_ms"] = (time.perf_counter() - started) * 1000
-        rows = db.session.execute(sa.text("SELECT (SELECT count(*) FROM announcements), "
-                                          "(SELECT count(*) FROM announcement_reads)")).one()
+        rows = db.session.execute(
+            sa.text("SELECT (SELECT count(*) FROM announcements), (SELECT count(*) FROM announcement_reads)")
+        ).one()
         never_read = db.session.execute(sa.text("SELECT max(id) FROM users")).scalar_one()
         counts = unread_counts(never_read)
-        figures.update(announcement_rows=rows[0] + rows[1], announcement_reads=rows[1],
-                       never_read_user=never_read, never_read_unread=counts.total,
-                       never_read_announcements=counts.announcements)
+        figures.update(
+            announcement_rows=rows[0] + rows[1],
+            announcement_reads=rows[1],
+            never_read_user=never_read,
+            never_read_unread=counts.total,
+            never_read_announcements=counts.announcements,
+        )
         redis.client().flushdb()
         db.session.remove()
         db.engine.dispose()
@@ -172,9 +181,17 @@ def run(users: int, batch: int, rounds: int) -> dict:
     raw_rows = raw["notifications"] + raw["deliveries"]
     real_rows = real["notifications"] + real["deliveries"]
     raw_s, fanout_s = min(figures["raw_runs"]), min(figures["fanout_runs"])
-    figures.update(raw_s=raw_s, fanout_s=fanout_s, raw_rows=raw_rows, fanout_rows=real_rows,
-                   notifications=real["notifications"], deliveries=real["deliveries"], hidden=real["hidden"],
-                   raw_rows_per_s=raw_rows / raw_s, fanout_rows_per_s=real_rows / fanout_s)
+    figures.update(
+        raw_s=raw_s,
+        fanout_s=fanout_s,
+        raw_rows=raw_rows,
+        fanout_rows=real_rows,
+        notifications=real["notifications"],
+        deliveries=real["deliveries"],
+        hidden=real["hidden"],
+        raw_rows_per_s=raw_rows / raw_s,
+        fanout_rows_per_s=real_rows / fanout_s,
+    )
     figures["ratio"] = figures["fanout_rows_per_s"] / figures["raw_rows_per_s"]
     return figures
 
@@ -183,22 +200,45 @@ def report(f: dict) -> None:
     """Print the table, then the JSON line."""
     print(f"\nCampaign fanout to {f['users']:,} users (10 % with a deviating preference), batches of {f['batch']:,}")
     print(f"{'':<34}{'seconds':>10}{'notifications':>15}{'deliveries':>12}{'rows/s':>12}")
-    print(f"{'(a) raw INSERT … SELECT':<34}{f['raw_s']:>10.2f}{f['notifications']:>15,}{f['deliveries']:>12,}"
-          f"{f['raw_rows_per_s']:>12,.0f}")
-    print(f"{'(b) fanout job (real)':<34}{f['fanout_s']:>10.2f}{f['notifications']:>15,}{f['deliveries']:>12,}"
-          f"{f['fanout_rows_per_s']:>12,.0f}")
+    print(
+        f"{'(a) raw INSERT … SELECT':<34}{f['raw_s']:>10.2f}{f['notifications']:>15,}{f['deliveries']:>12,}"
+        f"{f['raw_rows_per_s']:>12,.0f}"
+    )
+    print(
+        f"{'(b) fanout job (real)':<34}{f['fanout_s']:>10.2f}{f['notifications']:>15,}{f['deliveries']:>12,}"
+        f"{f['fanout_rows_per_s']:>12,.0f}"
+    )
     print(f"{'ratio (b)/(a)':<34}{f['ratio']:>10.2f}   target >= 0.70")
     runs = lambda key: ", ".join(f"{s:.2f}" for s in f[key])  # noqa: E731
     print(f"runs, alternating, fastest counted: (a) {runs('raw_runs')} s · (b) {runs('fanout_runs')} s")
-    print(f"same counts in (a) and (b): {f['same_counts']} · inbox-off rows (born read, hidden): {f['hidden']:,}"
-          f" · campaign {f['campaign']['status']} {f['campaign']['done']:,}/{f['campaign']['total']:,}")
-    print(f"delivery jobs queued: low {f['jobs']['low']:,}, default {f['jobs']['default']}, high {f['jobs']['high']}"
-          f" · badge events (online users only): {f['badges']:,}")
-    print(f"announcement to the same users: {f['announcement_rows']} row ({f['announcement_ms']:.1f} ms),"
-          f" {f['announcement_reads']} read rows; user {f['never_read_user']:,} (never read anything) counts"
-          f" {f['never_read_announcements']} unread announcement ({f['never_read_unread']} unread in all)")
-    keys = ("users", "batch", "rounds", "raw_rows", "fanout_rows", "raw_s", "fanout_s", "raw_rows_per_s",
-            "fanout_rows_per_s", "ratio", "announcement_rows", "never_read_unread", "same_counts")
+    print(
+        f"same counts in (a) and (b): {f['same_counts']} · inbox-off rows (born read, hidden): {f['hidden']:,}"
+        f" · campaign {f['campaign']['status']} {f['campaign']['done']:,}/{f['campaign']['total']:,}"
+    )
+    print(
+        f"delivery jobs queued: low {f['jobs']['low']:,}, default {f['jobs']['default']}, high {f['jobs']['high']}"
+        f" · badge events (online users only): {f['badges']:,}"
+    )
+    print(
+        f"announcement to the same users: {f['announcement_rows']} row ({f['announcement_ms']:.1f} ms),"
+        f" {f['announcement_reads']} read rows; user {f['never_read_user']:,} (never read anything) counts"
+        f" {f['never_read_announcements']} unread announcement ({f['never_read_unread']} unread in all)"
+    )
+    keys = (
+        "users",
+        "batch",
+        "rounds",
+        "raw_rows",
+        "fanout_rows",
+        "raw_s",
+        "fanout_s",
+        "raw_rows_per_s",
+        "fanout_rows_per_s",
+        "ratio",
+        "announcement_rows",
+        "never_read_unread",
+        "same_counts",
+    )
     print(json.dumps({k: round(f[k], 3) if isinstance(f[k], float) else f[k] for k in keys}))
 
 

@@ -18,6 +18,7 @@ The badge is also measured with notifications_unread_idx dropped (in a rolled-ba
 Synchronized sequential scans are off, so a sequential scan always starts at the first page.
 Prints a table, then one JSON line with the figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,7 @@ import statistics
 import time
 
 from tests.inbox.seed_dataset import SEED_NOTIFICATIONS_SQL, SEED_TYPES_SQL
-from tests.perf.common import bench_urls, recreate_database
+from tests.support.databases import bench_urls, recreate_database
 
 BENCH_DB = "hato_bench_inbox"
 SEED_USER = 42
@@ -119,8 +120,11 @@ def explain(statement, params: dict, runs: int, setup: list[str] = ()) -> dict:
         "ms": statistics.median(times[1:]),
         "sort": any(n["Node Type"] in ("Sort", "Incremental Sort") for n in nodes),
         "indexes": sorted({n["Index Name"] for n in nodes if "Index Name" in n}),
-        "initplans": [n.get("Shared Hit Blocks", 0) + n.get("Shared Read Blocks", 0)
-                      for n in nodes if n.get("Subplan Name", "").startswith("InitPlan")],
+        "initplans": [
+            n.get("Shared Hit Blocks", 0) + n.get("Shared Read Blocks", 0)
+            for n in nodes
+            if n.get("Subplan Name", "").startswith("InitPlan")
+        ],
     }
 
 
@@ -145,13 +149,15 @@ def measure_user(user_id: int, runs: int) -> dict:
 
     badge_params = {"user_id": user_id, "cap": queries.BADGE_CAP}
     page_params = {"user_id": user_id, "limit": queries.PAGE_SIZE + 1}
-    newest_unread = db.session.execute(sa.text(
-        "SELECT id FROM notifications WHERE user_id = :u AND read_at IS NULL ORDER BY created_at DESC LIMIT 1"),
-        {"u": user_id}).scalar_one()
+    newest_unread = db.session.execute(
+        sa.text("SELECT id FROM notifications WHERE user_id = :u AND read_at IS NULL ORDER BY created_at DESC LIMIT 1"),
+        {"u": user_id},
+    ).scalar_one()
     rows = {
         "badge": explain(queries.BADGE_SQL, badge_params, runs),
-        "badge, no partial index": explain(queries.BADGE_SQL, badge_params, runs,
-                                           setup=["DROP INDEX notifications_unread_idx"]),
+        "badge, no partial index": explain(
+            queries.BADGE_SQL, badge_params, runs, setup=["DROP INDEX notifications_unread_idx"]
+        ),
         "first page": explain(queries._page_sql("all", keyset=False), page_params, runs),
         "mark-read": explain(service.MARK_READ_SQL, {"id": newest_unread, "user_id": user_id}, runs),
         "read-all (personal)": explain(service.READ_ALL_SQL, {"user_id": user_id}, runs),
@@ -168,13 +174,18 @@ def report(results: dict[int, dict], build_seconds: float, vacuumed: bool) -> di
     """Print the table and return the summary figures."""
     names = {SEED_USER: "user 42", HEAVY_USER: "heavy"}
     state = "VACUUM ANALYZE" if vacuumed else "ANALYZE only"
-    print(f"\nInbox SQL, EXPLAIN (ANALYZE, BUFFERS), warm cache, after {state}; dataset built in {build_seconds:.1f} s\n")
+    print(
+        f"\nInbox SQL, EXPLAIN (ANALYZE, BUFFERS), warm cache, after {state}; dataset built in {build_seconds:.1f} s\n"
+    )
     print(f"{'statement':<28}{'user':<10}{'buffers':>9}{'ms':>10}  {'sort':<5} index")
     print("-" * 96)
     for user_id, rows in results.items():
         for name, r in rows.items():
             index = ", ".join(r["indexes"]) or "-"
-            print(f"{name:<28}{names[user_id]:<10}{r['buffers']:>9}{r['ms']:>10.3f}  {'yes' if r['sort'] else 'no':<5} {index}")
+            print(
+                f"{name:<28}{names[user_id]:<10}{r['buffers']:>9}{r['ms']:>10.3f}"
+                f"  {'yes' if r['sort'] else 'no':<5} {index}"
+            )
         badge = rows["badge"]["initplans"]
         if badge:
             print(f"{'  badge parts (pers., ann.)':<28}{names[user_id]:<10}{' + '.join(map(str, badge)):>9}")
@@ -199,13 +210,16 @@ def report(results: dict[int, dict], build_seconds: float, vacuumed: bool) -> di
         "read_all_buffers_heavy": heavy["read-all (personal)"]["buffers"],
     }
     summary["badge_no_partial_index_ratio"] = round(
-        summary["badge_buffers_no_partial_index"] / summary["badge_buffers_user42"], 1)
+        summary["badge_buffers_no_partial_index"] / summary["badge_buffers_user42"], 1
+    )
     checks = [
         ("badge for user 42 reads <= 10 buffers", summary["badge_buffers_user42"] <= 10),
         ("heavy badge bounded by the cap (< 10,000 unread rows)", summary["badge_buffers_heavy"] < 200),
         ("first page has no Sort node", not summary["first_page_has_sort"]),
-        ("page 50 within a few buffers of page 1",
-         page50 is not None and abs(summary["page50_buffers"] - summary["page1_buffers"]) <= 5),
+        (
+            "page 50 within a few buffers of page 1",
+            page50 is not None and abs(summary["page50_buffers"] - summary["page1_buffers"]) <= 5,
+        ),
     ]
     for label, ok in checks:
         print(f"{'PASS' if ok else 'FAIL'}  {label}")

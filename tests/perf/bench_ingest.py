@@ -22,6 +22,7 @@ Besides requests/s and latency, the table shows the CPU time one request costs i
 processes), in PostgreSQL (the benchmark database's backends) and in this load generator.
 Prints a table, then one JSON line with the figures (ingest_ratio = ingest_rps / trivial_rps).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,7 +42,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.perf.common import bench_urls, recreate_database
+from tests.support.databases import bench_urls, recreate_database
 
 BENCH_DB = "hato_bench_ingest"
 BENCH_REDIS_DB = 9
@@ -71,13 +72,19 @@ def _prepare(db_url: str, redis_url: str) -> str:
     with app.app_context():
         upgrade()
         redis.client().flushdb()
-        db.session.execute(sa.text(
-            "INSERT INTO notification_types (type, label, default_in_app, default_email, default_push, priority) "
-            "VALUES ('order_shipped', 'Order shipped', true, true, false, 'default')"))
-        db.session.execute(sa.text(
-            "INSERT INTO users (external_id, email, display_name) "
-            "SELECT 'user-' || n, 'user' || n || '@example.com', 'User ' || n FROM generate_series(1, :n) n"),
-            {"n": USERS})
+        db.session.execute(
+            sa.text(
+                "INSERT INTO notification_types (type, label, default_in_app, default_email, default_push, priority) "
+                "VALUES ('order_shipped', 'Order shipped', true, true, false, 'default')"
+            )
+        )
+        db.session.execute(
+            sa.text(
+                "INSERT INTO users (external_id, email, display_name) "
+                "SELECT 'user-' || n, 'user' || n || '@example.com', 'User ' || n FROM generate_series(1, :n) n"
+            ),
+            {"n": USERS},
+        )
         key, _ = create_api_key("bench")
         db.session.commit()
         db.session.execute(sa.text("ANALYZE"))
@@ -99,20 +106,41 @@ class Server:
     """gunicorn running wsgi:app on a free 127.0.0.1 port."""
 
     def __init__(self, db_url: str, redis_url: str, log: Path, workers: int, threads: int) -> None:
-        from tests.conftest import free_port
+        from tests.support.waiting import free_port
 
         self.port = free_port()
         # The README's line for a process that serves the API only: no websockets, `threads` request
         # threads per worker, and one pooled connection per thread (a smaller pool closes and reopens
         # connections under load).
-        env = dict(os.environ, DATABASE_URL=db_url, REDIS_URL=redis_url, API_RATE_LIMIT="100000000 per minute",
-                   BASE_URL=f"http://127.0.0.1:{self.port}", PYTHONUNBUFFERED="1", WEB_WORKERS=str(workers),
-                   WEB_MAX_SOCKETS="0", WEB_REQUEST_THREADS=str(threads), DB_POOL_SIZE=str(threads))
+        env = dict(
+            os.environ,
+            DATABASE_URL=db_url,
+            REDIS_URL=redis_url,
+            API_RATE_LIMIT="100000000 per minute",
+            BASE_URL=f"http://127.0.0.1:{self.port}",
+            PYTHONUNBUFFERED="1",
+            WEB_WORKERS=str(workers),
+            WEB_MAX_SOCKETS="0",
+            WEB_REQUEST_THREADS=str(threads),
+            DB_POOL_SIZE=str(threads),
+        )
         self.log = open(log, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "python:app.realtime.gunicorn_conf", "wsgi:app",
-             "--bind", f"127.0.0.1:{self.port}"],
-            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                "python:app.realtime.gunicorn_conf",
+                "wsgi:app",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 60
         while not self._answers():
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -178,21 +206,28 @@ class CpuMeter:
         return pids
 
     def snapshot(self) -> dict:
-        backends = [row[0] for row in self.conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> %s AND backend_type = 'client backend'",
-            (BENCH_DB, self.own_backend))]
+        backends = [
+            row[0]
+            for row in self.conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> %s AND backend_type = 'client backend'",
+                (BENCH_DB, self.own_backend),
+            )
+        ]
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        return {"app": {pid: _cpu_seconds(pid) for pid in self._app_pids()},
-                "postgres": {pid: _cpu_seconds(pid) for pid in backends},
-                "generator": usage.ru_utime + usage.ru_stime}
+        return {
+            "app": {pid: _cpu_seconds(pid) for pid in self._app_pids()},
+            "postgres": {pid: _cpu_seconds(pid) for pid in backends},
+            "generator": usage.ru_utime + usage.ru_stime,
+        }
 
     @staticmethod
     def spent(before: dict, after: dict) -> dict[str, float]:
         """CPU seconds per part between two snapshots (a backend that started in between counts in full)."""
         spent = {"generator": after["generator"] - before["generator"]}
         for part in ("app", "postgres"):
-            spent[part] = sum((t or 0.0) - (before[part].get(pid) or 0.0)
-                              for pid, t in after[part].items() if t is not None)
+            spent[part] = sum(
+                (t or 0.0) - (before[part].get(pid) or 0.0) for pid, t in after[part].items() if t is not None
+            )
         return spent
 
     def close(self) -> None:
@@ -224,8 +259,9 @@ class Result:
         return self.cpu[part] / self.requests * 1000 if self.requests else 0.0
 
 
-def drive(port: int, make_request, expected: int, connections: int, seconds: float,
-          max_requests: int) -> tuple[int, float, int, list[float], list[str]]:
+def drive(
+    port: int, make_request, expected: int, connections: int, seconds: float, max_requests: int
+) -> tuple[int, float, int, list[float], list[str]]:
     """Send requests from `connections` threads (one keep-alive connection each) until time or count runs out.
 
     Returns (requests, elapsed seconds, errors, latencies in ms, a few failure descriptions).
@@ -280,22 +316,36 @@ def _scenarios(key: str, run_id: str):
 
     def ingest():
         n = next(numbers)
-        body = {"type": "order_shipped", "recipient": rng.choice(user_ids), "title": f"Order {n} has shipped",
-                "body": "It should arrive on Thursday.", "link": f"/orders/{n}", "data": {"order": n},
-                "dedupe_key": f"order:{run_id}:{n}"}
+        body = {
+            "type": "order_shipped",
+            "recipient": rng.choice(user_ids),
+            "title": f"Order {n} has shipped",
+            "body": "It should arrive on Thursday.",
+            "link": f"/orders/{n}",
+            "data": {"order": n},
+            "dedupe_key": f"order:{run_id}:{n}",
+        }
         return "POST", "/v1/notifications", json.dumps(body), {**auth, "Idempotency-Key": str(uuid.uuid4())}
 
     def bulk():
         n = next(numbers)
         start = (n * BULK) % USERS
         recipients = (user_ids[start:] + user_ids[:start])[:BULK]
-        body = {"type": "order_shipped", "recipients": recipients, "title": f"Sale {n} starts now",
-                "body": "Everything is 20% off.", "link": "/sale", "dedupe_key": f"sale:{run_id}:{n}"}
+        body = {
+            "type": "order_shipped",
+            "recipients": recipients,
+            "title": f"Sale {n} starts now",
+            "body": "Everything is 20% off.",
+            "link": "/sale",
+            "dedupe_key": f"sale:{run_id}:{n}",
+        }
         return "POST", "/v1/notifications", json.dumps(body), {**auth, "Idempotency-Key": str(uuid.uuid4())}
 
-    return [(Result("trivial GET /v1/ping"), ping, 200),
-            (Result("ingest, 1 recipient"), ingest, 202),
-            (Result(f"bulk, {BULK} recipients", per_request=BULK), bulk, 202)]
+    return [
+        (Result("trivial GET /v1/ping"), ping, 200),
+        (Result("ingest, 1 recipient"), ingest, 202),
+        (Result(f"bulk, {BULK} recipients", per_request=BULK), bulk, 202),
+    ]
 
 
 def run(server: Server, meter: CpuMeter, scenarios, args) -> None:
@@ -307,7 +357,8 @@ def run(server: Server, meter: CpuMeter, scenarios, args) -> None:
             cap = max(1, args.max_requests // ROUNDS // result.per_request)
             before = meter.snapshot()
             requests, elapsed, errors, latencies, failures = drive(
-                server.port, make, expected, args.connections, args.seconds / ROUNDS, cap)
+                server.port, make, expected, args.connections, args.seconds / ROUNDS, cap
+            )
             for part, seconds in CpuMeter.spent(before, meter.snapshot()).items():
                 result.cpu[part] += seconds
             result.requests += requests
@@ -333,36 +384,57 @@ def ratio_bound(trivial: Result, single: Result) -> float:
 def report(results: list[Result], args, rows: tuple[int, int]) -> None:
     """Print the table and the final JSON line."""
     trivial, single, many = results
-    print(f"\nIngest benchmark: gunicorn gthread {args.workers} workers x {args.threads} threads "
-          f"(DB_POOL_SIZE={args.threads}), {args.connections} "
-          f"connections, {ROUNDS} interleaved rounds; {os.cpu_count()} CPUs shared by the server, PostgreSQL, "
-          f"Redis and this load generator")
-    print(f"{'scenario':<24} {'requests':>8} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'errors':>6} "
-          f"{'notif/s':>8}   CPU ms per request: app / PostgreSQL / generator")
+    print(
+        f"\nIngest benchmark: gunicorn gthread {args.workers} workers x {args.threads} threads "
+        f"(DB_POOL_SIZE={args.threads}), {args.connections} "
+        f"connections, {ROUNDS} interleaved rounds; {os.cpu_count()} CPUs shared by the server, PostgreSQL, "
+        f"Redis and this load generator"
+    )
+    print(
+        f"{'scenario':<24} {'requests':>8} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'errors':>6} "
+        f"{'notif/s':>8}   CPU ms per request: app / PostgreSQL / generator"
+    )
     for r in results:
         notifications = f"{r.rps * r.per_request:>8.0f}" if r is not trivial else f"{'-':>8}"
-        print(f"{r.name:<24} {r.requests:>8} {r.rps:>7.0f} {r.percentile(50):>7.1f} {r.percentile(99):>7.1f} "
-              f"{r.errors:>6} {notifications}   {r.cpu_ms('app'):.2f} / {r.cpu_ms('postgres'):.2f} / "
-              f"{r.cpu_ms('generator'):.2f}")
+        print(
+            f"{r.name:<24} {r.requests:>8} {r.rps:>7.0f} {r.percentile(50):>7.1f} {r.percentile(99):>7.1f} "
+            f"{r.errors:>6} {notifications}   {r.cpu_ms('app'):.2f} / {r.cpu_ms('postgres'):.2f} / "
+            f"{r.cpu_ms('generator'):.2f}"
+        )
     ratio = single.rps / trivial.rps if trivial.rps else 0.0
     bound = ratio_bound(trivial, single)
-    print(f"ingest ratio (b)/(a): {ratio:.2f} (target >= 0.5); rows written: {rows[0]} notifications, "
-          f"{rows[1]} deliveries (warm-up included)")
-    print(f"ratio bound on this machine: {bound:.2f} -- what the ratio would be if an ingest cost the app no more "
-          f"CPU than a ping (PostgreSQL's and the generator's share alone)")
-    print(json.dumps({
-        "trivial_rps": round(trivial.rps, 1), "trivial_p50_ms": round(trivial.percentile(50), 2),
-        "trivial_p99_ms": round(trivial.percentile(99), 2),
-        "ingest_rps": round(single.rps, 1), "ingest_ratio": round(ratio, 3),
-        "ingest_ratio_bound": round(bound, 3),
-        "ingest_p50_ms": round(single.percentile(50), 2), "ingest_p99_ms": round(single.percentile(99), 2),
-        "bulk_rps": round(many.rps, 1), "bulk_notifications_per_s": round(many.rps * BULK, 1),
-        "bulk_p50_ms": round(many.percentile(50), 2), "bulk_p99_ms": round(many.percentile(99), 2),
-        "app_cpu_ms": {r.name: round(r.cpu_ms("app"), 3) for r in results},
-        "postgres_cpu_ms": {r.name: round(r.cpu_ms("postgres"), 3) for r in results},
-        "errors": sum(r.errors for r in results), "connections": args.connections,
-        "workers": args.workers, "threads": args.threads,
-    }))
+    print(
+        f"ingest ratio (b)/(a): {ratio:.2f} (target >= 0.5); rows written: {rows[0]} notifications, "
+        f"{rows[1]} deliveries (warm-up included)"
+    )
+    print(
+        f"ratio bound on this machine: {bound:.2f} -- what the ratio would be if an ingest cost the app no more "
+        f"CPU than a ping (PostgreSQL's and the generator's share alone)"
+    )
+    print(
+        json.dumps(
+            {
+                "trivial_rps": round(trivial.rps, 1),
+                "trivial_p50_ms": round(trivial.percentile(50), 2),
+                "trivial_p99_ms": round(trivial.percentile(99), 2),
+                "ingest_rps": round(single.rps, 1),
+                "ingest_ratio": round(ratio, 3),
+                "ingest_ratio_bound": round(bound, 3),
+                "ingest_p50_ms": round(single.percentile(50), 2),
+                "ingest_p99_ms": round(single.percentile(99), 2),
+                "bulk_rps": round(many.rps, 1),
+                "bulk_notifications_per_s": round(many.rps * BULK, 1),
+                "bulk_p50_ms": round(many.percentile(50), 2),
+                "bulk_p99_ms": round(many.percentile(99), 2),
+                "app_cpu_ms": {r.name: round(r.cpu_ms("app"), 3) for r in results},
+                "postgres_cpu_ms": {r.name: round(r.cpu_ms("postgres"), 3) for r in results},
+                "errors": sum(r.errors for r in results),
+                "connections": args.connections,
+                "workers": args.workers,
+                "threads": args.threads,
+            }
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

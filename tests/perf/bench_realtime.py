@@ -12,13 +12,16 @@ the 202 response to the frame carrying that notification's toast arriving (the A
 it answers, so a frame can beat its own 202: values may be negative); "from POST" runs from sending
 the request. "uncoalesc" leaves out the events that came within 100 ms of the previous one for the
 same user (those wait, by design, for the end of the user's coalescing window). "floor" is the same
-events seen by a bare Redis subscriber in the client process: what the machine itself adds. Then the socket count steps up to
---max-sockets, stopping at the first handshake error or missing first frame. The last line is JSON.
+events seen by a bare Redis subscriber in the client process: what the machine itself adds. Then the
+socket count steps up to --max-sockets, stopping at the first handshake error or missing first frame.
+The last line is JSON.
 """
+
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import http.client
 import json
 import multiprocessing
@@ -36,7 +39,8 @@ import psutil
 import redis as redis_lib
 import sqlalchemy as sa
 from websockets.asyncio.client import connect
-from tests.perf.common import recreate_database
+
+from tests.support.databases import recreate_database
 
 DB_NAME = "hato_bench_realtime"
 REDIS_DB = 7
@@ -68,8 +72,12 @@ def bench_env() -> dict:
         cache = cache._replace(query=urlencode({**dict(parse_qsl(cache.query)), "db": REDIS_DB}))
     else:
         cache = cache._replace(path=f"/{REDIS_DB}")
-    return {"DATABASE_URL": urlunsplit(db._replace(path=f"/{DB_NAME}")), "REDIS_URL": urlunsplit(cache),
-            "SECRET_KEY": "bench-realtime-secret", "API_RATE_LIMIT": "100000 per minute"}
+    return {
+        "DATABASE_URL": urlunsplit(db._replace(path=f"/{DB_NAME}")),
+        "REDIS_URL": urlunsplit(cache),
+        "SECRET_KEY": "bench-realtime-secret",
+        "API_RATE_LIMIT": "100000 per minute",
+    }
 
 
 def prepare_database(env: dict, users: int):
@@ -89,12 +97,16 @@ def prepare_database(env: dict, users: int):
     with app.app_context():
         upgrade()
         redis.client().flushdb()  # DB 7 only, ours
-        db.session.execute(sa.text(
-            "INSERT INTO notification_types (type, label) VALUES ('comment', 'Comment') ON CONFLICT DO NOTHING"))
-        db.session.execute(sa.text(
-            "INSERT INTO users (email, display_name, external_id) "
-            "SELECT 'bench' || n || '@example.com', 'Bench ' || n, 'bench-' || n FROM generate_series(1, :n) AS n"),
-            {"n": users})
+        db.session.execute(
+            sa.text("INSERT INTO notification_types (type, label) VALUES ('comment', 'Comment') ON CONFLICT DO NOTHING")
+        )
+        db.session.execute(
+            sa.text(
+                "INSERT INTO users (email, display_name, external_id) "
+                "SELECT 'bench' || n || '@example.com', 'Bench ' || n, 'bench-' || n FROM generate_series(1, :n) AS n"
+            ),
+            {"n": users},
+        )
         key, _ = create_api_key("bench_realtime")
         db.session.commit()
         users_by_id = dict(db.session.execute(sa.text("SELECT id, external_id FROM users ORDER BY id")).all())
@@ -120,10 +132,16 @@ class Clients:
     async def _one(self, user_id: int, ready: asyncio.Future) -> None:
         try:
             async with self.gate:
-                ws = await connect(self.url, origin=self.origin, proxy=None, ping_interval=None,
-                                   compression=self.compression,
-                                   additional_headers={"Cookie": f"session={self.cookies[user_id]}"},
-                                   open_timeout=FIRST_FRAME_TIMEOUT, close_timeout=1)
+                ws = await connect(
+                    self.url,
+                    origin=self.origin,
+                    proxy=None,
+                    ping_interval=None,
+                    compression=self.compression,
+                    additional_headers={"Cookie": f"session={self.cookies[user_id]}"},
+                    open_timeout=FIRST_FRAME_TIMEOUT,
+                    close_timeout=1,
+                )
                 await asyncio.wait_for(ws.recv(), FIRST_FRAME_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - any failure means "this socket did not make it"
             self.errors.append(f"{type(exc).__name__}: {exc}"[:200])
@@ -131,13 +149,11 @@ class Clients:
             return
         self.sockets[user_id] = ws
         ready.set_result(True)
-        try:
+        with contextlib.suppress(Exception):  # an abnormal close is recorded below like any other
             async for frame in ws:
                 now = time.perf_counter()
                 for seq in TOAST_RE.findall(frame):
                     self.arrivals.setdefault(int(seq), now)
-        except Exception:  # noqa: BLE001 - an abnormal close is recorded below like any other
-            pass
         self.closed.append((ws.close_code, time.perf_counter()))
 
     async def open(self, user_ids: list[int]) -> int:
@@ -197,8 +213,9 @@ def publish_events(base_url: str, key: str, users: dict[int, str], rate: float, 
         if delay > 0:
             time.sleep(delay)
         user_id = rng.choice(user_ids)
-        body = json.dumps({"type": "comment", "recipient": users[user_id], "title": f"bench-{seq}",
-                           "dedupe_key": f"bench:{seq}"})
+        body = json.dumps(
+            {"type": "comment", "recipient": users[user_id], "title": f"bench-{seq}", "dedupe_key": f"bench:{seq}"}
+        )
         started[seq] = time.perf_counter()  # CLOCK_MONOTONIC: comparable across processes
         try:
             conn.request("POST", "/v1/notifications", body=body, headers=headers)
@@ -228,8 +245,13 @@ def percentile(values: list[float], p: float) -> float:
 def latency_stats(sent: dict[int, float], arrivals: dict[int, float]) -> dict:
     """Return p50/p95/p99/max in ms and how many events never arrived."""
     values = [(arrivals[seq] - at) * 1000 for seq, at in sent.items() if seq in arrivals]
-    return {"p50_ms": percentile(values, 50), "p95_ms": percentile(values, 95), "p99_ms": percentile(values, 99),
-            "max_ms": max(values, default=float("nan")), "lost": len(sent) - len(values)}
+    return {
+        "p50_ms": percentile(values, 50),
+        "p95_ms": percentile(values, 95),
+        "p99_ms": percentile(values, 99),
+        "max_ms": max(values, default=float("nan")),
+        "lost": len(sent) - len(values),
+    }
 
 
 def held_by_coalescing(sent: dict[int, float], users: dict[int, int], window: float) -> set[int]:
@@ -249,8 +271,9 @@ def rss_kb(pid: int) -> float:
     return psutil.Process(pid).memory_info().rss / 1024
 
 
-async def latency_phase(env: dict, base_url: str, key: str, clients: Clients, users: dict[int, str],
-                        args) -> tuple[list[dict], int]:
+async def latency_phase(
+    env: dict, base_url: str, key: str, clients: Clients, users: dict[int, str], args
+) -> tuple[list[dict], int]:
     """POST at a fixed rate from another process; return latency rows and the number of failed API calls."""
     floor = RedisFloor(env["REDIS_URL"])
     floor.start()
@@ -271,15 +294,18 @@ async def latency_phase(env: dict, base_url: str, key: str, clients: Clients, us
     held = held_by_coalescing(accepted, chosen, 0.1)
     free = {seq: at for seq, at in accepted.items() if seq not in held}
     posted = {seq: started[seq] for seq in accepted}
-    rows = [{"phase": "from 202", **latency_stats(accepted, clients.arrivals), "events": len(accepted)},
-            {"phase": "uncoalesc", **latency_stats(free, clients.arrivals), "events": len(free)},
-            {"phase": "from POST", **latency_stats(posted, clients.arrivals), "events": len(posted)},
-            {"phase": "floor", **latency_stats(accepted, floor.arrivals), "events": len(accepted)}]
+    rows = [
+        {"phase": "from 202", **latency_stats(accepted, clients.arrivals), "events": len(accepted)},
+        {"phase": "uncoalesc", **latency_stats(free, clients.arrivals), "events": len(free)},
+        {"phase": "from POST", **latency_stats(posted, clients.arrivals), "events": len(posted)},
+        {"phase": "floor", **latency_stats(accepted, floor.arrivals), "events": len(accepted)},
+    ]
     return rows, len(failures)
 
 
-async def capacity_phase(clients: Clients, user_ids: list[int], worker: int, base_rss: float,
-                         args) -> tuple[list[dict], int]:
+async def capacity_phase(
+    clients: Clients, user_ids: list[int], worker: int, base_rss: float, args
+) -> tuple[list[dict], int]:
     """Add sockets in steps up to --max-sockets; stop at the first error. Return rows and the last clean count."""
     rows = []
     target = len(clients.sockets)
@@ -287,12 +313,19 @@ async def capacity_phase(clients: Clients, user_ids: list[int], worker: int, bas
     while not clients.errors and target < args.max_sockets:
         target = min(target + args.step, args.max_sockets)
         started = time.perf_counter()
-        await clients.open(user_ids[len(clients.sockets) + len(clients.errors):target])
+        await clients.open(user_ids[len(clients.sockets) + len(clients.errors) : target])
         connected = len(clients.sockets)
-        rows.append({"phase": "capacity", "sockets": connected, "errors": len(clients.errors),
-                     "connect_s": time.perf_counter() - started, "rss_mb": rss_kb(worker) / 1024,
-                     "rss_per_socket_kb": (rss_kb(worker) - base_rss) / max(connected, 1),
-                     "threads": psutil.Process(worker).num_threads()})
+        rows.append(
+            {
+                "phase": "capacity",
+                "sockets": connected,
+                "errors": len(clients.errors),
+                "connect_s": time.perf_counter() - started,
+                "rss_mb": rss_kb(worker) / 1024,
+                "rss_per_socket_kb": (rss_kb(worker) - base_rss) / max(connected, 1),
+                "threads": psutil.Process(worker).num_threads(),
+            }
+        )
         if not clients.errors:
             clean = connected
     return rows, clean
@@ -307,8 +340,13 @@ async def run(args) -> dict:
     app, users, key = prepare_database(env, max(args.sockets, args.max_sockets))
     user_ids = list(users)
     cookies = {user_id: session_cookie(app, user_id) for user_id in user_ids}
-    server = Gunicorn(free_port(), worker_class=args.worker_class, sockets=args.max_sockets + 64, env=env,
-                      log_path=os.environ.get("BENCH_LOG", "/tmp/bench_realtime_gunicorn.log")).start()
+    server = Gunicorn(
+        free_port(),
+        worker_class=args.worker_class,
+        sockets=args.max_sockets + 64,
+        env=env,
+        log_path=os.environ.get("BENCH_LOG", "/tmp/bench_realtime_gunicorn.log"),
+    ).start()
     try:
         [worker] = server.worker_pids()
         warm = Clients(server.base_url, cookies)  # the first socket starts the listener and loads templates
@@ -318,7 +356,7 @@ async def run(args) -> dict:
         base_rss = rss_kb(worker)
         clients = Clients(server.base_url, cookies, None if args.no_compression else "deflate")
         started = time.perf_counter()
-        connected = await clients.open(user_ids[:args.sockets])
+        connected = await clients.open(user_ids[: args.sockets])
         connect_s = time.perf_counter() - started
         await asyncio.sleep(1.0)
         rss_at_n = rss_kb(worker)
@@ -327,10 +365,14 @@ async def run(args) -> dict:
         live = {user_id: users[user_id] for user_id in clients.sockets}
         rows, api_errors = await latency_phase(env, server.base_url, key, clients, live, args)
         row = rows[0]
-        row.update(sockets=connected, connect_s=connect_s, rss_mb=rss_at_n / 1024,
-                   rss_per_socket_kb=(rss_at_n - base_rss) / max(connected, 1),
-                   threads=psutil.Process(worker).num_threads(),
-                   worker_cpu_s=sum(psutil.Process(worker).cpu_times()[:2]) - cpu_before)
+        row.update(
+            sockets=connected,
+            connect_s=connect_s,
+            rss_mb=rss_at_n / 1024,
+            rss_per_socket_kb=(rss_at_n - base_rss) / max(connected, 1),
+            threads=psutil.Process(worker).num_threads(),
+            worker_cpu_s=sum(psutil.Process(worker).cpu_times()[:2]) - cpu_before,
+        )
         for other in rows[1:]:
             other["sockets"] = connected if other["phase"] != "floor" else "-"
         capacity, max_sockets = await capacity_phase(clients, user_ids, worker, base_rss, args)
@@ -348,38 +390,70 @@ async def run(args) -> dict:
         await clients.close()
     finally:
         server.kill()
-    return {"rows": rows, "worker_class": args.worker_class, "rate": args.rate, "duration": args.duration,
-            "clients_offer_deflate": not args.no_compression,
-            "cpus": os.cpu_count(), "load_avg_1m": round(load, 2), "fd_limit": fd_limit,
-            "sockets": connected, "events": row["events"], "p50_ms": round(row["p50_ms"], 2),
-            "p95_ms": round(row["p95_ms"], 2), "p99_ms": round(row["p99_ms"], 2), "lost": row["lost"],
-            "api_errors": api_errors, "from_post_p99_ms": round(rows[2]["p99_ms"], 2),
-            "uncoalesced_p99_ms": round(rows[1]["p99_ms"], 2), "coalesced_events": row["events"] - rows[1]["events"],
-            "floor_p99_ms": round(rows[3]["p99_ms"], 2), "worker_cpu_s": round(row["worker_cpu_s"], 2),
-            "rss_per_socket_kb": round(row["rss_per_socket_kb"], 1), "max_sockets": max_sockets,
-            "first_error": first_error, "closed_1001": going_away, "open_at_sigterm": open_sockets,
-            "all_closed_s": round(all_closed_s, 2), "shutdown_s": round(shutdown_s, 2)}
+    return {
+        "rows": rows,
+        "worker_class": args.worker_class,
+        "rate": args.rate,
+        "duration": args.duration,
+        "clients_offer_deflate": not args.no_compression,
+        "cpus": os.cpu_count(),
+        "load_avg_1m": round(load, 2),
+        "fd_limit": fd_limit,
+        "sockets": connected,
+        "events": row["events"],
+        "p50_ms": round(row["p50_ms"], 2),
+        "p95_ms": round(row["p95_ms"], 2),
+        "p99_ms": round(row["p99_ms"], 2),
+        "lost": row["lost"],
+        "api_errors": api_errors,
+        "from_post_p99_ms": round(rows[2]["p99_ms"], 2),
+        "uncoalesced_p99_ms": round(rows[1]["p99_ms"], 2),
+        "coalesced_events": row["events"] - rows[1]["events"],
+        "floor_p99_ms": round(rows[3]["p99_ms"], 2),
+        "worker_cpu_s": round(row["worker_cpu_s"], 2),
+        "rss_per_socket_kb": round(row["rss_per_socket_kb"], 1),
+        "max_sockets": max_sockets,
+        "first_error": first_error,
+        "closed_1001": going_away,
+        "open_at_sigterm": open_sockets,
+        "all_closed_s": round(all_closed_s, 2),
+        "shutdown_s": round(shutdown_s, 2),
+    }
 
 
 def print_table(result: dict) -> None:
     """Print the human-readable table."""
-    print(f"realtime: 1 gunicorn worker ({result['worker_class']}), {result['rate']:g} events/s for "
-          f"{result['duration']:g} s; {result['cpus']} CPUs, load average {result['load_avg_1m']} before the run")
-    print(f"{'phase':<9} {'sockets':>7} {'events':>6} {'lost':>5} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} "
-          f"{'max ms':>7} {'connect s':>9} {'RSS MB':>7} {'KB/sock':>7} {'threads':>7}")
+    print(
+        f"realtime: 1 gunicorn worker ({result['worker_class']}), {result['rate']:g} events/s for "
+        f"{result['duration']:g} s; {result['cpus']} CPUs, load average {result['load_avg_1m']} before the run"
+    )
+    print(
+        f"{'phase':<9} {'sockets':>7} {'events':>6} {'lost':>5} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} "
+        f"{'max ms':>7} {'connect s':>9} {'RSS MB':>7} {'KB/sock':>7} {'threads':>7}"
+    )
     for row in result["rows"]:
         timed = "p50_ms" in row
-        print(f"{row['phase']:<9} {row['sockets']:>7} {row.get('events', ''):>6} "
-              f"{row.get('lost', row.get('errors', '')):>5} "
-              + (f"{row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f} {row['p99_ms']:>7.1f} {row['max_ms']:>7.1f} "
-                 if timed else " " * 32)
-              + (f"{row['connect_s']:>9.2f} {row['rss_mb']:>7.1f} {row['rss_per_socket_kb']:>7.1f} {row['threads']:>7}"
-                 if "rss_mb" in row else ""))
-    print(f"max sockets reached: {result['max_sockets']}"
-          + (f" (first error: {result['first_error']})" if result["first_error"] else "")
-          + f"; worker CPU during the latency phase: {result['worker_cpu_s']} s"
-          + f"; SIGTERM with {result['open_at_sigterm']} sockets open: {result['closed_1001']} closed with 1001"
-          + f" within {result['all_closed_s']} s, worker exit after {result['shutdown_s']} s")
+        print(
+            f"{row['phase']:<9} {row['sockets']:>7} {row.get('events', ''):>6} "
+            f"{row.get('lost', row.get('errors', '')):>5} "
+            + (
+                f"{row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f} {row['p99_ms']:>7.1f} {row['max_ms']:>7.1f} "
+                if timed
+                else " " * 32
+            )
+            + (
+                f"{row['connect_s']:>9.2f} {row['rss_mb']:>7.1f} {row['rss_per_socket_kb']:>7.1f} {row['threads']:>7}"
+                if "rss_mb" in row
+                else ""
+            )
+        )
+    print(
+        f"max sockets reached: {result['max_sockets']}"
+        + (f" (first error: {result['first_error']})" if result["first_error"] else "")
+        + f"; worker CPU during the latency phase: {result['worker_cpu_s']} s"
+        + f"; SIGTERM with {result['open_at_sigterm']} sockets open: {result['closed_1001']} closed with 1001"
+        + f" within {result['all_closed_s']} s, worker exit after {result['shutdown_s']} s"
+    )
 
 
 def main() -> None:
@@ -387,13 +461,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--worker-class", default="gthread", choices=["gthread", "gevent"])
     parser.add_argument("--sockets", type=int, default=1000)
-    parser.add_argument("--rate", type=float, default=50.0,
-                        help="API calls per second (100/s is near one worker's API capacity on 2 vCPUs)")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=50.0,
+        help="API calls per second (100/s is near one worker's API capacity on 2 vCPUs)",
+    )
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of events")
     parser.add_argument("--max-sockets", type=int, default=5000)
     parser.add_argument("--step", type=int, default=1000)
-    parser.add_argument("--no-compression", action="store_true",
-                        help="clients do not offer permessage-deflate (browsers always do)")
+    parser.add_argument(
+        "--no-compression", action="store_true", help="clients do not offer permessage-deflate (browsers always do)"
+    )
     args = parser.parse_args()
     result = asyncio.run(run(args))
     print_table(result)

@@ -1,4 +1,5 @@
 """Fixtures for the preference tests: the seed article's four types and a signed-in member."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,12 +13,18 @@ from tests.factories import NotificationTypeFactory, UserFactory
 def seed_types():
     """The seed's types: approved (in-app, email, push), remind (in-app, push), comment, security (mandatory)."""
     return [
-        NotificationTypeFactory(type="reservation_approved", label="Reservation approved",
-                                default_email=True, default_push=True),
+        NotificationTypeFactory(
+            type="reservation_approved", label="Reservation approved", default_email=True, default_push=True
+        ),
         NotificationTypeFactory(type="reservation_remind", label="Reminder", default_push=True),
         NotificationTypeFactory(type="comment", label="Comment"),
-        NotificationTypeFactory(type="security", label="Security", default_email=True, mandatory=True,
-                                description="Sign-ins and password changes."),
+        NotificationTypeFactory(
+            type="security",
+            label="Security",
+            default_email=True,
+            mandatory=True,
+            description="Sign-ins and password changes.",
+        ),
     ]
 
 
@@ -35,6 +42,12 @@ def htmx(csrf):
 
 def stored(user_id: int) -> list[tuple]:
     """Return the user's stored preference rows (type, channel, enabled)."""
-    return [tuple(r) for r in db.session.execute(sa.text(
-        "SELECT type, channel, enabled FROM notification_preferences WHERE user_id = :u ORDER BY type, channel"),
-        {"u": user_id})]
+    return [
+        tuple(r)
+        for r in db.session.execute(
+            sa.text(
+                "SELECT type, channel, enabled FROM notification_preferences WHERE user_id = :u ORDER BY type, channel"
+            ),
+            {"u": user_id},
+        )
+    ]

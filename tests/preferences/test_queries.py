@@ -1,4 +1,5 @@
 """Preference resolution on the screen's side: one statement, mandatory rows ignored, matrix shape."""
+
 import sqlalchemy as sa
 
 from app.extensions import db
@@ -7,13 +8,18 @@ from tests.factories import UserFactory
 
 
 def test_a_row_written_straight_into_the_table_cannot_turn_off_a_mandatory_type(member):
-    db.session.execute(sa.text("""
+    db.session.execute(
+        sa.text("""
         INSERT INTO notification_preferences (user_id, type, channel, enabled) VALUES
           (:u, 'security', 'email', false), (:u, 'security', 'in_app', false), (:u, 'security', 'push', true)"""),
-        {"u": member.id})
+        {"u": member.id},
+    )
     cells = {c.channel: c for c in queries.resolve([member.id], "security")}
     assert {ch: (c.send, c.source) for ch, c in cells.items()} == {
-        "email": (True, "mandatory"), "in_app": (True, "mandatory"), "push": (False, "mandatory")}
+        "email": (True, "mandatory"),
+        "in_app": (True, "mandatory"),
+        "push": (False, "mandatory"),
+    }
     assert queries.channels_on([member.id], "security") == {member.id: {"email", "in_app"}}
 
 

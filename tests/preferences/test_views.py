@@ -1,4 +1,5 @@
 """The preference screen over HTTP: the matrix, switches, the mandatory lock, quiet hours and time zone."""
+
 import re
 from datetime import time
 
@@ -10,8 +11,7 @@ from tests.preferences.conftest import stored
 
 
 def _toggle(client, headers, type_, channel, enabled):
-    return client.post("/preferences", data={"type": type_, "channel": channel, "enabled": enabled},
-                       headers=headers)
+    return client.post("/preferences", data={"type": type_, "channel": channel, "enabled": enabled}, headers=headers)
 
 
 def test_page_shows_each_cell_with_its_source_and_locks_mandatory_ones(client, member):
@@ -64,13 +64,16 @@ def test_a_forged_request_on_a_mandatory_type_gets_422_and_changes_nothing(clien
     assert stored(member.id) == []
 
 
-@pytest.mark.parametrize("form", [
-    {"type": "comment", "channel": "sms", "enabled": "on"},
-    {"type": "nope", "channel": "email", "enabled": "on"},
-    {"type": "comment", "channel": "email", "enabled": "maybe"},
-    {"type": "comment", "channel": "email"},
-    {},
-])
+@pytest.mark.parametrize(
+    "form",
+    [
+        {"type": "comment", "channel": "sms", "enabled": "on"},
+        {"type": "nope", "channel": "email", "enabled": "on"},
+        {"type": "comment", "channel": "email", "enabled": "maybe"},
+        {"type": "comment", "channel": "email"},
+        {},
+    ],
+)
 def test_bad_input_gets_422_and_changes_nothing(client, member, csrf, form):
     response = client.post("/preferences", data=form, headers=csrf())
     assert response.status_code == 422 and b"Traceback" not in response.data
@@ -103,8 +106,7 @@ def _user(user_id):
 
 
 def test_save_quiet_hours_and_time_zone(client, member, csrf):
-    response = _schedule(client, csrf(), timezone="Europe/Berlin", quiet="on", quiet_start="22:00",
-                         quiet_end="07:30")
+    response = _schedule(client, csrf(), timezone="Europe/Berlin", quiet="on", quiet_start="22:00", quiet_end="07:30")
     assert response.status_code == 303 and response.headers["Location"] == "/preferences?saved=schedule#schedule"
     user = _user(member.id)
     assert (user.timezone, user.quiet_hours_start, user.quiet_hours_end) == ("Europe/Berlin", time(22), time(7, 30))
@@ -119,14 +121,17 @@ def test_turning_quiet_hours_off_clears_both_times(client, member, csrf):
     assert user.quiet_hours_start is None and user.quiet_hours_end is None
 
 
-@pytest.mark.parametrize("form, field", [
-    ({"timezone": "Mars/Olympus", "quiet": "off"}, "Choose a time zone"),
-    ({"timezone": "localtime", "quiet": "off"}, "Choose a time zone"),
-    ({"timezone": "Asia/Tokyo", "quiet": "on", "quiet_start": "22:00", "quiet_end": ""}, "both a start and an end"),
-    ({"timezone": "Asia/Tokyo", "quiet": "on", "quiet_start": "25:00", "quiet_end": "07:00"}, "both a start"),
-    ({"timezone": "Asia/Tokyo", "quiet": "on", "quiet_start": "22:00+09:00", "quiet_end": "07:00"}, "both a start"),
-    ({"timezone": "Asia/Tokyo", "quiet": "on", "quiet_start": "08:00", "quiet_end": "08:00"}, "different times"),
-])
+@pytest.mark.parametrize(
+    "form, field",
+    [
+        ({"timezone": "Mars/Olympus", "quiet": "off"}, "Choose a time zone"),
+        ({"timezone": "localtime", "quiet": "off"}, "Choose a time zone"),
+        ({"timezone": "Asia/Tokyo", "quiet": "on", "quiet_start": "22:00", "quiet_end": ""}, "both a start and an end"),
+        ({"timezone": "Asia/Tokyo", "quiet": "on", "quiet_start": "25:00", "quiet_end": "07:00"}, "both a start"),
+        ({"timezone": "Asia/Tokyo", "quiet": "on", "quiet_start": "22:00+09:00", "quiet_end": "07:00"}, "both a start"),
+        ({"timezone": "Asia/Tokyo", "quiet": "on", "quiet_start": "08:00", "quiet_end": "08:00"}, "different times"),
+    ],
+)
 def test_invalid_schedule_gets_422_with_the_reason_and_changes_nothing(client, member, csrf, form, field):
     response = _schedule(client, csrf(), **form)
     html = response.get_data(as_text=True)
@@ -139,8 +144,7 @@ def test_invalid_schedule_gets_422_with_the_reason_and_changes_nothing(client, m
 def test_schedule_over_htmx_returns_the_section(client, member, htmx):
     bad = _schedule(client, htmx(), timezone="Nowhere", quiet="off")
     assert bad.status_code == 422 and bad.get_data(as_text=True).lstrip().startswith('<section id="schedule"')
-    good = _schedule(client, htmx(), timezone="America/New_York", quiet="on", quiet_start="21:00",
-                     quiet_end="06:00")
+    good = _schedule(client, htmx(), timezone="America/New_York", quiet="on", quiet_start="21:00", quiet_end="06:00")
     html = good.get_data(as_text=True)
     assert good.status_code == 200 and html.lstrip().startswith('<section id="schedule"')
     assert "Saved." in html and ("EST" in html or "EDT" in html)

@@ -1,4 +1,5 @@
 """Circuit breaker transitions on a hand-driven clock, with the state in the test Redis."""
+
 from __future__ import annotations
 
 import uuid
@@ -94,7 +95,13 @@ def test_transitions_are_counted_for_metrics(app, make, clock, client):
         states, counts = snapshot(redis.client())
     assert states[breaker.name] == "closed"
     assert {k[1:]: v for k, v in counts.items() if k[0] == breaker.name} == {
-        ("closed", "open"): 1, ("open", "half_open"): 1, ("half_open", "closed"): 1}
+        ("closed", "open"): 1,
+        ("open", "half_open"): 1,
+        ("half_open", "closed"): 1,
+    }
     body = client.get("/metrics").get_data(as_text=True)
-    assert f'hato_circuit_breaker_transitions_total{{from_state="closed",provider="{breaker.name}",to_state="open"}} 1.0' in body
+    assert (
+        f'hato_circuit_breaker_transitions_total{{from_state="closed",provider="{breaker.name}",to_state="open"}} 1.0'
+        in body
+    )
     assert f'hato_circuit_breaker_state{{provider="{breaker.name}",state="closed"}} 1.0' in body

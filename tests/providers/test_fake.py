@@ -1,4 +1,5 @@
 """The fake provider records sends and fails on request."""
+
 from __future__ import annotations
 
 import pytest

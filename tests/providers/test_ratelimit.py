@@ -1,4 +1,5 @@
 """Token bucket: the configured rate holds across threads and processes sharing one Redis."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -6,7 +7,6 @@ import threading
 import time
 import uuid
 
-import pytest
 import redis as redis_lib
 
 from app.extensions import redis

@@ -1,24 +1,25 @@
 """Routing through breaker + bucket + failover, and the delivery engine's use of it (fake providers)."""
+
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
+from aiosmtpd.controller import Controller
 
+from app.delivery import service
 from app.extensions import db, redis
 from app.models import DeliveryAttempt, EmailSuppression
 from app.providers import TransientError, register
 from app.providers.breaker import CircuitBreaker, Settings
 from app.providers.fake import FakeProvider
 from app.providers.routing import Router
-from app.delivery import service
 from jobs.delivery import deliver_batch
-from tests.delivery.conftest import email_type, fake_provider, make_delivery, reload, smtp_sink  # noqa: F401
-from tests.conftest import free_port
-from tests.delivery.sink import SmtpSink
 from tests.factories import UserFactory
-from aiosmtpd.controller import Controller
+from tests.support.delivery import reload
+from tests.support.smtp import SmtpSink
+from tests.support.waiting import free_port
 
 BACKUP = FakeProvider()
 BACKUP.name = "fake_backup"
@@ -33,8 +34,11 @@ def open_breaker(app, name: str) -> None:
 
 
 def attempts_of(delivery):
-    return db.session.execute(sa.select(DeliveryAttempt.provider, DeliveryAttempt.outcome)
-                              .where(DeliveryAttempt.delivery_id == delivery.id).order_by(DeliveryAttempt.id)).all()
+    return db.session.execute(
+        sa.select(DeliveryAttempt.provider, DeliveryAttempt.outcome)
+        .where(DeliveryAttempt.delivery_id == delivery.id)
+        .order_by(DeliveryAttempt.id)
+    ).all()
 
 
 def test_router_skips_an_open_provider_and_reports_when_none_is_left(app, fake_provider):
@@ -77,7 +81,7 @@ def test_no_provider_left_rows_wait_with_attempts_unchanged(app, fake_provider, 
 
     assert deliver_batch("email", [d.id for d in deliveries])["waiting"] == 3
 
-    soon = datetime.now(timezone.utc) + timedelta(seconds=app.config["BREAKER_COOLDOWN_SECONDS"])
+    soon = datetime.now(UTC) + timedelta(seconds=app.config["BREAKER_COOLDOWN_SECONDS"])
     for delivery in deliveries:
         row = reload(delivery)
         assert (row.status, row.attempts, row.locked_until) == ("pending", 0, None)
@@ -97,7 +101,7 @@ def test_empty_bucket_defers_rows_without_burning_attempts(app, fake_provider, m
     assert (counts["sent"], counts["waiting"]) == (2, 3)
     waiting = [reload(d) for d in deliveries[2:]]
     assert all(row.status == "pending" and row.attempts == 0 for row in waiting)
-    gaps = [(b.next_attempt_at - a.next_attempt_at).total_seconds() for a, b in zip(waiting, waiting[1:])]
+    gaps = [(b.next_attempt_at - a.next_attempt_at).total_seconds() for a, b in zip(waiting, waiting[1:], strict=False)]
     assert all(abs(gap - 0.5) < 0.01 for gap in gaps)  # spaced one token apart
 
 
@@ -118,8 +122,8 @@ def test_retry_after_is_honoured_and_pauses_the_provider(app, fake_provider, mak
 
     assert (counts["pending"], counts["waiting"]) == (1, 1)
     one, two = reload(first), reload(second)
-    assert one.attempts == 1 and one.next_attempt_at >= datetime.now(timezone.utc) + timedelta(seconds=58)
-    assert two.attempts == 0 and two.next_attempt_at >= datetime.now(timezone.utc) + timedelta(seconds=58)
+    assert one.attempts == 1 and one.next_attempt_at >= datetime.now(UTC) + timedelta(seconds=58)
+    assert two.attempts == 0 and two.next_attempt_at >= datetime.now(UTC) + timedelta(seconds=58)
     assert CircuitBreaker(redis.client(), "fake", Settings()).state() == "closed"  # throttling is not an outage
 
 
@@ -155,12 +159,18 @@ def test_non_ascii_address_without_smtputf8_is_permanent(app, make_delivery, mon
 def test_expired_lease_counts_an_attempt_and_the_last_one_fails(app, make_delivery):
     poison = make_delivery(status="sending", attempts=app.config["RETRY_MAX_ATTEMPTS"] - 1)
     other = make_delivery(status="sending", attempts=0)
-    db.session.execute(sa.text("UPDATE notification_deliveries SET locked_until = now() - interval '1 second' "
-                               "WHERE id IN (:a, :b)"), {"a": poison.id, "b": other.id})
+    db.session.execute(
+        sa.text("UPDATE notification_deliveries SET locked_until = now() - interval '1 second' WHERE id IN (:a, :b)"),
+        {"a": poison.id, "b": other.id},
+    )
 
     assert service.release_expired_leases(100, app.config["RETRY_MAX_ATTEMPTS"]) == 2
 
     dead, alive = reload(poison), reload(other)
-    assert (dead.status, dead.error_kind, dead.attempts) == ("failed", "lease_expired", app.config["RETRY_MAX_ATTEMPTS"])
+    assert (dead.status, dead.error_kind, dead.attempts) == (
+        "failed",
+        "lease_expired",
+        app.config["RETRY_MAX_ATTEMPTS"],
+    )
     assert (alive.status, alive.attempts) == ("pending", 1)
     assert attempts_of(alive) == [("email", "transient")]

@@ -1,4 +1,5 @@
 """The SMTP provider: message building, header injection, error classification, real round trips."""
+
 from __future__ import annotations
 
 import smtplib
@@ -8,13 +9,20 @@ import pytest
 
 from app.providers import Message, PermanentError, TransientError, provider_for
 from app.providers.smtp import SmtpProvider, build_email, classify, clean_header, message_id
-from tests.conftest import free_port
-from tests.delivery.sink import SmtpSink
+from tests.support.smtp import SmtpSink
+from tests.support.waiting import free_port
 
 
 def msg(**overrides) -> Message:
-    fields = dict(delivery_id=42, channel="email", to="ada@example.com", subject="Hello", text="plain",
-                  html="<p>html</p>", to_name="Ada")
+    fields = dict(
+        delivery_id=42,
+        channel="email",
+        to="ada@example.com",
+        subject="Hello",
+        text="plain",
+        html="<p>html</p>",
+        to_name="Ada",
+    )
     fields.update(overrides)
     return Message(**fields)
 
@@ -37,9 +45,15 @@ def test_clean_header_strips_cr_lf_nul(value):
 
 
 def test_no_value_can_inject_a_header():
-    email = build_email(msg(subject="Hi\r\nBcc: evil@example.com", to_name="Ada\nBcc: evil@example.com",
-                            headers={"List-Unsubscribe": "<https://h/u>\r\nBcc: evil@example.com"}),
-                        "Hato <hato@example.com>\r\nBcc: evil@example.com", "example.com")
+    email = build_email(
+        msg(
+            subject="Hi\r\nBcc: evil@example.com",
+            to_name="Ada\nBcc: evil@example.com",
+            headers={"List-Unsubscribe": "<https://h/u>\r\nBcc: evil@example.com"},
+        ),
+        "Hato <hato@example.com>\r\nBcc: evil@example.com",
+        "example.com",
+    )
 
     assert email.get_all("Bcc") is None
     raw = email.as_bytes()
@@ -59,16 +73,19 @@ def test_long_unsubscribe_link_is_not_encoded():
     assert f"List-Unsubscribe: {link}".encode() in email.as_bytes()
 
 
-@pytest.mark.parametrize(("exc", "cls", "kind"), [
-    (smtplib.SMTPRecipientsRefused({"a@x": (550, b"no such user")}), PermanentError, "bounce"),
-    (smtplib.SMTPRecipientsRefused({"a@x": (452, b"mailbox full")}), TransientError, "smtp_452"),
-    (smtplib.SMTPDataError(554, b"spam"), PermanentError, "rejected"),
-    (smtplib.SMTPDataError(451, b"later"), TransientError, "smtp_451"),
-    (smtplib.SMTPSenderRefused(553, b"bad sender", "h@x"), TransientError, "smtp_553"),
-    (smtplib.SMTPServerDisconnected("gone"), TransientError, "connection"),
-    (socket.timeout("timed out"), TransientError, "timeout"),
-    (ConnectionRefusedError(111, "refused"), TransientError, "refused"),
-])
+@pytest.mark.parametrize(
+    ("exc", "cls", "kind"),
+    [
+        (smtplib.SMTPRecipientsRefused({"a@x": (550, b"no such user")}), PermanentError, "bounce"),
+        (smtplib.SMTPRecipientsRefused({"a@x": (452, b"mailbox full")}), TransientError, "smtp_452"),
+        (smtplib.SMTPDataError(554, b"spam"), PermanentError, "rejected"),
+        (smtplib.SMTPDataError(451, b"later"), TransientError, "smtp_451"),
+        (smtplib.SMTPSenderRefused(553, b"bad sender", "h@x"), TransientError, "smtp_553"),
+        (smtplib.SMTPServerDisconnected("gone"), TransientError, "connection"),
+        (TimeoutError("timed out"), TransientError, "timeout"),
+        (ConnectionRefusedError(111, "refused"), TransientError, "refused"),
+    ],
+)
 def test_classify(exc, cls, kind):
     error = classify(exc)
     assert type(error) is cls and error.kind == kind
@@ -105,8 +122,14 @@ def test_url_parsing():
 
 
 def test_registry_builds_by_channel():
-    config = {"EMAIL_PROVIDER": "smtp", "SMTP_URL": "smtp://127.0.0.1:2525", "MAIL_FROM": "h@example.com",
-              "SMTP_TIMEOUT": 3, "BASE_URL": "https://hato.example.com", "PUSH_PROVIDER": "webpush"}
+    config = {
+        "EMAIL_PROVIDER": "smtp",
+        "SMTP_URL": "smtp://127.0.0.1:2525",
+        "MAIL_FROM": "h@example.com",
+        "SMTP_TIMEOUT": 3,
+        "BASE_URL": "https://hato.example.com",
+        "PUSH_PROVIDER": "webpush",
+    }
 
     assert isinstance(provider_for("email", config), SmtpProvider)
     assert provider_for("email", {**config, "SMTP_URL": ""}) is None

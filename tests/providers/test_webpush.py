@@ -1,8 +1,9 @@
 """Web Push end to end against a local push service: VAPID verified, payload decrypted, 404/410/429 handled."""
+
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from click.testing import CliRunner
 from py_vapid import Vapid
@@ -13,10 +14,10 @@ from app.models import PushSubscription
 from app.push import payload
 from app.push.cli import generate_command
 from jobs.delivery import deliver_batch
-from tests.conftest import free_port
-from tests.delivery.conftest import reload
 from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
-from tests.push.conftest import add_subscription, push_service, vapid  # noqa: F401
+from tests.support.delivery import reload
+from tests.support.push import add_subscription
+from tests.support.waiting import free_port
 
 
 def push_delivery(user, priority="default", title="Build failed", body="main is red", link_path="/builds/7"):
@@ -38,8 +39,12 @@ def test_push_is_signed_encrypted_and_recorded(app, vapid, push_service):
     assert sorted(r.endpoint for r in push_service.received) == sorted([phone.endpoint, laptop.endpoint])
     got = push_service.received[0]
     tag = f"build-high:{note.id}"
-    assert got.payload == {"title": "Build failed", "body": "main is red",
-                           "url": f"{app.config['BASE_URL']}/builds/7", "tag": tag}
+    assert got.payload == {
+        "title": "Build failed",
+        "body": "main is red",
+        "url": f"{app.config['BASE_URL']}/builds/7",
+        "tag": tag,
+    }
     assert got.claims["aud"] == push_service.origin and got.claims["sub"] == "mailto:ops@hato.test"
     assert (got.headers["ttl"], got.headers["urgency"], got.headers["topic"]) == ("900", "high", tag.replace(":", "-"))
     row = reload(delivery)
@@ -69,8 +74,9 @@ def test_gone_subscription_is_invalidated_and_the_row_fails(app, vapid, push_ser
     assert (row.status, row.error_kind) == ("failed", "subscription_gone")
     assert db.session.get(PushSubscription, sub.id).invalidated_at is not None
     # The next message for this user finds no active subscription and is skipped, not sent.
-    again = DeliveryFactory(notification_id=NotificationFactory(user_id=user.id, type="build-default").id,
-                            channel="push")
+    again = DeliveryFactory(
+        notification_id=NotificationFactory(user_id=user.id, type="build-default").id, channel="push"
+    )
     db.session.flush()
     assert deliver_batch("push", [again.id])["skipped"] == 1
     assert reload(again).skip_reason == "no_subscription"
@@ -99,7 +105,7 @@ def test_429_is_transient_and_honours_retry_after(app, vapid, push_service):
 
     row = reload(delivery)
     assert (row.status, row.error_kind, row.attempts) == ("pending", None, 1)
-    assert row.next_attempt_at >= datetime.now(timezone.utc) + timedelta(seconds=118)
+    assert row.next_attempt_at >= datetime.now(UTC) + timedelta(seconds=118)
     assert db.session.get(PushSubscription, sub.id).invalidated_at is None
 
 

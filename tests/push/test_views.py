@@ -1,4 +1,5 @@
 """POST/DELETE /push/subscriptions, the public VAPID key, the service worker and the preferences panel."""
+
 from __future__ import annotations
 
 import sqlalchemy as sa
@@ -7,8 +8,7 @@ from flask import g
 from app.extensions import db
 from app.models import PushSubscription
 from tests.factories import UserFactory
-from tests.push.conftest import vapid  # noqa: F401
-from tests.push.pushserver import PushService
+from tests.support.push import PushService
 
 SERVICE = PushService(origin="https://push.example.net")
 
@@ -39,7 +39,11 @@ def test_subscribe_stores_the_users_subscription_and_upserts_by_endpoint(client,
     renewed = {**subscription(data["endpoint"])}
     assert client.post("/push/subscriptions", json=renewed, headers=csrf()).status_code == 201
     [row] = rows(user)
-    assert (row.endpoint, row.p256dh, row.auth) == (data["endpoint"], renewed["keys"]["p256dh"], renewed["keys"]["auth"])
+    assert (row.endpoint, row.p256dh, row.auth) == (
+        data["endpoint"],
+        renewed["keys"]["p256dh"],
+        renewed["keys"]["auth"],
+    )
 
 
 def test_resubscribing_revives_an_invalidated_subscription(client, login_as, csrf):

@@ -1,4 +1,5 @@
 """Fixtures for the realtime tests: committed users on the live server, their session cookies."""
+
 from __future__ import annotations
 
 import pytest

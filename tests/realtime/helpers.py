@@ -1,4 +1,5 @@
 """Helpers for websocket tests and the realtime benchmark: session cookies, clients, servers."""
+
 from __future__ import annotations
 
 import json
@@ -81,12 +82,16 @@ def close_quietly(ws: Client) -> None:
 
 def insert_notification(user_id: int, title: str = "Hello", key: str | None = None) -> int:
     """Insert and commit one unread notification as ingest does (current app context); return its id."""
-    db.session.execute(sa.text(
-        "INSERT INTO notification_types (type, label) VALUES ('comment', 'Comment') ON CONFLICT DO NOTHING"))
-    new_id = db.session.execute(sa.text(
-        "INSERT INTO notifications (user_id, type, title, body, dedupe_key) "
-        "VALUES (:user_id, 'comment', :title, 'Body', :key) RETURNING id"),
-        {"user_id": user_id, "title": title, "key": key or f"rt:{time.monotonic_ns()}"}).scalar_one()
+    db.session.execute(
+        sa.text("INSERT INTO notification_types (type, label) VALUES ('comment', 'Comment') ON CONFLICT DO NOTHING")
+    )
+    new_id = db.session.execute(
+        sa.text(
+            "INSERT INTO notifications (user_id, type, title, body, dedupe_key) "
+            "VALUES (:user_id, 'comment', :title, 'Body', :key) RETURNING id"
+        ),
+        {"user_id": user_id, "title": title, "key": key or f"rt:{time.monotonic_ns()}"},
+    ).scalar_one()
     db.session.commit()
     return new_id
 
@@ -105,8 +110,12 @@ def create_api_key(app) -> str:
 def api_notify(base_url: str, key: str, external_id: str, title: str, **fields) -> dict:
     """POST /v1/notifications for one recipient as a product service does; return the 202 body."""
     body = json.dumps({"type": "comment", "recipient": external_id, "title": title, **fields}).encode()
-    request = urllib.request.Request(base_url + "/v1/notifications", data=body, method="POST", headers={
-        "Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    request = urllib.request.Request(
+        base_url + "/v1/notifications",
+        data=body,
+        method="POST",
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.status == 202, response.status
         return json.loads(response.read())
@@ -122,7 +131,7 @@ class ServerThread:
         self._server = make_server("127.0.0.1", port, self.app, threaded=True)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def start(self) -> "ServerThread":
+    def start(self) -> ServerThread:
         """Serve in a background thread."""
         self._thread.start()
         return self
@@ -152,24 +161,53 @@ def server_thread(port: int, **config):
 class Gunicorn:
     """A real `gunicorn -c python:app.realtime.gunicorn_conf wsgi:app` process on 127.0.0.1:port."""
 
-    def __init__(self, port: int, *, worker_class: str = "gthread", sockets: int = 64, env: dict | None = None,
-                 log_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        port: int,
+        *,
+        worker_class: str = "gthread",
+        sockets: int = 64,
+        env: dict | None = None,
+        log_path: Path | None = None,
+    ) -> None:
         self.port = port
         self.base_url = f"http://127.0.0.1:{port}"
         self.worker_class = worker_class
         self.sockets = sockets
-        self.env = {**os.environ, "BASE_URL": self.base_url, "WEB_MAX_SOCKETS": str(sockets),
-                    "WEB_WORKER_CLASS": worker_class, "WEB_WORKERS": "1", **(env or {})}
+        self.env = {
+            **os.environ,
+            "BASE_URL": self.base_url,
+            "WEB_MAX_SOCKETS": str(sockets),
+            "WEB_WORKER_CLASS": worker_class,
+            "WEB_WORKERS": "1",
+            **(env or {}),
+        }
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 20.0) -> "Gunicorn":
+    def start(self, timeout: float = 20.0) -> Gunicorn:
         """Start the process and wait until /healthz answers."""
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "python:app.realtime.gunicorn_conf", "wsgi:app",
-             "--bind", f"127.0.0.1:{self.port}", "--graceful-timeout", "5", "--log-level", "warning"],
-            cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                "python:app.realtime.gunicorn_conf",
+                "wsgi:app",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--graceful-timeout",
+                "5",
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -1,12 +1,13 @@
 """The /ws handshake: refused (plain HTTP 403, no upgrade) unless signed in and same-origin."""
+
 from __future__ import annotations
 
 import pytest
 from simple_websocket import ConnectionError as HandshakeError
 
 from app.realtime.views import origin_allowed, origin_of
-from tests.conftest import free_port
 from tests.realtime.helpers import close_quietly, connect, frame_count, server_thread, session_cookie
+from tests.support.waiting import free_port
 
 pytestmark = pytest.mark.committed
 

@@ -1,4 +1,5 @@
 """The hub's own logic with stand-in sockets: coalescing, dispatch, writing, shutdown."""
+
 from __future__ import annotations
 
 import json
@@ -114,7 +115,7 @@ def test_a_burst_for_one_user_costs_one_count_per_window(app, hub, counting):
     burst_calls = [at for _, at in counting.calls[start:]]
     # About 100 notifications in 0.5 s: leading edge + one per 100 ms window (+1 for timing slack).
     assert 2 <= len(burst_calls) <= 7
-    gaps = [b - a for a, b in zip(burst_calls, burst_calls[1:])]
+    gaps = [b - a for a, b in zip(burst_calls, burst_calls[1:], strict=False)]
     assert all(gap >= 0.095 for gap in gaps), gaps
     # The last frame carries the last count: nothing after the burst is left unsent.
     assert frame_count(ws.sent[-1]) == len(counting.calls)
@@ -147,8 +148,13 @@ def test_dispatch_reads_user_and_broadcast_channels(app, hub, monkeypatch):
     monkeypatch.setattr(hub, "notify", lambda user_id, toast=None: seen.append((user_id, toast)))
     monkeypatch.setattr(hub, "local_user_ids", lambda: [1, 2])
     monkeypatch.setattr(hub, "notify_all", lambda: seen.append("all"))
-    hub.dispatch({"type": "pmessage", "channel": user_channel(12).encode(),
-                  "data": json.dumps({"kind": "badge", "toast": {"title": "Hi"}}).encode()})
+    hub.dispatch(
+        {
+            "type": "pmessage",
+            "channel": user_channel(12).encode(),
+            "data": json.dumps({"kind": "badge", "toast": {"title": "Hi"}}).encode(),
+        }
+    )
     hub.dispatch({"type": "message", "channel": BROADCAST_CHANNEL.encode(), "data": b'{"kind": "badge"}'})
     hub.dispatch({"type": "pmessage", "channel": b"hato:badge:user:abc", "data": b"{}"})
     hub.dispatch({"type": "pmessage", "channel": user_channel(13).encode(), "data": b"not json"})

@@ -1,4 +1,5 @@
 """Two real gunicorn web processes: API calls and mark-read on one reach sockets on the other; SIGTERM -> 1001."""
+
 from __future__ import annotations
 
 import secrets
@@ -9,7 +10,6 @@ import pytest
 from itsdangerous import URLSafeTimedSerializer
 
 from app.extensions import db
-from tests.conftest import free_port
 from tests.factories import UserFactory
 from tests.realtime.helpers import (
     Gunicorn,
@@ -21,6 +21,7 @@ from tests.realtime.helpers import (
     session_cookie,
     wait_for_count,
 )
+from tests.support.waiting import free_port
 
 pytestmark = pytest.mark.committed
 
@@ -43,13 +44,18 @@ def signed_in(app, user_id: int) -> tuple[str, str]:
     """Return (session cookie, X-CSRFToken) for a signed-in browser session of user_id."""
     raw = secrets.token_hex(20)
     cookie = app.session_interface.get_signing_serializer(app).dumps(
-        {"_user_id": str(user_id), "_fresh": True, "csrf_token": raw})
+        {"_user_id": str(user_id), "_fresh": True, "csrf_token": raw}
+    )
     return cookie, URLSafeTimedSerializer(app.secret_key, salt="wtf-csrf-token").dumps(raw)
 
 
 def post(base_url: str, path: str, cookie: str, token: str) -> int:
-    request = urllib.request.Request(base_url + path, data=b"", method="POST", headers={
-        "Cookie": f"session={cookie}", "X-CSRFToken": token, "HX-Request": "true", "Origin": base_url})
+    request = urllib.request.Request(
+        base_url + path,
+        data=b"",
+        method="POST",
+        headers={"Cookie": f"session={cookie}", "X-CSRFToken": token, "HX-Request": "true", "Origin": base_url},
+    )
     with urllib.request.urlopen(request, timeout=5) as response:
         return response.status
 

@@ -1,4 +1,5 @@
 """Presence: a sorted set of last heartbeats; online_user_ids keeps only fresh ones."""
+
 from __future__ import annotations
 
 import time

@@ -1,4 +1,5 @@
 """Badge events: one PUBLISH per user on their channel, a toast title at most, False when Redis is down."""
+
 from __future__ import annotations
 
 import json

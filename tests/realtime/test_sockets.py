@@ -1,4 +1,5 @@
 """Live sockets against a real server: counts on connect and after events, toasts, presence, liveness."""
+
 from __future__ import annotations
 
 import base64
@@ -13,7 +14,6 @@ from app.extensions import db, redis
 from app.realtime.hub import hub_for
 from app.realtime.presence import PRESENCE_KEY, online_user_ids
 from app.realtime.publish import publish_badge, publish_broadcast
-from tests.conftest import free_port
 from tests.realtime.helpers import (
     close_quietly,
     connect,
@@ -24,6 +24,7 @@ from tests.realtime.helpers import (
     wait_for_count,
     wait_for_frame,
 )
+from tests.support.waiting import free_port
 
 pytestmark = pytest.mark.committed
 
@@ -75,8 +76,9 @@ def test_a_broadcast_makes_every_socket_recount_its_own_badge(live_server, make_
     wait_for_count(first, 1)
     wait_for_count(second, 0)
     with live_server.app_context():
-        db.session.execute(sa.text(
-            "INSERT INTO announcements (title, body, published_at) VALUES ('Maintenance', 'Tonight', now())"))
+        db.session.execute(
+            sa.text("INSERT INTO announcements (title, body, published_at) VALUES ('Maintenance', 'Tonight', now())")
+        )
         db.session.commit()
         assert publish_broadcast()
     wait_for_count(first, 2, timeout=1.0)
@@ -172,7 +174,8 @@ def raw_handshake(port: int, cookie: str) -> tuple[socket.socket, bytes]:
         f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: http://127.0.0.1:{port}\r\n"
         f"Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
-        f"Cookie: session={cookie}\r\n\r\n".encode())
+        f"Cookie: session={cookie}\r\n\r\n".encode()
+    )
     response = sock.recv(4096)
     assert response.startswith(b"HTTP/1.1 101")
     return sock, response

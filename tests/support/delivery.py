@@ -1,24 +1,12 @@
-"""Delivery fixtures: a real SMTP sink, the fake provider, and ledger rows built with factories."""
+"""Ledger rows for the delivery engine, built with factories, and the in-memory fake provider."""
+
 from __future__ import annotations
 
 import pytest
 
 from app.extensions import db
 from app.providers.fake import FAKE
-from tests.conftest import free_port
-from tests.delivery.sink import SmtpSink
-from tests.factories import NotificationFactory, NotificationTypeFactory, UserFactory
-from tests.factories import DeliveryFactory
-
-
-@pytest.fixture
-def smtp_sink(app, monkeypatch):
-    """An aiosmtpd server on a free port; the app's SMTP_URL points at it for this test."""
-    sink = SmtpSink(free_port()).start()
-    monkeypatch.setitem(app.config, "SMTP_URL", sink.url)
-    monkeypatch.setitem(app.config, "EMAIL_PROVIDER", "smtp")
-    yield sink
-    sink.stop()
+from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
 
 
 @pytest.fixture
@@ -41,8 +29,9 @@ def make_delivery(email_type):
 
     def _make(user=None, type_=None, channel="email", title="Hello", body="Body text", data=None, **fields):
         user = user or UserFactory()
-        notification = NotificationFactory(user_id=user.id, type=(type_ or email_type).type, title=title,
-                                           body=body, data=data or {})
+        notification = NotificationFactory(
+            user_id=user.id, type=(type_ or email_type).type, title=title, body=body, data=data or {}
+        )
         delivery = DeliveryFactory(notification_id=notification.id, channel=channel, **fields)
         db.session.flush()
         return delivery

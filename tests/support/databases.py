@@ -1,4 +1,5 @@
-"""What every benchmark needs: its own database and Redis db on the servers the environment names."""
+"""Scratch databases on the server the environment names: the test database and each benchmark's own."""
+
 from __future__ import annotations
 
 import os
@@ -25,9 +26,25 @@ def bench_urls(db_name: str, redis_db: int) -> tuple[str, str]:
     return urlunsplit((db.scheme, db.netloc, f"/{db_name}", db.query, "")), redis_url
 
 
+# Only databases whose names say they are scratch space may be dropped by the suite or a benchmark.
+SCRATCH_MARKERS = ("_test", "_bench")
+
+
+def database_name(url: str) -> str:
+    """Return the database name in a postgresql:// URL."""
+    return urlsplit(url).path.lstrip("/")
+
+
+def _scratch(url: str) -> str:
+    name = database_name(url)
+    if not any(marker in name for marker in SCRATCH_MARKERS):
+        raise RuntimeError(f"refusing to drop {name!r}: scratch databases have _test or _bench in their name")
+    return name
+
+
 def drop_database(url: str) -> None:
-    """Drop the database named in url, if it exists."""
-    name = urlsplit(url).path.lstrip("/")
+    """Drop the scratch database named in url, if it exists."""
+    name = _scratch(url)
     with psycopg.connect(maintenance_conninfo(url), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -35,6 +52,6 @@ def drop_database(url: str) -> None:
 def recreate_database(url: str) -> None:
     """Drop and create the database named in url (empty, ready for migrations)."""
     drop_database(url)
-    name = urlsplit(url).path.lstrip("/")
+    name = database_name(url)
     with psycopg.connect(maintenance_conninfo(url), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')

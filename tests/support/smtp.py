@@ -1,9 +1,11 @@
 """A recording SMTP sink (aiosmtpd) for tests, chaos tests and the benchmark.
 
-In-process: `SmtpSink()` starts a Controller thread on a free 127.0.0.1 port and keeps every message.
-As a process: `python -m tests.delivery.sink --port P --log FILE` appends one Message-ID per line to
+In-process: the `smtp_sink` fixture, or `SmtpSink(port)`, starts a Controller thread on a free 127.0.0.1
+port and keeps every message.
+As a process: `python -m tests.support.smtp --port P --log FILE` appends one Message-ID per line to
 FILE (flushed per message), so a test or benchmark can count arrivals and duplicates from outside.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,7 +16,10 @@ from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
 
+import pytest
 from aiosmtpd.controller import Controller
+
+from tests.support.waiting import free_port
 
 
 @dataclass
@@ -83,12 +88,22 @@ class SmtpSink:
     def messages(self) -> list[Received]:
         return self.handler.messages
 
-    def start(self) -> "SmtpSink":
+    def start(self) -> SmtpSink:
         self.controller.start()
         return self
 
     def stop(self) -> None:
         self.controller.stop()
+
+
+@pytest.fixture
+def smtp_sink(app, monkeypatch):
+    """An aiosmtpd server on a free port; the app's SMTP_URL points at it for this test."""
+    sink = SmtpSink(free_port()).start()
+    monkeypatch.setitem(app.config, "SMTP_URL", sink.url)
+    monkeypatch.setitem(app.config, "EMAIL_PROVIDER", "smtp")
+    yield sink
+    sink.stop()
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ browser does and returns the subscription JSON; every POST to its endpoint is ch
 against the k= key, aud = this server's origin, exp at most 24 h ahead) and decrypted with http_ece.
 `answer[endpoint] = (status, headers)` makes it refuse.
 """
+
 from __future__ import annotations
 
 import base64
@@ -16,10 +17,15 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import http_ece
+import pytest
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+from app.extensions import db
+from app.models import PushSubscription
+from app.push.cli import generate_keys
 
 
 def b64url(raw: bytes) -> str:
@@ -48,8 +54,11 @@ def verify_vapid(authorization: str, origin: str, now: float | None = None) -> d
     key = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), unb64url(values["k"]))
     signature = unb64url(signature_b64)
     try:
-        key.verify(encode_dss_signature(int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big")),
-                   f"{header_b64}.{claims_b64}".encode(), ec.ECDSA(hashes.SHA256()))
+        key.verify(
+            encode_dss_signature(int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big")),
+            f"{header_b64}.{claims_b64}".encode(),
+            ec.ECDSA(hashes.SHA256()),
+        )
     except InvalidSignature as exc:
         raise VapidError("bad signature") from exc
     now = now or time.time()
@@ -71,8 +80,9 @@ class Receiver:
     auth: bytes
 
     def subscription(self) -> dict:
-        public = self.private_key.public_key().public_bytes(serialization.Encoding.X962,
-                                                            serialization.PublicFormat.UncompressedPoint)
+        public = self.private_key.public_key().public_bytes(
+            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+        )
         return {"endpoint": self.endpoint, "keys": {"p256dh": b64url(public), "auth": b64url(self.auth)}}
 
 
@@ -122,15 +132,17 @@ def _handler(service: PushService):
                 claims = verify_vapid(self.headers.get("Authorization", ""), service.origin)
                 if self.headers.get("Content-Encoding") != "aes128gcm":
                     raise VapidError(f"content-encoding {self.headers.get('Content-Encoding')!r}")
-                plain = http_ece.decrypt(body, private_key=receiver.private_key, auth_secret=receiver.auth,
-                                         version="aes128gcm")
+                plain = http_ece.decrypt(
+                    body, private_key=receiver.private_key, auth_secret=receiver.auth, version="aes128gcm"
+                )
             except Exception as exc:  # a test failure, recorded and answered 400 like a real push service
                 with service.lock:
                     service.rejected.append(f"{type(exc).__name__}: {exc}")
                 return self._reply(400, {})
             with service.lock:
-                service.received.append(Received(endpoint, {k.lower(): v for k, v in self.headers.items()}, claims,
-                                                  json.loads(plain)))
+                service.received.append(
+                    Received(endpoint, {k.lower(): v for k, v in self.headers.items()}, claims, json.loads(plain))
+                )
             self._reply(201, {"Location": f"{endpoint}/messages/{len(service.received)}"})
 
         def _reply(self, status: int, headers: dict) -> None:
@@ -159,3 +171,37 @@ class PushServer:
     def __exit__(self, *exc_info) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+KEYS = generate_keys()
+
+
+@pytest.fixture
+def push_service():
+    """A Web Push service on 127.0.0.1 that verifies VAPID and decrypts what it gets."""
+    with PushServer() as service:
+        yield service
+
+
+@pytest.fixture
+def vapid(app, monkeypatch):
+    """VAPID keys configured and the webpush provider on for this test; returns (public, private)."""
+    monkeypatch.setitem(app.config, "VAPID_PUBLIC_KEY", KEYS[0])
+    monkeypatch.setitem(app.config, "VAPID_PRIVATE_KEY", KEYS[1])
+    monkeypatch.setitem(app.config, "VAPID_SUBJECT", "mailto:ops@hato.test")
+    monkeypatch.setitem(app.config, "PUSH_PROVIDER", "webpush")
+    monkeypatch.setitem(app.config, "PUSH_TIMEOUT", 5)
+    return KEYS
+
+
+def add_subscription(user, subscription: dict) -> PushSubscription:
+    """Store a browser subscription for user (as POST /push/subscriptions would)."""
+    row = PushSubscription(
+        user_id=user.id,
+        endpoint=subscription["endpoint"],
+        p256dh=subscription["keys"]["p256dh"],
+        auth=subscription["keys"]["auth"],
+    )
+    db.session.add(row)
+    db.session.flush()
+    return row
