@@ -1,25 +1,56 @@
-"""The web side's only door to RQ: named priority queues, batch enqueue, Redis-down tolerance."""
+"""The only door to RQ: the queues, which queue work goes on, the job names, enqueueing after a commit.
+
+Three queues, drained in order by every worker: `high`, `default`, `low`. A delivery goes on its
+type's priority, except campaign deliveries and backlog drains (a DLQ bulk replay), which always go
+on `low` so that a burst of them never delays a live notification. Jobs are named here, as the
+dotted paths RQ imports (jobs/*.py), so no code outside jobs/ imports a job. Every enqueue is an
+effect run after its transaction commits (app/unitofwork.py), and tolerates Redis being down: the
+rows are committed, and the sweeper enqueues them later.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from flask import current_app
 from redis.exceptions import RedisError
-from rq import Queue
+from rq import Queue, Worker
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
 from app.extensions import redis
+from app.unitofwork import Effect, after_commit
 
 log = logging.getLogger(__name__)
 
 QUEUE_NAMES = ("high", "default", "low")
+CAMPAIGN_QUEUE = "low"  # a campaign's fanout and its deliveries
+BACKLOG_QUEUE = "low"  # deliveries replayed in bulk from the DLQ
+OPERATIONS_QUEUE = "default"  # bulk DLQ operations themselves: quick set-based SQL, not behind a campaign
+
+# The same choice in SQL, for statements that pick their rows' queue themselves (sweeper, DLQ replay).
+DELIVERY_QUEUE_SQL = f"CASE WHEN n.campaign_id IS NULL THEN t.priority ELSE '{CAMPAIGN_QUEUE}' END"
+
+# The jobs, by the dotted path RQ imports: thin entry points in jobs/ that call the domain.
 DELIVER_BATCH_JOB = "jobs.delivery.deliver_batch"
+FANOUT_JOB = "jobs.fanout.fanout_campaign"
+BULK_OPERATION_JOB = "jobs.bulk.run_bulk_operation"
+FANOUT_TIMEOUT_SECONDS = 6 * 3600  # a timeout only ends this run; the next one resumes from the cursor
+BULK_TIMEOUT_SECONDS = 3600
+
 # A job in one of these states will still run: enqueueing another with its id would run the work twice.
 ALIVE = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
+
+
+def delivery_queue(priority: str, from_campaign: bool = False) -> str:
+    """The queue a delivery's job goes on: its type's priority, `low` for campaign rows."""
+    if from_campaign:
+        return CAMPAIGN_QUEUE
+    return priority if priority in QUEUE_NAMES else "default"
 
 
 def get_queue(name: str, connection=None) -> Queue:
@@ -35,15 +66,15 @@ def chunks(ids: Sequence[int], size: int) -> Iterable[list[int]]:
         yield list(ids[start : start + size])
 
 
-def enqueue_deliveries(priority: str, channel: str, delivery_ids: Sequence[int]) -> bool:
-    """Enqueue deliver_batch(channel, ids) jobs on the priority queue, in one Redis pipeline.
+def enqueue_deliveries(queue_name: str, channel: str, delivery_ids: Sequence[int]) -> bool:
+    """Enqueue deliver_batch(channel, ids) jobs on the queue, in one Redis pipeline.
 
     Returns False (and logs) when Redis is unreachable: the rows are already committed as
-    `pending`, so the sweeper will enqueue them later; the caller's request still succeeds.
+    `pending`, so the sweeper will enqueue them later.
     """
     if not delivery_ids:
         return True
-    queue = get_queue(priority if priority in QUEUE_NAMES else "default")
+    queue = get_queue(queue_name if queue_name in QUEUE_NAMES else "default")
     size = current_app.config["DELIVERY_BATCH_SIZE"]
     try:
         with queue.connection.pipeline() as pipe:
@@ -84,3 +115,155 @@ def enqueue_unless_alive(queue_name: str, func: str, arg: int, rq_job_id: str, t
         log.warning("could not enqueue %s (the sweeper retries): %s", what, exc)
         return False
     return True
+
+
+# --- effects: what a transaction asks to enqueue once it has committed ------------------------------
+
+
+@dataclass(frozen=True)
+class EnqueueDeliveries(Effect):
+    """deliver_batch jobs for these ledger rows; many commits' rows share jobs per queue and channel."""
+
+    queue: str
+    channel: str
+    ids: tuple[int, ...]
+
+    def merge_key(self):
+        return ("deliveries", self.queue, self.channel)
+
+    def merge(self, other: EnqueueDeliveries) -> EnqueueDeliveries:
+        return replace(self, ids=self.ids + other.ids)
+
+    def run(self) -> bool:
+        return enqueue_deliveries(self.queue, self.channel, list(self.ids))
+
+    def count(self, result: object) -> dict[str, int]:
+        return {"enqueued": len(self.ids)} if result else {}
+
+
+@dataclass(frozen=True)
+class EnqueueRowJob(Effect):
+    """The one job that owns a row (a campaign's fanout, a bulk operation), unless it is already alive."""
+
+    queue: str
+    func: str
+    id_prefix: str  # the job id is "<prefix>-<row id>": at most one live job per row
+    row_id: int
+    timeout: int
+    what: str = field(default="", compare=False)
+
+    @property
+    def job_id(self) -> str:
+        return f"{self.id_prefix}-{self.row_id}"
+
+    def merge_key(self):
+        return ("row-job", self.func, self.row_id)
+
+    def merge(self, other: EnqueueRowJob) -> EnqueueRowJob:
+        return self
+
+    def run(self) -> bool:
+        return enqueue_unless_alive(self.queue, self.func, self.row_id, self.job_id, self.timeout, self.what)
+
+    def count(self, result: object) -> dict[str, int]:
+        return {"jobs": 1} if result else {}
+
+
+def enqueue_deliveries_after_commit(queue_name: str, channel: str, ids: Sequence[int]) -> None:
+    """Enqueue deliver_batch jobs for ids once the current transaction commits."""
+    if ids:
+        after_commit(EnqueueDeliveries(queue_name, channel, tuple(int(i) for i in ids)))
+
+
+def fanout_job(campaign_id: int) -> EnqueueRowJob:
+    """The fanout job of a campaign (one live job per campaign)."""
+    return EnqueueRowJob(CAMPAIGN_QUEUE, FANOUT_JOB, "fanout", int(campaign_id), FANOUT_TIMEOUT_SECONDS,
+                         f"the fanout of campaign {campaign_id}")  # fmt: skip
+
+
+def bulk_operation_job(operation_id: int) -> EnqueueRowJob:
+    """The job of a bulk DLQ operation (one live job per operation)."""
+    return EnqueueRowJob(OPERATIONS_QUEUE, BULK_OPERATION_JOB, "bulk", int(operation_id), BULK_TIMEOUT_SECONDS,
+                         f"bulk operation {operation_id}")  # fmt: skip
+
+
+# --- what the console's dashboard and /metrics read about the queues --------------------------------
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """One RQ queue: jobs waiting (each a batch of deliveries), how long the oldest has waited, crashes."""
+
+    name: str
+    depth: int
+    oldest_age: float | None
+    failed_jobs: int
+    running_jobs: int
+
+
+@dataclass(frozen=True)
+class WorkerState:
+    """One live RQ worker."""
+
+    name: str
+    state: str
+    queues: list[str]
+    current_job: str | None
+    last_heartbeat: datetime | None
+    successful: int
+    failed: int
+
+
+@dataclass
+class RedisState:
+    """What Redis told us about the queues and workers (up=False when it did not answer)."""
+
+    up: bool = True
+    queues: list[QueueState] = field(default_factory=list)
+    workers: list[WorkerState] = field(default_factory=list)
+
+
+def _oldest_age(queue: Queue) -> float | None:
+    ids = queue.get_job_ids(0, 0)
+    if not ids:
+        return None
+    try:
+        job = Job.fetch(ids[0], connection=queue.connection, serializer=JSONSerializer)
+    except NoSuchJobError:
+        return None
+    if job.enqueued_at is None:
+        return None
+    now = datetime.now(job.enqueued_at.tzinfo)
+    return max((now - job.enqueued_at).total_seconds(), 0.0)
+
+
+def queue_depths() -> dict[str, int]:
+    """Jobs waiting per queue (raises RedisError)."""
+    return {name: get_queue(name).count for name in QUEUE_NAMES}
+
+
+def redis_state() -> RedisState:
+    """Queue depths and lag, and the live workers; up=False when Redis does not answer."""
+    try:
+        connection = redis.client()
+        queues = []
+        for name in QUEUE_NAMES:
+            queue = get_queue(name, connection)
+            queues.append(QueueState(name, queue.count, _oldest_age(queue), queue.failed_job_registry.count,
+                                     queue.started_job_registry.count))  # fmt: skip
+        workers = [
+            WorkerState(
+                w.name,
+                str(w.get_state()),
+                w.queue_names(),
+                w.get_current_job_id(),
+                w.last_heartbeat,
+                w.successful_job_count,
+                w.failed_job_count,
+            )  # fmt: skip
+            for w in Worker.all(connection=connection, serializer=JSONSerializer)
+        ]
+    except RedisError as exc:
+        log.warning("queue state unavailable: %s", exc)
+        return RedisState(up=False)
+    return RedisState(queues=queues, workers=sorted(workers, key=lambda w: w.name))

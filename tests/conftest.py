@@ -16,6 +16,7 @@ from contextlib import contextmanager
 import pytest
 import redis as redis_lib
 import sqlalchemy as sa
+from flask.testing import FlaskClient
 from itsdangerous import URLSafeTimedSerializer
 from werkzeug.serving import make_server
 
@@ -23,7 +24,7 @@ os.environ.setdefault("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/hato
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("SECRET_KEY", "test-secret")
 
-from app import create_app  # noqa: E402
+from app import create_app, unitofwork  # noqa: E402
 from app.extensions import db, limiter  # noqa: E402
 from tests.factories import TEST_PASSWORD  # noqa: E402
 from tests.support.databases import recreate_database  # noqa: E402
@@ -32,7 +33,7 @@ from tests.support.waiting import free_port  # noqa: E402
 TEST_CONFIG = {"TESTING": True, "SERVER_NAME": None}
 
 # Shared fixtures (SMTP sink, push service, ledger rows) live in tests/support and are available everywhere.
-pytest_plugins = ["tests.support.smtp", "tests.support.push", "tests.support.delivery"]
+pytest_plugins = ["tests.support.smtp", "tests.support.push", "tests.support.delivery", "tests.support.redis_watch"]
 
 
 @pytest.fixture(scope="session")
@@ -54,12 +55,25 @@ def redis_url() -> str:
     return url
 
 
+class SettledClient(FlaskClient):
+    """A test client that returns once the request's post-commit effects (jobs, badge events) have run.
+
+    They run on the dispatcher thread (app/unitofwork.py); waiting for it keeps assertions deterministic.
+    """
+
+    def open(self, *args, **kwargs):
+        response = super().open(*args, **kwargs)
+        assert unitofwork.wait_idle(self.application, 10), "post-commit effects still running after 10 s"
+        return response
+
+
 @pytest.fixture(scope="session")
 def app(database_url, redis_url):
     """The app under test, with the schema migrated to head."""
     from flask_migrate import upgrade
 
     application = create_app(dict(TEST_CONFIG))
+    application.test_client_class = SettledClient
     with application.app_context():
         upgrade()
     application.limiter_state = (limiter._storage, limiter._limiter)  # type: ignore[attr-defined]
@@ -130,27 +144,21 @@ def session_bound_to(connection):
 
 
 @pytest.fixture(autouse=True)
-def _reset_rate_limits(app):
-    """Each test starts with empty rate-limit windows on the test Redis.
+def _fresh_redis(app):
+    """Each test starts with an empty test Redis db: no jobs, rate-limit windows or breakers from another test.
 
     Flask-Limiter keeps one storage per Limiter object, and a test that builds a second app (say,
     with an unreachable Redis) re-points it; restore the main app's storage first.
     """
     limiter._storage, limiter._limiter = app.limiter_state
     with app.app_context():
+        from app.extensions import redis
+
+        client = redis.client()
+        assert client.connection_pool.connection_kwargs.get("db", 0) != 0, "tests never touch Redis db 0"
+        client.flushdb()
         limiter.reset()
-        _reset_provider_state()
     yield
-
-
-def _reset_provider_state() -> None:
-    """Close every circuit breaker and refill every token bucket (app/providers/routing.py keeps them in Redis)."""
-    from app.extensions import redis
-
-    client = redis.client()
-    keys = [*client.scan_iter("hato:breaker*", count=500), *client.scan_iter("hato:bucket*", count=500)]
-    if keys:
-        client.delete(*keys)
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 import sqlalchemy as sa
 
-from app.demo import DEMO_ACCOUNTS
+from app.cli.demo import DEMO_ACCOUNTS
 from app.extensions import db
 from app.models import Announcement, Notification, NotificationType, User
 

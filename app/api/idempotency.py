@@ -5,8 +5,9 @@ Everything happens in the request's one transaction:
 1. Claim: take a transaction-scoped advisory lock on (api key, Idempotency-Key) without waiting, and
    INSERT the key's row. A concurrent request with the same key cannot take the lock and gets 409 at
    once, instead of doing the work twice or queueing behind the first.
-2. The view does its work and ends with respond(): the response is stored and committed with the
-   work, so "committed" and "replayable" cannot disagree, and the commit releases the lock.
+2. The view does its work, builds its response, stores it with store(response) and commits: the
+   stored response commits with the work, so "committed" and "replayable" cannot disagree, and the
+   commit releases the lock.
 3. Same key, same request (method + path + canonical body): replay the stored status and body
    with `Idempotent-Replayed: true`. Different request: 422. Still running: 409.
 
@@ -29,7 +30,7 @@ from flask import Response, request
 from pydantic import BaseModel
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.api.keys import current_key
+from app.api.auth import current_key
 from app.api.schemas import ApiError, parse_body
 from app.extensions import db
 
@@ -81,11 +82,11 @@ WHERE id = :id
 
 
 @dataclass
-class Claim:
-    """This request holds the key until its transaction ends."""
+class KeyClaim:
+    """This request holds the Idempotency-Key until its transaction ends."""
 
     id: int
-    done: bool = False
+    stored: bool = False
 
 
 def header_key() -> str | None:
@@ -112,7 +113,7 @@ def _replay(status: int, body) -> Response:
     return response
 
 
-def claim(api_key_id: int, key: str, fingerprint: str) -> Claim | Response:
+def claim(api_key_id: int, key: str, fingerprint: str) -> KeyClaim | Response:
     """Claim key for this request inside its transaction; or return the replay, or raise 409/422."""
     params = {
         "api_key_id": api_key_id,
@@ -129,7 +130,7 @@ def claim(api_key_id: int, key: str, fingerprint: str) -> Claim | Response:
             headers={"Retry-After": "1"},
         )
     if row.id is not None:
-        return Claim(row.id)
+        return KeyClaim(row.id)
     # With the lock held, a conflicting record is a committed, finished request: nobody can change it.
     existing = db.session.execute(LOOKUP_SQL, params).one()
     db.session.rollback()
@@ -148,24 +149,28 @@ def release() -> None:
         log.exception("rollback after a failed idempotent request")
 
 
-def respond(status: int, body: BaseModel | None = None) -> Response:
-    """Store the response for the request's Idempotency-Key (if any), commit once, and return it."""
-    payload = body.model_dump_json() if body is not None else None
-    held: Claim | None = getattr(request, "hato_idempotency_claim", None)
-    if held is not None:
-        db.session.execute(COMPLETE_SQL, {"id": held.id, "status": status, "body": payload})
-    db.session.commit()
-    if held is not None:
-        held.done = True
-    if payload is None:
+def json_response(status: int, body: BaseModel | None = None) -> Response:
+    """The API's answer: the model as JSON, or no body."""
+    if body is None:
         return Response(status=status)
-    return Response(payload, status=status, mimetype="application/json")
+    return Response(body.model_dump_json(), status=status, mimetype="application/json")
+
+
+def store(response: Response) -> Response:
+    """Keep response as the replay for the request's Idempotency-Key (if it has one), in its transaction."""
+    held: KeyClaim | None = getattr(request, "hato_idempotency_claim", None)
+    if held is not None:
+        body = response.get_data(as_text=True) or None
+        db.session.execute(COMPLETE_SQL, {"id": held.id, "status": response.status_code, "body": body})
+        held.stored = True
+    return response
 
 
 def idempotent(model: type[BaseModel] | None = None):
     """Parse the JSON body as model (passed as `payload`) and apply Idempotency-Key around the view.
 
-    The view must end with respond(); if it raises instead, its work and its claim are rolled back.
+    The view must store() its response and commit; if it raises instead, its work and its claim are
+    rolled back together.
     """
 
     def decorate(view):
@@ -185,7 +190,7 @@ def idempotent(model: type[BaseModel] | None = None):
             try:
                 return view(*args, **kwargs)
             finally:
-                if not outcome.done:
+                if not outcome.stored:
                     release()
 
         return wrapped

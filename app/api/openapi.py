@@ -10,10 +10,10 @@ from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 
 from app.api import schemas
 from app.api.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
-from app.errors import MESSAGES
+from app.pagination import MAX_ID
+from app.web.errors import MESSAGES
 
 REF = "#/components/schemas/{model}"
-ID_MAX = 2**63 - 1
 
 
 class StrictKeysJsonSchema(GenerateJsonSchema):
@@ -62,7 +62,7 @@ NOTIFICATION_ID = {
     "name": "notification_id",
     "in": "path",
     "required": True,
-    "schema": {"type": "integer", "format": "int64", "minimum": 1, "maximum": ID_MAX},
+    "schema": {"type": "integer", "format": "int64", "minimum": 1, "maximum": MAX_ID},
 }
 IDEMPOTENCY_KEY = {
     "name": "Idempotency-Key",

@@ -24,15 +24,14 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 from typing_extensions import TypeAliasType
 
+from app import limits, timezones
+from app.links import SHAPE_PATTERN, same_site_path
 from app.models import DELIVERY_CHANNELS, DELIVERY_STATUSES, PRIORITIES
-from app.preferences.queries import timezones as preference_timezones
 
 # PostgreSQL text cannot hold NUL, so it is refused at the edge rather than failing in the database.
 NO_NUL = r"^[^\x00]*$"
 # External ids also appear as a path segment: no slash, no control characters.
 EXTERNAL_ID_PATTERN = r"^[^/\x00-\x1f\x7f]*$"
-# "/" or "/x…": never "//host" or "/\host" (browsers treat both as another site), no spaces or controls.
-LINK_PATTERN = r"^/([^/\\\s\x00-\x1f\x7f][^\\\s\x00-\x1f\x7f]*)?$"
 LOCALE_PATTERN = r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8}){0,3}$"
 # RFC 5322 dot-atom @ a dotted host name (ASCII). A syntax check only: intranet domains such as
 # corp.local are fine for a self-hosted service, and a dead address bounces into the suppression list.
@@ -40,10 +39,12 @@ _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 _LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 EMAIL_PATTERN = rf"^{_ATEXT}(\.{_ATEXT})*@{_LABEL}(\.{_LABEL})+$"
 
+LINK_MESSAGE = "must be a relative path on this site, such as /orders/42"
+
 PATTERN_MESSAGES = {
     NO_NUL: "must not contain NUL characters",
     EXTERNAL_ID_PATTERN: "must not contain '/' or control characters",
-    LINK_PATTERN: "must be a relative path on this site, such as /orders/42",
+    SHAPE_PATTERN: LINK_MESSAGE,
     LOCALE_PATTERN: "must be a language tag such as en or ja-JP",
     EMAIL_PATTERN: "must be an e-mail address such as ann@example.com",
 }
@@ -56,16 +57,23 @@ def _text(min_length: int, max_length: int, pattern: str = NO_NUL):
     return Annotated[str, StringConstraints(min_length=min_length, max_length=max_length, pattern=pattern)]
 
 
-ExternalId = _text(1, 255, EXTERNAL_ID_PATTERN)
-Link = _text(1, 2000, LINK_PATTERN)
-Locale = _text(2, 35, LOCALE_PATTERN)
-EmailAddress = _text(3, 320, EMAIL_PATTERN)
-DataKey = _text(1, 100)
+def _same_site_link(value: str) -> str:
+    # The pattern is the rule's shape; app/links.py also judges what percent-decoding would make of it.
+    if same_site_path(value) is None:
+        raise PydanticCustomError("link", LINK_MESSAGE)
+    return value
+
+
+ExternalId = _text(1, limits.EXTERNAL_ID_MAX, EXTERNAL_ID_PATTERN)
+Link = Annotated[_text(1, limits.LINK_MAX, SHAPE_PATTERN), AfterValidator(_same_site_link)]
+Locale = _text(2, limits.LOCALE_MAX, LOCALE_PATTERN)
+EmailAddress = _text(3, limits.EMAIL_MAX, EMAIL_PATTERN)
+DataKey = _text(1, limits.DATA_KEY_MAX)
 
 # Strict scalars: in lax mode "007" would quietly become the integer 7.
 JsonValue = TypeAliasType(
     "JsonValue",
-    Annotated[_text(0, 10000), Strict()]
+    Annotated[_text(0, limits.DATA_TEXT_MAX), Strict()]
     | StrictInt
     | StrictFloat
     | StrictBool
@@ -76,13 +84,12 @@ JsonValue = TypeAliasType(
 
 
 @functools.cache
-def timezones() -> frozenset[str]:
-    """The zone names a user may choose: the same list as the preference screen."""
-    return frozenset(preference_timezones())
+def _zone_names() -> frozenset[str]:
+    return frozenset(timezones.choices())
 
 
 def _known_timezone(value: str) -> str:
-    if value not in timezones():
+    if value not in _zone_names():
         raise PydanticCustomError("timezone", "must be an IANA time zone name such as Europe/Paris")
     return value
 
@@ -92,7 +99,7 @@ class _TimezoneJsonSchema:
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema, handler):
-        return {"type": "string", "enum": sorted(timezones())}
+        return {"type": "string", "enum": list(timezones.choices())}
 
 
 Timezone = Annotated[str, AfterValidator(_known_timezone), _TimezoneJsonSchema]
@@ -136,11 +143,11 @@ class NotificationIn(_In):
     recipient: ExternalId = Field(
         None, description="One external id; or use `recipients`.", json_schema_extra=_absent_by_default
     )
-    title: _text(1, 200)
-    body: _text(0, 5000) = ""
+    title: _text(1, limits.TITLE_MAX)
+    body: _text(0, limits.NOTIFICATION_BODY_MAX) = ""
     link: Link | None = Field(None, description="A relative path in the product, such as /orders/42.")
     data: dict[DataKey, JsonValue] = Field(default_factory=dict, description="Values for the templates.")
-    dedupe_key: _text(1, 255) | None = Field(
+    dedupe_key: _text(1, limits.DEDUPE_KEY_MAX) | None = Field(
         None,
         description="Same key for the same recipient = the same notification (a repeat is not an error). "
         "Defaults to a hash of type, title, body, link and data: send your own (e.g. comment:123) when "
@@ -179,7 +186,7 @@ class UserIn(_In):
     )
 
     email: EmailAddress | None = Field(None, description="null removes the address.")
-    display_name: _text(0, 200) = Field(None, json_schema_extra=_absent_by_default)
+    display_name: _text(0, limits.NAME_MAX) = Field(None, json_schema_extra=_absent_by_default)
     locale: Locale = Field(
         None, description="Default: the server's DEFAULT_LOCALE.", json_schema_extra=_absent_by_default
     )

@@ -1,8 +1,8 @@
 """The JSON API for product services under /v1: bearer API key, application/json, problem+json errors.
 
 The session cookie is never accepted as authentication (so no CSRF token either); every limit
-is per API key. Views parse, call one service, commit once via respond(), then hand the Redis work
-to app/aftercommit.py.
+is per API key. Views parse, call one service, store their response for the Idempotency-Key and
+commit once; the Redis work the services registered follows the commit (app/unitofwork.py).
 """
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ from flask import Blueprint, current_app, jsonify, request, url_for
 from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from app.aftercommit import after_commit
-from app.api import keys, openapi, schemas, service
-from app.api.idempotency import idempotent, respond
+from app.api import auth, openapi, schemas
+from app.api.idempotency import idempotent, json_response, store
 from app.api.schemas import ApiError
-from app.errors import problem
+from app.auth import links
 from app.extensions import csrf, db, limiter
 from app.notify.queries import notification_with_deliveries
 from app.notify.service import NotifyError, notify
+from app.unitofwork import commit
+from app.users import service as users
+from app.web.errors import problem
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,7 @@ def _public() -> bool:
 
 
 limiter.shared_limit(
-    lambda: current_app.config["API_RATE_LIMIT"], scope="api", key_func=keys.rate_limit_key, exempt_when=_public
+    lambda: current_app.config["API_RATE_LIMIT"], scope="api", key_func=auth.rate_limit_key, exempt_when=_public
 )(bp)
 
 
@@ -48,7 +50,7 @@ def guard():
     request.max_content_length = limit + 1
     if _public():
         return None
-    if keys.current_key() is None:
+    if auth.current_key() is None:
         raise ApiError(
             401,
             "Send a valid API key as `Authorization: Bearer hato_…`.",
@@ -94,19 +96,19 @@ def unknown_type_or_recipients(error: NotifyError):
     return problem(422, f"Nothing was sent: {error}.", errors=errors, **extra)
 
 
-@bp.errorhandler(service.UserNotFound)
+@bp.errorhandler(users.UserNotFound)
 def user_not_found(error):
     """404 for an unknown external id."""
     return problem(404, "There is no user with this external id.")
 
 
-@bp.errorhandler(service.NotAMember)
+@bp.errorhandler(users.NotAMember)
 def not_a_member(error):
     """403: operator accounts are not managed through the API."""
     return problem(403, "This external id belongs to an operator account, which the API cannot manage.")
 
 
-@bp.errorhandler(service.EmailTaken)
+@bp.errorhandler(users.EmailTaken)
 def email_taken(error):
     """409: the address belongs to another user."""
     return problem(
@@ -146,7 +148,7 @@ def openapi_document():
 @bp.post("/notifications")
 @idempotent(schemas.NotificationIn)
 def create_notifications(payload: schemas.NotificationIn):
-    """Write one notification per recipient; after the commit, hand deliveries and badge events over."""
+    """Write one notification per recipient; its deliveries and badge events follow the commit."""
     dedupe_key = payload.effective_dedupe_key()
     result = notify(
         payload.recipient_ids(),
@@ -157,8 +159,8 @@ def create_notifications(payload: schemas.NotificationIn):
         data=payload.data,
         dedupe_key=dedupe_key,
     )
-    response = respond(202, schemas.NotificationAccepted.of(payload.type, dedupe_key, result))
-    after_commit(result.priority, result.pending, result.badge_user_ids(), toast_title=payload.title)
+    response = store(json_response(202, schemas.NotificationAccepted.of(payload.type, dedupe_key, result)))
+    commit()
     return response
 
 
@@ -168,29 +170,35 @@ def get_notification(notification_id: int):
     row = notification_with_deliveries(notification_id)
     if row is None:
         raise ApiError(404, "There is no notification with this id.")
-    return respond(200, schemas.NotificationOut.model_validate(row))
+    return json_response(200, schemas.NotificationOut.model_validate(row))
 
 
 @bp.put("/users/<external_id>")
 @idempotent(schemas.UserIn)
 def put_user(external_id: str, payload: schemas.UserIn):
     """Create the recipient (201) or update the fields sent (200)."""
-    user, created = service.upsert_user(schemas.validate_path_id(external_id), payload.changes())
-    return respond(201 if created else 200, schemas.UserOut(**user))
+    user, created = users.upsert_member(schemas.validate_path_id(external_id), payload.changes())
+    response = store(json_response(201 if created else 200, schemas.UserOut(**user)))
+    commit()
+    return response
 
 
 @bp.delete("/users/<external_id>")
 @idempotent()
 def delete_user(external_id: str):
     """Erase the recipient and everything about them."""
-    service.erase_user(external_id)
-    return respond(204)
+    users.erase_member(external_id)
+    response = store(json_response(204))
+    commit()
+    return response
 
 
 @bp.post("/users/<external_id>/login-links")
 @idempotent()
 def create_login_link(external_id: str):
     """A one-time sign-in URL (5 minutes, single use) for a member."""
-    token, expires_at = service.create_login_link_for(external_id)
+    token, expires_at = links.create_for_member(external_id)
     url = current_app.config["BASE_URL"] + url_for("auth.login_link", token=token)
-    return respond(201, schemas.LoginLinkOut(url=url, expires_at=expires_at))
+    response = store(json_response(201, schemas.LoginLinkOut(url=url, expires_at=expires_at)))
+    commit()
+    return response

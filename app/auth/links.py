@@ -9,6 +9,8 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from app.extensions import db
+from app.users.queries import by_external_id
+from app.users.service import NotAMember, UserNotFound
 
 LIFETIME_SECONDS = 300
 
@@ -45,6 +47,16 @@ def create_login_link(user_id: int) -> tuple[str, datetime]:
     params = {"user_id": user_id, "token_hash": token_hash(token), "lifetime": LIFETIME_SECONDS}
     expires_at = db.session.execute(CREATE_SQL, params).scalar_one()
     return token, expires_at
+
+
+def create_for_member(external_id: str) -> tuple[str, datetime]:
+    """Create a link for the member with this external id (never an operator's account); flushes only."""
+    row = by_external_id(external_id)
+    if row is None:
+        raise UserNotFound(external_id)
+    if row.role != "member":
+        raise NotAMember(external_id)
+    return create_login_link(row.id)
 
 
 def link_is_valid(token: str) -> bool:

@@ -10,9 +10,10 @@ from wtforms import EmailField, PasswordField
 from wtforms.validators import DataRequired, Length
 
 from app.auth import links
-from app.auth.queries import user_by_email, user_by_id
 from app.extensions import db, limiter
 from app.extensions import login as login_manager
+from app.links import same_site_path
+from app.users.queries import user_by_email, user_by_id
 
 bp = Blueprint("auth", __name__)
 
@@ -34,10 +35,8 @@ def load_user(user_id: str):
 
 
 def safe_next(target: str | None) -> str:
-    """Return target only if it is a same-site relative path; otherwise the inbox."""
-    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
-        return target
-    return url_for("inbox.index")
+    """Return target only if it is a path on this site (app/links.py); otherwise the inbox."""
+    return same_site_path(target) or url_for("inbox.index")
 
 
 def _account_key() -> str:

@@ -12,8 +12,11 @@ writes. The cursor and done count move in the same transaction, under a lock on
 the campaign row, so a batch either happened completely (and is never redone) or not at all; a
 re-run from scratch would still create nothing twice, because of the dedupe key.
 
-Nothing here commits, enqueues or publishes: jobs/fanout.py commits each batch, then enqueues its
-deliveries on the `low` queue and publishes badge events for recipients with a live socket.
+run() is the job: it commits each batch on its own. A batch registers, to follow its commit, its
+deliveries' jobs on the campaign queue (`low`, so interactive notifications never wait behind a
+campaign) and badge events for the recipients with a live socket; the dispatcher sends them while
+the next batch's INSERT … SELECT runs. The sweeper calls start_due(): scheduled campaigns start when
+due, and a running campaign whose job was lost (Redis flushed, worker killed) gets a new one.
 """
 
 from __future__ import annotations
@@ -23,9 +26,13 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from app.campaigns import queries
 from app.extensions import db
+from app.live.publish import badge_after_commit
 from app.models import Campaign
 from app.notify.service import NOTIFY_CTES
+from app.queueing import CAMPAIGN_QUEUE, enqueue_deliveries_after_commit, fanout_job
+from app.unitofwork import after_commit, commit
 
 # `(SELECT … LIMIT)` on the primary key, with the cursor as a plain parameter: the index scan starts
 # at the cursor and stops after :size rows, however many users there are.
@@ -160,6 +167,9 @@ def run_batch(campaign_id: int, size: int) -> Batch | None:
         campaign.status, campaign.total = "done", campaign.done
         campaign.finished_at = db.session.execute(sa.select(sa.func.now())).scalar_one()
     db.session.flush()
+    enqueue_deliveries_after_commit(CAMPAIGN_QUEUE, "email", row.email_ids)
+    enqueue_deliveries_after_commit(CAMPAIGN_QUEUE, "push", row.push_ids)
+    badge_after_commit(row.badge_user_ids, toast_title=campaign.title, online_only=True)
     return Batch(
         users=row.users,
         created=row.created,
@@ -176,3 +186,42 @@ def mark_failed(campaign_id: int, error: str) -> None:
     if campaign is not None and campaign.status == "running":
         campaign.status, campaign.error = "failed", error[:2000]
         db.session.flush()
+
+
+def run(campaign_id: int, size: int) -> dict:
+    """Fan the campaign out batch by batch until it is done or cancelled; return what was written.
+
+    Idempotent and resumable: a second run, or a run after a crash, continues from the stored cursor,
+    and the dedupe key stops anything being written twice. An error marks the campaign failed (an
+    operator can resume it) and is raised again for RQ to record.
+    """
+    totals = {"batches": 0, "users": 0, "created": 0, "email": 0, "push": 0, "badges": 0}
+    handoffs = []
+    try:
+        started = start(campaign_id)
+        commit()
+        if started is None:
+            return totals
+        while (batch := run_batch(campaign_id, size)) is not None:
+            handoffs.append(commit())
+            totals["batches"] += 1
+            totals["users"] += batch.users
+            totals["created"] += batch.created
+            totals["email"] += len(batch.pending["email"])
+            totals["push"] += len(batch.pending["push"])
+            if batch.finished:
+                break
+    except Exception as exc:
+        db.session.rollback()
+        mark_failed(campaign_id, f"{type(exc).__name__}: {exc}")
+        commit()
+        raise
+    totals["badges"] = sum(handoff.wait().get("badges", 0) for handoff in handoffs)
+    return totals
+
+
+def start_due() -> int:
+    """Make sure every due scheduled and every running campaign has a live fanout job; return how many do."""
+    for campaign_id in queries.campaigns_to_run():
+        after_commit(fanout_job(campaign_id))
+    return commit().wait().get("jobs", 0)

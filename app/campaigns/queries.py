@@ -6,10 +6,9 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from app.console.queries import Page
 from app.extensions import db
-from app.inbox.queries import Cursor
 from app.models import Campaign
+from app.pagination import Cursor, Page, time_cursor
 
 PAGE_SIZE = 30
 LIVE_STATUSES = ("scheduled", "running")
@@ -35,9 +34,7 @@ def campaign_page(cursor: str | None = None, limit: int = PAGE_SIZE) -> Page:
         where = "WHERE (c.created_at, c.id) < (:c_at, :c_id)"
         params.update(c_at=position.created_at, c_id=position.id)
     rows = list(db.session.execute(sa.text(LIST_SQL.format(where=where)), params).mappings())
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return Page(rows, Cursor(rows[-1]["created_at"], rows[-1]["id"]).encode() if more else None)
+    return Page.of(rows, limit, time_cursor())
 
 
 def campaign(campaign_id: int) -> Campaign | None:

@@ -2,28 +2,29 @@
 
 A campaign is created as a draft so the operator sees its audience (and, for an uploaded list, the
 unknown ids and bad lines that were left out) before anything is sent. Every function validates
-before its first write, writes its audit row and flushes; none commits, enqueues or publishes.
+before its first write, writes its audit row and flushes; none commits. Sending now and resuming
+register the fanout job, which is enqueued only if the caller's transaction commits.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime
 
 import sqlalchemy as sa
 
+from app.audit import service as audit
 from app.campaigns import csv_audience, fanout, queries
-from app.console import audit
-from app.console.service import BODY_MAX, PAST_GRACE, TITLE_MAX, ConsoleError, db_now, normalize_locale
+from app.clock import PAST_GRACE, db_now
 from app.extensions import db
+from app.limits import DATA_MAX_BYTES, NAME_MAX, OPERATOR_BODY_MAX, TITLE_MAX
+from app.links import same_site_path
+from app.locales import normalize_locale
 from app.models import AUDIENCE_KINDS, Campaign, NotificationType
+from app.queueing import fanout_job
+from app.refusal import Refused
+from app.unitofwork import after_commit
 
-NAME_MAX = 200
-LINK_MAX = 500
-DATA_MAX_BYTES = 10_000
-# A link is a path inside the product: never another site (the inbox renders it as a plain href).
-LINK_RE = re.compile(r"^/(?!/)[^\s\x00-\x1f\x7f]*$")
 FIELDS = (
     "name",
     "type",
@@ -52,49 +53,50 @@ ON CONFLICT DO NOTHING
 
 
 def parse_data(text: str | None) -> dict:
-    """Parse the campaign's data (a JSON object the templates can use); raise ConsoleError."""
+    """Parse the campaign's data (a JSON object the templates can use); raise Refused."""
     if not (text or "").strip():
         return {}
     if len(text.encode("utf-8")) > DATA_MAX_BYTES:
-        raise ConsoleError(f"The data must be at most {DATA_MAX_BYTES:,} bytes of JSON.")
+        raise Refused(f"The data must be at most {DATA_MAX_BYTES:,} bytes of JSON.")
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConsoleError(f"The data is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).") from None
+        raise Refused(f"The data is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).") from None
     if not isinstance(value, dict):
-        raise ConsoleError('The data must be a JSON object, like {"code": "SPRING"}.')
+        raise Refused('The data must be a JSON object, like {"code": "SPRING"}.')
     return value
 
 
 def _check_content(name: str, type_: str, title: str, body: str, link_path: str | None) -> None:
     if not name.strip() or len(name) > NAME_MAX:
-        raise ConsoleError(f"The name must have 1 to {NAME_MAX} characters.")
+        raise Refused(f"The name must have 1 to {NAME_MAX} characters.")
     if db.session.get(NotificationType, type_) is None:
-        raise ConsoleError(f"There is no notification type {type_!r}.")
+        raise Refused(f"There is no notification type {type_!r}.")
     if not title.strip() or len(title) > TITLE_MAX:
-        raise ConsoleError(f"The title must have 1 to {TITLE_MAX} characters.")
-    if not body.strip() or len(body) > BODY_MAX:
-        raise ConsoleError(f"The body must have 1 to {BODY_MAX:,} characters.")
-    if link_path and (len(link_path) > LINK_MAX or not LINK_RE.match(link_path)):
-        raise ConsoleError("The link must be a path in the product starting with / (like /offers/spring).")
+        raise Refused(f"The title must have 1 to {TITLE_MAX} characters.")
+    if not body.strip() or len(body) > OPERATOR_BODY_MAX:
+        raise Refused(f"The body must have 1 to {OPERATOR_BODY_MAX:,} characters.")
+    # A link is a path inside the product: never another site (the inbox renders it as a plain href).
+    if link_path and not same_site_path(link_path):
+        raise Refused("The link must be a path in the product starting with / (like /offers/spring).")
 
 
 def _audience(kind: str, locale: str | None, list_file: bytes | None):
     """Validate the audience; return (locale, parsed list, unknown ids) without writing anything."""
     if kind not in AUDIENCE_KINDS:
-        raise ConsoleError("Choose an audience: everyone, a locale, or an uploaded list.")
+        raise Refused("Choose an audience: everyone, a locale, or an uploaded list.")
     if kind == "locale":
         return normalize_locale(locale or ""), None, []
     if kind == "list":
         if not list_file:
-            raise ConsoleError("Upload the list of external ids (a .csv or .txt file, one id per line).")
+            raise Refused("Upload the list of external ids (a .csv or .txt file, one id per line).")
         try:
             parsed = csv_audience.parse(list_file)
         except csv_audience.ListError as exc:
-            raise ConsoleError(str(exc)) from None
+            raise Refused(str(exc)) from None
         unknown = queries.unknown_external_ids(parsed.ids)
         if len(unknown) == len(parsed.ids):
-            raise ConsoleError(
+            raise Refused(
                 f"None of the {len(parsed.ids):,} ids in the file is a known user "
                 f"(first: {unknown[0]!r}). Nothing was created."
             )
@@ -145,7 +147,7 @@ def create_campaign(
 def _locked(campaign_id: int) -> Campaign:
     campaign = db.session.get(Campaign, campaign_id, with_for_update=True, populate_existing=True)
     if campaign is None:
-        raise ConsoleError("That campaign no longer exists.")
+        raise Refused("That campaign no longer exists.")
     return campaign
 
 
@@ -166,19 +168,21 @@ def _change(actor, campaign: Campaign, action: str, **values) -> None:
 
 
 def send_campaign(actor, campaign_id: int, at: datetime | None = None) -> bool:
-    """Send a draft now, or schedule it for `at`; return True when its fanout should start now."""
+    """Send a draft now (its fanout job follows the commit) or schedule it for `at`; return True for now."""
     campaign = _locked(campaign_id)
     if campaign.status != "draft":
-        raise ConsoleError(f"This campaign is {campaign.status}: only a draft can be sent or scheduled.")
+        raise Refused(f"This campaign is {campaign.status}: only a draft can be sent or scheduled.")
     now = db_now()
     if at is not None and at < now - PAST_GRACE:
-        raise ConsoleError("That time has passed: choose a future time or send now.")
+        raise Refused("That time has passed: choose a future time or send now.")
     if campaign.total == 0:
-        raise ConsoleError("The audience is empty: nobody would receive this campaign.")
+        raise Refused("The audience is empty: nobody would receive this campaign.")
     when = at if at is not None and at > now else now
     _change(
         actor, campaign, "campaign.send" if when == now else "campaign.schedule", status="scheduled", scheduled_at=when
     )
+    if when == now:
+        after_commit(fanout_job(campaign.id))  # a scheduled one is started by the sweeper when due
     return when == now
 
 
@@ -190,7 +194,7 @@ def cancel_campaign(actor, campaign_id: int) -> None:
     """
     campaign = _locked(campaign_id)
     if campaign.status not in queries.LIVE_STATUSES:
-        raise ConsoleError(f"This campaign is {campaign.status}: only a scheduled or running one can be cancelled.")
+        raise Refused(f"This campaign is {campaign.status}: only a scheduled or running one can be cancelled.")
     _change(actor, campaign, "campaign.cancel", status="cancelled", finished_at=db_now())
 
 
@@ -198,15 +202,16 @@ def resume_campaign(actor, campaign_id: int) -> None:
     """Start a failed campaign's fanout again; it continues from its cursor (nothing is written twice)."""
     campaign = _locked(campaign_id)
     if campaign.status != "failed":
-        raise ConsoleError(f"This campaign is {campaign.status}: only a failed one can be resumed.")
+        raise Refused(f"This campaign is {campaign.status}: only a failed one can be resumed.")
     _change(actor, campaign, "campaign.resume", status="scheduled", scheduled_at=db_now(), error=None)
+    after_commit(fanout_job(campaign.id))
 
 
 def delete_draft(actor, campaign_id: int) -> None:
     """Delete a draft (and its uploaded recipients); campaigns that went out are kept for the record."""
     campaign = _locked(campaign_id)
     if campaign.status != "draft":
-        raise ConsoleError(f"This campaign is {campaign.status}: only a draft can be deleted.")
+        raise Refused(f"This campaign is {campaign.status}: only a draft can be deleted.")
     before = _snapshot(campaign)
     db.session.delete(campaign)
     db.session.flush()

@@ -1,1 +1,25 @@
-"""The operator console: announcements, types, templates, users, audit log, campaigns, delivery log, DLQ, dashboard."""
+"""The operator console: one module per screen on one blueprint (app/console/blueprint.py).
+
+overview (the landing page), announcements, notification_types, message_templates, suppressions,
+api_keys, users, audit_log, campaigns, deliveries (the delivery log), dlq, dashboard. Pages parse the
+request, call one domain function, commit once and render; the reads and writes live in the domain
+packages (app.announcements, app.notification_types, app.message_templates, app.delivery, …).
+"""
+
+from app.console import (  # noqa: F401 - importing a page registers its routes on bp
+    announcements,
+    api_keys,
+    audit_log,
+    campaigns,
+    dashboard,
+    deliveries,
+    dlq,
+    message_templates,
+    notification_types,
+    overview,
+    suppressions,
+    users,
+)
+from app.console.blueprint import bp
+
+__all__ = ["bp"]

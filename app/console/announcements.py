@@ -1,7 +1,7 @@
 """Announcement pages: list by state, create, edit, publish now, expire now, delete, body preview.
 
 After a commit that changes what inboxes show, every open socket is told to recount
-(publish_broadcast); scheduled ones are announced by jobs/announcements.py when their time comes.
+(a broadcast the service registers); scheduled ones are announced by the sweeper when their time comes.
 """
 
 from __future__ import annotations
@@ -9,19 +9,20 @@ from __future__ import annotations
 from flask import flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
-from app.console import queries, service
-from app.console.forms import AnnouncementForm, aware, local_value
-from app.console.markdown import render_body
-from app.console.views import bp, operator_zone
-from app.extensions import db
-from app.realtime.publish import publish_broadcast
+from app.announcements import queries, service
+from app.announcements.markdown import render_body
+from app.clock import db_now
+from app.console.blueprint import bp, operator_zone
+from app.console.forms import AnnouncementForm
+from app.limits import OPERATOR_BODY_MAX
+from app.refusal import Refused
+from app.timezones import aware, local_value
+from app.unitofwork import commit
 
 
-def _commit(live_changed: bool, message: str):
-    """Commit, then (only then) tell the sockets; back to the list."""
-    db.session.commit()
-    if live_changed:
-        publish_broadcast()
+def _commit(message: str):
+    """Commit (the sockets hear of a live change after it); back to the list."""
+    commit()
     flash(message, "success")
     return redirect(url_for("console.announcements"))
 
@@ -54,10 +55,10 @@ def new_announcement():
     if form.validate_on_submit():
         try:
             live = service.create_announcement(current_user, **_values(form))
-        except service.ConsoleError as exc:
+        except Refused as exc:
             form.form_errors.append(str(exc))
         else:
-            return _commit(live, "Announcement published." if live else "Announcement scheduled.")
+            return _commit("Announcement published." if live else "Announcement scheduled.")
     return render_template("console/announcement_form.html", form=form, item=None), 422 if form.errors else 200
 
 
@@ -69,17 +70,17 @@ def edit_announcement(announcement_id: int):
         return render_template("console/missing.html", what="announcement"), 404
     form = AnnouncementForm(obj=item)
     if request.method == "GET":
-        live = item.published_at <= service.db_now()
+        live = item.published_at <= db_now()
         form.publish.data = "now" if live else "at"
         form.publish_at.data = None if live else local_value(item.published_at, operator_zone())
         form.expires_at.data = local_value(item.expires_at, operator_zone())
     elif form.validate_on_submit():
         try:
-            changed = service.update_announcement(current_user, announcement_id, **_values(form))
-        except service.ConsoleError as exc:
+            service.update_announcement(current_user, announcement_id, **_values(form))
+        except Refused as exc:
             form.form_errors.append(str(exc))
         else:
-            return _commit(changed, "Announcement saved.")
+            return _commit("Announcement saved.")
     return render_template("console/announcement_form.html", form=form, item=item), 422 if form.errors else 200
 
 
@@ -95,17 +96,17 @@ def announcement_action(announcement_id: int, action: str):
     """Publish a scheduled announcement now, expire a live one now, or delete one."""
     change, message = ACTIONS[action]
     try:
-        live_changed = change(current_user, announcement_id)
-    except service.ConsoleError as exc:
+        change(current_user, announcement_id)
+    except Refused as exc:
         flash(str(exc), "error")
         return redirect(url_for("console.announcements"))
-    return _commit(live_changed, message)
+    return _commit(message)
 
 
 @bp.post("/announcements/preview")
 def preview_announcement():
     """Return the body as inboxes will show it (HTMX fragment for the live preview)."""
-    body = request.form.get("body", "")[: service.BODY_MAX]
+    body = request.form.get("body", "")[:OPERATOR_BODY_MAX]
     return render_template(
         "console/_announcement_preview.html", html=render_body(body, request.form.get("body_format", "plain"))
     )

@@ -1,6 +1,6 @@
 """Campaign pages: list, create a draft, review its audience, send now or schedule, cancel, resume.
 
-The fanout runs in a job (jobs/fanout.py); these views commit, then enqueue it. The progress bar is
+The fanout runs in a job (app/campaigns/fanout.py); it is enqueued after the view's commit. The progress bar is
 a fragment the page polls every second while the campaign is scheduled or running.
 """
 
@@ -14,27 +14,29 @@ from wtforms import DateTimeLocalField, RadioField, SelectField, StringField, Te
 from wtforms.validators import DataRequired, Length, Optional, ValidationError
 
 from app.campaigns import csv_audience, queries, service
-from app.console import queries as console_queries
-from app.console.forms import LOCAL_FORMAT, aware
-from app.console.service import BODY_MAX, TITLE_MAX, ConsoleError
-from app.console.views import bp, operator_zone
-from app.extensions import db
-from jobs.fanout import enqueue_fanout
+from app.console.blueprint import bp, operator_zone
+from app.limits import LINK_MAX, LOCALE_MAX, NAME_MAX, OPERATOR_BODY_MAX, TITLE_MAX
+from app.notification_types import queries as type_queries
+from app.refusal import Refused
+from app.timezones import LOCAL_FORMAT, aware
+from app.unitofwork import commit
 
+# How long sending waits to tell whether the fanout job reached the queue.
+HANDOFF_WAIT_SECONDS = 2.0
 AUDIENCES = {"all": "Everyone", "locale": "Users of a locale", "list": "An uploaded list of external ids"}
 
 
 class CampaignForm(FlaskForm):
     """What to send and to whom (when is chosen on the review page)."""
 
-    name = StringField("Name (for operators)", validators=[DataRequired(), Length(max=service.NAME_MAX)])
+    name = StringField("Name (for operators)", validators=[DataRequired(), Length(max=NAME_MAX)])
     type = SelectField("Notification type", validators=[DataRequired()])
     title = StringField("Title", validators=[DataRequired(), Length(max=TITLE_MAX)])
-    body = TextAreaField("Body", validators=[DataRequired(), Length(max=BODY_MAX)])
-    link_path = StringField("Link (optional)", validators=[Optional(), Length(max=service.LINK_MAX)])
+    body = TextAreaField("Body", validators=[DataRequired(), Length(max=OPERATOR_BODY_MAX)])
+    link_path = StringField("Link (optional)", validators=[Optional(), Length(max=LINK_MAX)])
     payload = TextAreaField("Data for the templates (JSON, optional)", validators=[Optional()])
     audience = RadioField("Audience", choices=AUDIENCES, default="all")
-    locale = StringField("Locale", validators=[Optional(), Length(max=35)])
+    locale = StringField("Locale", validators=[Optional(), Length(max=LOCALE_MAX)])
     list_file = FileField("List of external ids")
 
 
@@ -66,7 +68,7 @@ def campaigns():
 def new_campaign():
     """Create a draft campaign (its audience is checked and shown before anything is sent)."""
     form = CampaignForm()
-    form.type.choices = [(t["type"], f"{t['label']} ({t['type']})") for t in console_queries.notification_types()]
+    form.type.choices = [(t["type"], f"{t['label']} ({t['type']})") for t in type_queries.notification_types()]
     if form.validate_on_submit():
         try:
             campaign = service.create_campaign(
@@ -81,10 +83,10 @@ def new_campaign():
                 audience_locale=form.locale.data,
                 list_file=_list_bytes(form),
             )
-        except ConsoleError as exc:
+        except Refused as exc:
             form.form_errors.append(str(exc))
         else:
-            db.session.commit()
+            commit()
             flash("Draft saved: check the audience below, then send or schedule it.", "success")
             return redirect(url_for("console.campaign", campaign_id=campaign.id))
     locales = queries.known_locales(current_app.config["DEFAULT_LOCALE"])
@@ -113,11 +115,12 @@ def send_campaign(campaign_id: int):
     at = aware(form.send_at.data, operator_zone()) if form.when.data == "at" else None
     try:
         now = service.send_campaign(current_user, campaign_id, at)
-    except ConsoleError as exc:
+    except Refused as exc:
         flash(str(exc), "error")
         return redirect(url_for("console.campaign", campaign_id=campaign_id))
-    db.session.commit()
-    if now and not enqueue_fanout(campaign_id):
+    handoff = commit()
+    # The operator learns at once if the job queue is down (the sweeper then starts the fanout).
+    if now and not handoff.wait(HANDOFF_WAIT_SECONDS).get("jobs"):
         flash("Sending: the job queue did not answer, so the sweeper will start the fanout shortly.", "success")
     else:
         flash("Sending now." if now else "Scheduled.", "success")
@@ -137,12 +140,10 @@ def campaign_action(campaign_id: int, action: str):
     change, message = ACTIONS[action]
     try:
         change(current_user, campaign_id)
-    except ConsoleError as exc:
+    except Refused as exc:
         flash(str(exc), "error")
         return redirect(url_for("console.campaign", campaign_id=campaign_id))
-    db.session.commit()
-    if action == "resume":
-        enqueue_fanout(campaign_id)  # when Redis is down the sweeper starts it
+    commit()  # a resumed campaign's fanout job follows the commit (or the sweeper starts it)
     flash(message, "success")
     if action == "delete":
         return redirect(url_for("console.campaigns"))

@@ -8,22 +8,26 @@ from __future__ import annotations
 
 from flask import current_app, render_template
 
-from app.console import charts, dashboard_queries
-from app.console.views import bp, operator_zone
+from app.console import charts
+from app.console.blueprint import bp, operator_zone
+from app.delivery import stats
 from app.extensions import db
+from app.models import DELIVERY_CHANNELS
+from app.providers.status import provider_states
+from app.queueing import redis_state
 
 
 def _figures() -> dict:
-    now_minute, counts = dashboard_queries.per_minute()
+    now_minute, counts = stats.per_minute()
     figures = {
-        "windows": dashboard_queries.status_windows(),
+        "windows": stats.status_windows(),
         "chart": charts.deliveries_per_minute(now_minute, counts, operator_zone()),
-        "latency": dashboard_queries.latency(),
-        "dlq": dashboard_queries.dlq(),
-        "providers": dashboard_queries.provider_states(current_app.config),
+        "latency": stats.latency(),
+        "dlq": stats.dlq(),
+        "providers": provider_states(current_app.config, DELIVERY_CHANNELS),
     }
     db.session.rollback()  # end the read before the slower Redis calls
-    return figures | {"redis": dashboard_queries.redis_state(), "statuses": charts.STATUS_ORDER}
+    return figures | {"redis": redis_state(), "statuses": charts.STATUS_ORDER}
 
 
 @bp.get("/dashboard")
@@ -36,22 +40,3 @@ def dashboard():
 def dashboard_live():
     """The dashboard's figures as a fragment."""
     return render_template("console/_dashboard_live.html", **_figures())
-
-
-@bp.app_template_filter("duration")
-def duration(seconds: float | None) -> str:
-    """Say a number of seconds the way an operator reads it: 850 ms, 4.2 s, 3 min 5 s, 2 h 10 min, 3 d 4 h."""
-    if seconds is None:
-        return "—"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {secs} s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {minutes} min"
-    days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from flask import make_response, render_template, request
 
-from app.console import ledger_queries, queries
-from app.console.forms import parse_local
-from app.console.templates_ import editor_csp
-from app.console.views import bp, operator_zone
+from app.console.blueprint import bp, operator_zone
+from app.delivery import ledger_queries
+from app.notification_types import queries as type_queries
+from app.pagination import parse_id_cursor
+from app.timezones import parse_local
+from app.web.headers import preview_csp
 
 
 def log_filters(args) -> ledger_queries.LogFilters:
@@ -39,9 +41,7 @@ def deliveries():
     """Every delivery, newest first, fifty at a time (keyset on the id)."""
     filters = log_filters(request.args)
     page = (
-        None
-        if filters.errors
-        else ledger_queries.delivery_page(filters, ledger_queries.cursor_id(request.args.get("cursor")))
+        None if filters.errors else ledger_queries.delivery_page(filters, parse_id_cursor(request.args.get("cursor")))
     )
     args = {k: v for k, v in request.args.items() if k != "cursor" and v}
     return render_template(
@@ -49,7 +49,7 @@ def deliveries():
         filters=filters,
         page=page,
         args=args,
-        types=queries.notification_types(),
+        types=type_queries.notification_types(),
         statuses=ledger_queries.LOG_STATUSES,
         channels=ledger_queries.LOG_CHANNELS,
     ), 422 if filters.errors else 200
@@ -65,5 +65,5 @@ def delivery(delivery_id: int):
         render_template("console/deliveries_detail.html", d=row, attempts=ledger_queries.attempts(delivery_id))
     )
     # Rendered HTML is shown in a sandboxed srcdoc iframe, which inherits this page's CSP.
-    response.headers["Content-Security-Policy"] = editor_csp()
+    response.headers["Content-Security-Policy"] = preview_csp()
     return response

@@ -1,8 +1,8 @@
 """The dead-letter queue: failed deliveries by error kind, provider, type and time; replay or discard.
 
-One row is replayed or discarded right here (commit, then enqueue); everything matching a filter
-becomes a bulk operation run by jobs/bulk.py, whose progress bar this page polls. Every action is
-audit-logged by app/console/ledger_service.py. Discarding marks a row `skipped` with the reason.
+One row is replayed or discarded right here (its job follows the commit); everything matching a
+filter becomes a bulk operation run by a background job, whose progress bar this page polls. The
+writes, and their audit rows, are app/delivery/dlq.py. Discarding marks a row `skipped` with the reason.
 """
 
 from __future__ import annotations
@@ -10,13 +10,15 @@ from __future__ import annotations
 from flask import flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
-from app.console import ledger_queries, ledger_service, queries
-from app.console.forms import parse_local
-from app.console.service import ConsoleError
-from app.console.views import bp, operator_zone
-from app.extensions import db
-from app.queueing import enqueue_deliveries
-from jobs.bulk import enqueue_bulk
+from app.console.blueprint import bp, operator_zone
+from app.delivery import dlq as dlq_service
+from app.delivery import ledger_queries
+from app.links import same_site_path
+from app.notification_types import queries as type_queries
+from app.pagination import parse_id_cursor
+from app.refusal import Refused
+from app.timezones import parse_local
+from app.unitofwork import commit
 
 FILTER_NAMES = ("error_kind", "provider", "type", "since", "until")
 
@@ -46,7 +48,8 @@ def _filter_args(values) -> dict:
 def _back():
     """Where a row action returns to: the page it was posted from (console pages only)."""
     target = request.form.get("next", "")
-    return redirect(target if target.startswith("/console/") and "//" not in target else url_for("console.dlq"))
+    back = same_site_path(target) if target.startswith("/console/") else None
+    return redirect(back or url_for("console.dlq"))
 
 
 @bp.get("/dlq")
@@ -55,7 +58,7 @@ def dlq():
     filters = dlq_filters(request.args)
     page, matching = None, 0
     if not filters.errors:
-        page = ledger_queries.dlq_page(filters, ledger_queries.cursor_id(request.args.get("cursor")))
+        page = ledger_queries.dlq_page(filters, parse_id_cursor(request.args.get("cursor")))
         matching = ledger_queries.dlq_count(filters)
     return render_template(
         "console/dlq.html",
@@ -64,21 +67,20 @@ def dlq():
         matching=matching,
         args=_filter_args(request.args),
         facets=ledger_queries.dlq_facets(),
-        types=queries.notification_types(),
+        types=type_queries.notification_types(),
         operations=ledger_queries.bulk_operations(),
     ), 422 if filters.errors else 200
 
 
 @bp.post("/dlq/<int:delivery_id>/replay")
 def replay_delivery(delivery_id: int):
-    """Replay one failed delivery: back to pending with its attempts reset, then enqueued."""
+    """Replay one failed delivery: back to pending with its attempts reset; its job follows the commit."""
     try:
-        replayed = ledger_service.replay_one(current_user, delivery_id)
-    except ConsoleError as exc:
+        dlq_service.replay_one(current_user, delivery_id)
+    except Refused as exc:
         flash(str(exc), "error")
         return _back()
-    db.session.commit()
-    enqueue_deliveries(replayed.priority, replayed.channel, [delivery_id])  # the sweeper covers a Redis outage
+    commit()
     flash(f"Delivery {delivery_id} replayed.", "success")
     return _back()
 
@@ -87,11 +89,11 @@ def replay_delivery(delivery_id: int):
 def discard_delivery(delivery_id: int):
     """Discard one failed delivery with a reason (it becomes skipped: 'discarded: <reason>')."""
     try:
-        ledger_service.discard_one(current_user, delivery_id, request.form.get("reason", ""))
-    except ConsoleError as exc:
+        dlq_service.discard_one(current_user, delivery_id, request.form.get("reason", ""))
+    except Refused as exc:
         flash(str(exc), "error")
         return _back()
-    db.session.commit()
+    commit()
     flash(f"Delivery {delivery_id} discarded.", "success")
     return _back()
 
@@ -105,14 +107,13 @@ def bulk_dlq():
         flash(" ".join(filters.errors), "error")
         return redirect(url_for("console.dlq", **args))
     try:
-        operation = ledger_service.create_bulk(
+        operation = dlq_service.create_bulk(
             current_user, request.form.get("kind", ""), filters, request.form.get("reason", "")
         )
-    except ConsoleError as exc:
+    except Refused as exc:
         flash(str(exc), "error")
         return redirect(url_for("console.dlq", **args))
-    db.session.commit()
-    enqueue_bulk(operation.id)  # when Redis is down the sweeper starts it
+    commit()  # the operation's job follows the commit (when Redis is down the sweeper starts it)
     verb = "Replaying" if operation.kind == "replay" else "Discarding"
     flash(f"{verb} {operation.total:,} failed deliveries in the background.", "success")
     return redirect(url_for("console.dlq", **args) + f"#operation-{operation.id}")

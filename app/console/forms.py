@@ -2,46 +2,31 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from zoneinfo import ZoneInfo
-
 from flask_wtf import FlaskForm
 from wtforms import BooleanField, DateTimeLocalField, RadioField, SelectField, StringField, TextAreaField
 from wtforms.validators import DataRequired, Length, Optional, Regexp, ValidationError
 
-from app.console.service import BODY_MAX, TITLE_MAX, TYPE_KEY_RE
+from app.limits import (
+    API_KEY_NAME_MAX,
+    DESCRIPTION_MAX,
+    LOCALE_MAX,
+    OPERATOR_BODY_MAX,
+    SAMPLE_MAX,
+    TEMPLATE_MAX,
+    TEMPLATE_SUBJECT_MAX,
+    TITLE_MAX,
+    TYPE_KEY_MAX,
+)
 from app.models import PRIORITIES, ROLES
-
-LOCAL_FORMAT = "%Y-%m-%dT%H:%M"
-TEMPLATE_MAX = 100_000
-
-
-def aware(value: datetime | None, zone: ZoneInfo) -> datetime | None:
-    """Read a naive datetime-local value as a time in the operator's zone."""
-    return value.replace(tzinfo=zone) if value is not None else None
-
-
-def local_value(value: datetime | None, zone: ZoneInfo) -> datetime | None:
-    """Turn a stored timestamp into the naive local time a datetime-local input shows."""
-    return value.astimezone(zone).replace(tzinfo=None) if value is not None else None
-
-
-def parse_local(text: str | None, zone: ZoneInfo) -> datetime | None:
-    """Parse a datetime-local (or date-only) query value in the operator's zone; None if blank or bad."""
-    text = (text or "").strip()
-    for fmt in (LOCAL_FORMAT, "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"):
-        try:
-            return datetime.strptime(text, fmt).replace(tzinfo=zone)
-        except ValueError:
-            continue
-    return None
+from app.notification_types.service import TYPE_KEY_RE
+from app.timezones import LOCAL_FORMAT
 
 
 class AnnouncementForm(FlaskForm):
     """Title, body and format, when it appears and when it goes away."""
 
     title = StringField("Title", validators=[DataRequired(), Length(max=TITLE_MAX)])
-    body = TextAreaField("Body", validators=[DataRequired(), Length(max=BODY_MAX)])
+    body = TextAreaField("Body", validators=[DataRequired(), Length(max=OPERATOR_BODY_MAX)])
     body_format = RadioField("Format", choices={"plain": "Plain text", "markdown": "Markdown"}, default="plain")
     publish = RadioField("Publish", choices={"now": "Now", "at": "At a time"}, default="now")
     publish_at = DateTimeLocalField("Publish at", format=LOCAL_FORMAT, validators=[Optional()])
@@ -60,12 +45,12 @@ class TypeForm(FlaskForm):
         "Key",
         validators=[
             DataRequired(),
-            Length(max=63),
+            Length(max=TYPE_KEY_MAX),
             Regexp(TYPE_KEY_RE, message="Use a lower-case letter, then lower-case letters, digits or _ (2–63)."),
         ],
     )
     label = StringField("Label", validators=[DataRequired(), Length(max=TITLE_MAX)])
-    description = TextAreaField("Description", validators=[Optional(), Length(max=2000)])
+    description = TextAreaField("Description", validators=[Optional(), Length(max=DESCRIPTION_MAX)])
     default_in_app = BooleanField("In the inbox", default=True)
     default_email = BooleanField("E-mail")
     default_push = BooleanField("Push")
@@ -77,11 +62,11 @@ class TypeForm(FlaskForm):
 class TemplateForm(FlaskForm):
     """The wording of one (type, channel, locale) and the sample the preview renders it with."""
 
-    subject = TextAreaField("Subject", validators=[Optional(), Length(max=2000)])
+    subject = TextAreaField("Subject", validators=[Optional(), Length(max=TEMPLATE_SUBJECT_MAX)])
     body_text = TextAreaField("Text body", validators=[Optional(), Length(max=TEMPLATE_MAX)])
     body_html = TextAreaField("HTML body", validators=[Optional(), Length(max=TEMPLATE_MAX)])
-    user_locale = StringField("Preview for a user whose locale is", validators=[Optional(), Length(max=35)])
-    sample = TextAreaField("Sample data (JSON)", validators=[Optional(), Length(max=20_000)])
+    user_locale = StringField("Preview for a user whose locale is", validators=[Optional(), Length(max=LOCALE_MAX)])
+    sample = TextAreaField("Sample data (JSON)", validators=[Optional(), Length(max=SAMPLE_MAX)])
 
 
 class RoleForm(FlaskForm):
@@ -93,4 +78,4 @@ class RoleForm(FlaskForm):
 class ApiKeyForm(FlaskForm):
     """A name for a new API key (which product service uses it)."""
 
-    name = StringField("Name", validators=[DataRequired(), Length(max=100)])
+    name = StringField("Name", validators=[DataRequired(), Length(max=API_KEY_NAME_MAX)])

@@ -5,9 +5,10 @@ from __future__ import annotations
 from flask import flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
-from app.console import queries, service
-from app.console.views import bp
-from app.extensions import db
+from app.console.blueprint import bp
+from app.refusal import Refused
+from app.suppressions import queries, service
+from app.unitofwork import commit
 
 
 @bp.get("/suppressions")
@@ -24,9 +25,9 @@ def lift_suppression():
     address = request.form.get("address", "")
     try:
         service.lift_suppression(current_user, address)
-    except service.ConsoleError as exc:
+    except Refused as exc:
         flash(str(exc), "error")
     else:
-        db.session.commit()
+        commit()
         flash(f"{address.strip().lower()} can receive e-mail again.", "success")
     return redirect(url_for("console.suppressions", q=request.form.get("q", "")))

@@ -6,11 +6,12 @@ from flask import flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
 from app.auth.access import admin_required
-from app.console import queries, service
+from app.console.blueprint import bp
 from app.console.forms import RoleForm
-from app.console.views import bp
-from app.extensions import db
 from app.models import ROLES
+from app.refusal import Refused
+from app.unitofwork import commit
+from app.users import queries, service
 
 
 @bp.get("/users")
@@ -35,9 +36,9 @@ def change_role(user_id: int):
         return redirect(url_for("console.users", q=request.form.get("q", "")))
     try:
         target = service.change_role(current_user, user_id, form.role.data)
-    except service.ConsoleError as exc:
+    except Refused as exc:
         flash(str(exc), "error")
     else:
-        db.session.commit()
+        commit()
         flash(f"{target.email} is now {target.role}.", "success")
     return redirect(url_for("console.users", q=request.form.get("q", "")))

@@ -9,9 +9,9 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from app.delivery.queries import BatchRow
+from app.timezones import zone
 
 
 @dataclass(frozen=True)
@@ -34,14 +34,6 @@ class Backoff:
     def exhausted(self, attempts: int) -> bool:
         """Whether `attempts` tries are all we may make."""
         return attempts >= self.max_attempts
-
-
-def zone(name: str | None, default: str = "UTC") -> ZoneInfo:
-    """Return the named time zone, or the default when the name is unknown."""
-    try:
-        return ZoneInfo(name or default)
-    except (ZoneInfoNotFoundError, ValueError):
-        return ZoneInfo(default)
 
 
 def quiet_until(now: datetime, tz_name: str | None, start: time | None, end: time | None) -> datetime | None:

@@ -94,41 +94,6 @@ def templates_for(channel: str, types: set[str]) -> dict[tuple[str, str], Templa
     return {(r.type, r.locale): Template(r.subject, r.body_text, r.body_html) for r in rows}
 
 
-# --- figures for /metrics (computed at scrape time, so every process reports the same truth) ---
-
-ATTEMPT_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
-
-_bucket_columns = ",\n       ".join(f"count(*) FILTER (WHERE duration_ms <= {b}) AS le_{b}" for b in ATTEMPT_BUCKETS_MS)
-ATTEMPT_STATS_SQL = sa.text(
-    f"""
-SELECT provider, outcome, count(*) AS total, COALESCE(sum(duration_ms), 0) AS sum_ms,
-       {_bucket_columns}
-FROM delivery_attempts
-GROUP BY provider, outcome
-ORDER BY provider, outcome
-"""
-)
-
-STATUS_COUNTS_SQL = sa.text(
-    """
-SELECT channel, status, COALESCE(error_kind, '') AS error_kind, count(*) AS total
-FROM notification_deliveries
-GROUP BY channel, status, COALESCE(error_kind, '')
-ORDER BY channel, status
-"""
-)
-
-
-def attempt_stats() -> list[sa.Row]:
-    """Per (provider, outcome): count, total duration and cumulative latency bucket counts."""
-    return list(db.session.execute(ATTEMPT_STATS_SQL))
-
-
-def status_counts() -> list[sa.Row]:
-    """Per (channel, status, error_kind): how many ledger rows; failed rows are the DLQ."""
-    return list(db.session.execute(STATUS_COUNTS_SQL))
-
-
 UNSUBSCRIBE_INFO_SQL = sa.text(
     f"""
 SELECT t.label, t.mandatory, {EFFECTIVE_SEND_SQL} AS email_on

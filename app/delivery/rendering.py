@@ -16,6 +16,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from markupsafe import Markup, escape
 
 from app.delivery.queries import BatchRow, Template
+from app.links import same_site_path
 
 # A template that renders megabytes is a mistake or an attack; either way it is not sent.
 MAX_RENDERED_CHARS = 256 * 1024
@@ -41,16 +42,6 @@ class Rendered:
     subject: str
     text: str
     html: str
-
-
-def locale_chain(locale: str | None, default: str) -> list[str]:
-    """Return the lookup order: the user's locale, its language, the default (lower-case, unique)."""
-    chain: list[str] = []
-    for candidate in ((locale or "").replace("_", "-"), (locale or "").replace("_", "-").split("-")[0], default):
-        candidate = candidate.strip().lower()
-        if candidate and candidate not in chain:
-            chain.append(candidate)
-    return chain
 
 
 def pick_template(templates: dict[tuple[str, str], Template], type_: str, chain: list[str]) -> Template | None:
@@ -79,7 +70,7 @@ def absolute_link(base_url: str, link_path: str | None) -> str | None:
     """Return the notification's link as an absolute URL (only our own paths or http(s) URLs)."""
     if not link_path:
         return None
-    if link_path.startswith("/") and not link_path.startswith("//"):
+    if same_site_path(link_path):
         return base_url + link_path
     if link_path.startswith(("https://", "http://")):
         return link_path

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from app.delivery import rendering
 from app.delivery.queries import BatchRow, Template
 from app.delivery.unsubscribe import unsubscribe_url
+from app.locales import locale_chain
 from app.providers import Message, Provider, ProviderError
 from app.push import payload as push
 
@@ -41,7 +42,7 @@ def build_message(
         return build_push(row, templates, config, targets)
     base_url = config["BASE_URL"]
     unsubscribe = unsubscribe_url(base_url, row.user_id, row.type)
-    chain = rendering.locale_chain(row.locale, config["DEFAULT_LOCALE"])
+    chain = locale_chain(row.locale, config["DEFAULT_LOCALE"])
     template = rendering.pick_template(templates, row.type, chain)
     rendered = rendering.render_email(row, template, base_url, unsubscribe)
     headers = {"List-Unsubscribe": f"<{unsubscribe}>", "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}
@@ -61,9 +62,7 @@ def build_push(row: BatchRow, templates: dict[tuple[str, str], Template], config
     """Render row into a push Message: text is the JSON payload (cut to fit), headers TTL/Urgency/Topic."""
     base_url = config["BASE_URL"]
     context = rendering.template_context(row, base_url, unsubscribe_url(base_url, row.user_id, row.type))
-    template = rendering.pick_template(
-        templates, row.type, rendering.locale_chain(row.locale, config["DEFAULT_LOCALE"])
-    )
+    template = rendering.pick_template(templates, row.type, locale_chain(row.locale, config["DEFAULT_LOCALE"]))
     title, body = row.title, row.body
     if template is not None and template.subject.strip():
         title = rendering.render_string(template.subject, context)

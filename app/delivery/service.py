@@ -19,6 +19,7 @@ from app.delivery.queries import unsubscribe_info
 from app.delivery.sending import Result
 from app.extensions import db
 from app.push import service as push_service
+from app.queueing import DELIVERY_QUEUE_SQL, enqueue_deliveries_after_commit
 
 CLAIM_SQL = sa.text(
     """
@@ -136,24 +137,24 @@ ON CONFLICT (address) DO NOTHING
 # and re-enqueuing it every :stale seconds would only multiply the backlog. Taking a row stamps
 # updated_at, which is what stops a second sweeper, or the next pass, from enqueuing it again.
 TAKE_DUE_SQL = sa.text(
-    """
+    f"""
 WITH due AS (
-  SELECT d.id, q.priority
+  SELECT d.id, q.queue
   FROM notification_deliveries d
   JOIN notifications n ON n.id = d.notification_id
   JOIN notification_types t ON t.type = n.type
-  -- campaign rows always travel on low, like the fanout enqueued them (jobs/fanout.py)
-  CROSS JOIN LATERAL (SELECT CASE WHEN n.campaign_id IS NULL THEN t.priority ELSE 'low' END AS priority) q
+  -- the queue the row's job went on first: its type's priority, or low for a campaign row
+  CROSS JOIN LATERAL (SELECT {DELIVERY_QUEUE_SQL} AS queue) q
   WHERE d.status = 'pending' AND d.next_attempt_at <= now()
     AND (d.updated_at < d.next_attempt_at
-         OR (q.priority = ANY(CAST(:idle AS text[])) AND d.updated_at < now() - make_interval(secs => :stale)))
+         OR (q.queue = ANY(CAST(:idle AS text[])) AND d.updated_at < now() - make_interval(secs => :stale)))
   ORDER BY d.next_attempt_at LIMIT :limit
   FOR UPDATE OF d SKIP LOCKED)
 UPDATE notification_deliveries d
 SET updated_at = now()
 FROM due
 WHERE d.id = due.id
-RETURNING due.priority, d.channel, d.id
+RETURNING due.queue, d.channel, d.id
 """
 )
 
@@ -284,12 +285,17 @@ def postpone(waits: list[tuple[int, datetime]], lease: datetime) -> None:
         db.session.execute(POSTPONE_SQL, {"ids": list(ids), "untils": list(untils), "lease": lease})
 
 
-def take_due(stale_seconds: float, limit: int, idle_priorities: list[str]) -> dict[tuple[str, str], list[int]]:
-    """Stamp due pending rows nobody has enqueued and return them by (priority, channel)."""
+def take_due(stale_seconds: float, limit: int, idle_queues: list[str]) -> dict[tuple[str, str], list[int]]:
+    """Stamp due pending rows nobody has enqueued; their jobs follow the commit. Return them by (queue, channel).
+
+    A failed enqueue leaves the rows stamped; they come round again after the stale window.
+    """
     groups: dict[tuple[str, str], list[int]] = {}
-    params = {"stale": stale_seconds, "limit": limit, "idle": idle_priorities}
-    for priority, channel, id_ in db.session.execute(TAKE_DUE_SQL, params):
-        groups.setdefault((priority, channel), []).append(id_)
+    params = {"stale": stale_seconds, "limit": limit, "idle": idle_queues}
+    for queue, channel, id_ in db.session.execute(TAKE_DUE_SQL, params):
+        groups.setdefault((queue, channel), []).append(id_)
+    for (queue, channel), ids in groups.items():
+        enqueue_deliveries_after_commit(queue, channel, sorted(ids))
     return {key: sorted(ids) for key, ids in groups.items()}
 
 

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import base64
-import json
 from dataclasses import dataclass
-from datetime import datetime
 
 import sqlalchemy as sa
 
+from app.announcements.queries import ACTIVE_ANNOUNCEMENT_SQL
 from app.extensions import db
+from app.pagination import Cursor, Page, time_cursor
 
 PAGE_SIZE = 20
 # The badge stops counting here and shows "99+" (seed: count at most cap rows per part).
 BADGE_CAP = 100
 
-ACTIVE_ANNOUNCEMENT_SQL = "a.published_at <= now() AND (a.expires_at IS NULL OR a.expires_at > now())"
 
 # Each part is the seed's capped count: the personal one walks only the partial index
 # notifications_unread_idx and stops after :cap rows, however many unread rows exist.
@@ -64,33 +62,6 @@ def badge_text(count: int) -> str:
     return "99+" if count > 99 else str(count)
 
 
-@dataclass(frozen=True)
-class Cursor:
-    """The last row of a page: where the next page starts (keyset pagination: no rows are skipped over)."""
-
-    created_at: datetime
-    id: int
-
-    def encode(self) -> str:
-        """Return an opaque URL-safe token."""
-        raw = json.dumps([self.created_at.isoformat(), self.id]).encode()
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-    @classmethod
-    def decode(cls, token: str | None) -> Cursor | None:
-        """Parse a token from encode(); a malformed token means "first page"."""
-        if not token:
-            return None
-        try:
-            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-            created_at, row_id = json.loads(raw)
-            position = cls(datetime.fromisoformat(created_at), int(row_id))
-        except (ValueError, TypeError, json.JSONDecodeError):
-            return None
-        # A naive timestamp would be compared in the server's zone and silently skip rows.
-        return position if position.created_at.tzinfo is not None else None
-
-
 FILTERS = {
     "all": "archived_at IS NULL",
     "unread": "archived_at IS NULL AND read_at IS NULL",
@@ -114,14 +85,6 @@ LIMIT :limit
     )
 
 
-@dataclass(frozen=True)
-class Page:
-    """One page of the inbox list and the cursor of the next page, if there is one."""
-
-    rows: list
-    next_cursor: str | None
-
-
 def notification_page(
     user_id: int, filter_name: str = "all", cursor: str | None = None, limit: int = PAGE_SIZE
 ) -> Page:
@@ -132,10 +95,7 @@ def notification_page(
     if position:
         params.update(cursor_created_at=position.created_at, cursor_id=position.id)
     rows = db.session.execute(_page_sql(filter_name, position is not None), params).mappings().all()
-    has_more = len(rows) > limit
-    rows = rows[:limit]
-    next_cursor = Cursor(rows[-1]["created_at"], rows[-1]["id"]).encode() if has_more else None
-    return Page(rows=list(rows), next_cursor=next_cursor)
+    return Page.of(rows, limit, time_cursor())
 
 
 # Hidden (in_app = false) rows are not the user's to see, so they are "not found" like another's.

@@ -2,8 +2,9 @@
 
 Every statement names user_id, so another user's id changes nothing, and guards on the current
 state (read_at IS NULL, archived_at IS NULL, ON CONFLICT DO NOTHING), so running it twice changes
-nothing the second time and keeps the first read_at. Functions return how many rows changed;
-they flush through the session and never commit or publish.
+nothing the second time and keeps the first read_at. Functions return how many rows changed; when
+something changed they register a badge event for the user's other tabs, which goes out only if the
+caller's transaction commits. They never commit.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from app.announcements.queries import ACTIVE_ANNOUNCEMENT_SQL
 from app.extensions import db
-from app.inbox.queries import ACTIVE_ANNOUNCEMENT_SQL
+from app.live.publish import badge_after_commit
 
 MARK_READ_SQL = sa.text(
     "UPDATE notifications SET read_at = now() WHERE id = :id AND user_id = :user_id AND read_at IS NULL"
@@ -55,7 +57,10 @@ ON CONFLICT DO NOTHING
 
 
 def _run(statement: sa.TextClause, **params) -> int:
-    return db.session.execute(statement, params).rowcount
+    changed = db.session.execute(statement, params).rowcount
+    if changed:
+        badge_after_commit([params["user_id"]])
+    return changed
 
 
 def mark_read(user_id: int, notification_id: int) -> int:

@@ -7,9 +7,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 
 from app.extensions import db
-
-# PostgreSQL bigint: anything outside cannot be an id (and must not reach the server as one).
-MAX_ID = 2**63 - 1
+from app.pagination import is_id
 
 EXISTING_SQL = sa.text(
     """
@@ -46,7 +44,7 @@ def existing_notifications(user_ids: Sequence[int], dedupe_key: str) -> dict[int
 
 def notification_with_deliveries(notification_id: int) -> dict | None:
     """Return the notification and its per-channel delivery state, or None if there is no such row."""
-    if not 0 < notification_id <= MAX_ID:
+    if not is_id(notification_id):
         return None
     row = db.session.execute(NOTIFICATION_SQL, {"id": notification_id}).mappings().first()
     if row is None:

@@ -4,8 +4,9 @@ One statement per call, whatever the number of recipients: the seed's
 `INSERT … ON CONFLICT (user_id, dedupe_key) DO NOTHING RETURNING`, the seed's preference
 resolution (`EFFECTIVE_SEND_SQL`) for every recipient at once, and an `INSERT … SELECT` of the
 deliveries for the rows that were really inserted. Only when some recipients already had the
-dedupe key does a second, indexed query fetch their existing rows. Services flush, never commit:
-the caller owns the transaction and enqueues/publishes after its commit.
+dedupe key does a second, indexed query fetch their existing rows. notify() flushes and registers
+what must follow the commit (the new deliveries' jobs on the type's queue, the badge events): the
+caller owns the transaction, and those effects run only if it commits (app/unitofwork.py).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from app.extensions import db
+from app.live.publish import badge_after_commit
 from app.notify import queries
 from app.preferences.queries import EFFECTIVE_SEND_SQL
+from app.queueing import delivery_queue, enqueue_deliveries_after_commit
 
 # Needs CTEs `recipients(user_id, email)` and `prefs(user_id, channel, enabled)` (the recipients'
 # preference rows for :type) before it. Writes the rows for :type and exposes them as `inserted` (new
@@ -169,6 +172,7 @@ def notify(
 
     Idempotent per (recipient, dedupe_key): a repeat returns the existing row with created=False and
     creates no deliveries. strict=True writes nothing at all when any recipient is unknown.
+    After the commit, the new deliveries are enqueued and the recipients' badges told (with a toast).
     Raises NotifyError for an unknown type or (strict) unknown recipients.
     """
     refs = unique(refs)
@@ -189,7 +193,11 @@ def notify(
         "campaign_id": campaign_id,
     }
     rows = db.session.execute(NOTIFY_SQL[by], params).all()
-    return _result(rows, type_, dedupe_key, strict)
+    result = _result(rows, type_, dedupe_key, strict)
+    for channel, ids in result.pending.items():
+        enqueue_deliveries_after_commit(delivery_queue(result.priority, campaign_id is not None), channel, ids)
+    badge_after_commit(result.badge_user_ids(), toast_title=title)
+    return result
 
 
 def _result(rows: list, type_: str, dedupe_key: str, strict: bool) -> NotifyResult:

@@ -1,0 +1,1 @@
+"""Preferences: type × channel deviations from the defaults, mandatory types locked, quiet hours."""

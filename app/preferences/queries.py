@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
-from zoneinfo import available_timezones
 
 import sqlalchemy as sa
 
@@ -75,6 +73,8 @@ def channels_on(user_ids: Iterable[int], type_: str) -> dict[int, set[str]]:
 # --- the preference screen ------------------------------------------------------------------------
 
 CHANNEL_LABELS = {"in_app": "In-app", "email": "Email", "push": "Push"}
+# Why a cell is on or off, as the screen says it.
+SOURCE_LABELS = {"default": "Default", "user": "Your choice", "mandatory": "Required"}
 
 TYPES_SQL = sa.text(
     """
@@ -114,10 +114,3 @@ def matrix(user_id: int) -> list[MatrixRow]:
 def cell(user_id: int, type_: str, channel: str) -> Resolved | None:
     """Return one resolved (type, channel) cell for the user."""
     return next((c for c in resolve([user_id], type_) if c.channel == channel), None)
-
-
-@lru_cache(maxsize=1)
-def timezones() -> tuple[str, ...]:
-    """Return the IANA zone names a user may choose (system aliases and duplicates left out)."""
-    hidden = {"localtime", "Factory"}  # the host's own zone and tzdata's placeholder
-    return tuple(sorted(z for z in available_timezones() if z not in hidden and not z.startswith(("posix/", "right/"))))

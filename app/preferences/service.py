@@ -11,6 +11,7 @@ from datetime import time
 
 import sqlalchemy as sa
 
+from app import timezones
 from app.extensions import db
 from app.models import CHANNELS, User
 from app.preferences import queries
@@ -82,7 +83,7 @@ def _parse_time(text: str) -> time | None:
 def parse_schedule(timezone: str, quiet: bool, start_text: str, end_text: str) -> Schedule:
     """Validate the form's values; raise ScheduleError naming every bad field."""
     errors: dict[str, str] = {}
-    if timezone not in queries.timezones():
+    if timezone not in timezones.choices():
         errors["timezone"] = "Choose a time zone from the list."
     start = end = None
     if quiet:

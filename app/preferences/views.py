@@ -7,24 +7,14 @@ from datetime import UTC, datetime
 from flask import Blueprint, abort, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 
+from app import timezones
 from app.extensions import db
-from app.models import CHANNELS
 from app.preferences import queries, service
+from app.web.htmx import is_htmx
 
 bp = Blueprint("preferences", __name__)
 
-SOURCE_LABELS = {"default": "Default", "user": "Your choice", "mandatory": "Required"}
 _BOOLEANS = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
-
-
-@bp.app_context_processor
-def preference_labels():
-    """Names the preference templates show for channels and sources."""
-    return {"channel_labels": queries.CHANNEL_LABELS, "source_labels": SOURCE_LABELS, "channels": CHANNELS}
-
-
-def _is_htmx() -> bool:
-    return request.headers.get("HX-Request") == "true"
 
 
 def _schedule_values(user) -> dict:
@@ -42,7 +32,7 @@ def _page(status: int = 200, **schedule):
     return render_template(
         "preferences/index.html",
         rows=queries.matrix(current_user.id),
-        timezones=queries.timezones(),
+        timezones=timezones.choices(),
         now=datetime.now(UTC),
         **context,
     ), status
@@ -69,7 +59,7 @@ def update():
         db.session.rollback()
         abort(422, str(exc))
     db.session.commit()
-    if not _is_htmx():
+    if not is_htmx():
         return redirect(url_for("preferences.index", _anchor=f"type-{type_}"), 303)
     kind = queries.notification_type(type_)
     return render_template(
@@ -93,12 +83,12 @@ def update_schedule():
             values["timezone"], values["quiet"], values["quiet_start"], values["quiet_end"]
         )
     except service.ScheduleError as exc:
-        if _is_htmx():
+        if is_htmx():
             return _schedule_fragment(values, exc.errors, saved=False), 422
         return _page(422, values=values, errors=exc.errors)
     service.set_schedule(current_user.id, schedule)
     db.session.commit()
-    if not _is_htmx():
+    if not is_htmx():
         return redirect(url_for("preferences.index", saved="schedule", _anchor="schedule"), 303)
     return _schedule_fragment(_schedule_values(current_user), {}, saved=True)
 
@@ -109,6 +99,6 @@ def _schedule_fragment(values: dict, errors: dict, saved: bool) -> str:
         values=values,
         errors=errors,
         saved=saved,
-        timezones=queries.timezones(),
+        timezones=timezones.choices(),
         now=datetime.now(UTC),
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 from flask import Blueprint, current_app, jsonify, request, send_from_directory
 from flask_login import current_user, login_required
 
-from app.errors import problem
 from app.extensions import db
 from app.push import service
+from app.web.errors import problem
 
 bp = Blueprint("push", __name__)
 

@@ -29,8 +29,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app.extensions import db, redis
 from app.inbox import queries
-from app.realtime import presence
-from app.realtime.publish import BROADCAST_CHANNEL, TOAST_TITLE_MAX, USER_CHANNEL_PATTERN, USER_CHANNEL_PREFIX
+from app.live import presence
+from app.live.publish import BROADCAST_CHANNEL, TOAST_TITLE_MAX, USER_CHANNEL_PATTERN, USER_CHANNEL_PREFIX
 
 log = logging.getLogger(__name__)
 

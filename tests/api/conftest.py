@@ -7,8 +7,8 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from app import aftercommit
-from app.api import service
+from app import unitofwork
+from app.api_keys.service import create_api_key
 from app.extensions import db
 from tests.factories import NotificationTypeFactory, UserFactory
 
@@ -16,7 +16,7 @@ from tests.factories import NotificationTypeFactory, UserFactory
 @pytest.fixture
 def api_key(app) -> str:
     """A fresh API key (its hash is in the test's rolled-back transaction)."""
-    key, _ = service.create_api_key("tests")
+    key = create_api_key(None, "tests")
     return key
 
 
@@ -36,7 +36,7 @@ class Api:
         """Send the request; return once its post-commit Redis work has been sent too."""
         headers = self.headers(idempotency_key, **kwargs.pop("headers", {}))
         response = self.client.open(path, method=method, json=json, headers=headers, **kwargs)
-        assert aftercommit.wait_idle(self.client.application)
+        assert unitofwork.wait_idle(self.client.application)
         return response
 
     def post(self, path, json=None, **kwargs):

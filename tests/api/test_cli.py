@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from app.api.keys import hash_key
+from app.api_keys.service import hash_key
 from app.extensions import db
 
 

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 import sqlalchemy as sa
 
-from app.api import service
+from app.api_keys import service as keys
 from app.extensions import db
 from tests.api.conftest import count, new_key, send_body
 from tests.factories import NotificationTypeFactory, UserFactory
@@ -121,7 +121,7 @@ def test_a_failed_request_releases_its_key(api, comment_type):
 def test_keys_are_scoped_per_api_key(client, api, comment_type, recipient):
     key = new_key()
     api.post("/v1/notifications", send_body(recipient.external_id, dedupe_key="a"), idempotency_key=key)
-    other, _ = service.create_api_key("other product")
+    other = keys.create_api_key(None, "other product")
     response = client.post(
         "/v1/notifications",
         json=send_body(recipient.external_id, dedupe_key="b"),
@@ -196,7 +196,7 @@ def live_setup(live_server):
     with live_server.app_context():
         NotificationTypeFactory(type="comment", default_email=True)
         UserFactory(external_id="racer")
-        key, _ = service.create_api_key("race")
+        key = keys.create_api_key(None, "race")
         db.session.commit()
         db.session.remove()
     return key

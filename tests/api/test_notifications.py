@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 from app.extensions import db, redis
+from app.live.publish import user_channel
 from app.queueing import get_queue
-from app.realtime.publish import user_channel
 from tests.api.conftest import count, send_body
 from tests.factories import NotificationTypeFactory, PreferenceFactory, UserFactory
 
@@ -218,7 +218,7 @@ def test_badge_event_is_published_for_visible_new_rows(api, app, comment_type, r
 
 def test_no_badge_event_when_the_row_is_hidden_or_already_there(api, app, comment_type, recipient, monkeypatch):
     published = []
-    monkeypatch.setattr("app.aftercommit.publish_badge", lambda ids, toast=None: published.append(list(ids)))
+    monkeypatch.setattr("app.live.publish.publish_badge", lambda ids, toast=None: published.append(list(ids)))
     api.post("/v1/notifications", send_body(recipient.external_id, dedupe_key="k"))
     api.post("/v1/notifications", send_body(recipient.external_id, dedupe_key="k"))
     PreferenceFactory(user_id=recipient.id, type="comment", channel="in_app", enabled=False)

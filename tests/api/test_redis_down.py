@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from app import aftercommit, create_app
-from app.api import service
+from app import create_app, live, queueing, unitofwork
+from app.api_keys.service import create_api_key
 from app.extensions import db, limiter
 from tests.conftest import TEST_CONFIG
 from tests.factories import NotificationTypeFactory, UserFactory
@@ -29,13 +29,13 @@ def redisless_app(app):
 @pytest.mark.committed
 def test_ingest_succeeds_and_leaves_pending_rows_when_redis_is_down(redisless_app, monkeypatch):
     outcomes = []
-    for name in ("enqueue_deliveries", "publish_badge"):
-        real = getattr(aftercommit, name)
-        monkeypatch.setattr(aftercommit, name, lambda *a, _real=real, **k: outcomes.append(_real(*a, **k)))
+    for module, name in ((queueing, "enqueue_deliveries"), (live.publish, "publish_badge")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, **k: outcomes.append(_real(*a, **k)))
     with redisless_app.app_context():
         NotificationTypeFactory(type="comment", default_email=True)
         UserFactory(external_id="offline-1")
-        key, _ = service.create_api_key("redis-down")
+        key = create_api_key(None, "redis-down")
         db.session.commit()
     client = redisless_app.test_client()
     response = client.post(
@@ -45,7 +45,7 @@ def test_ingest_succeeds_and_leaves_pending_rows_when_redis_is_down(redisless_ap
     )
     assert response.status_code == 202
     assert response.get_json()["created"] == 1
-    assert aftercommit.wait_idle(redisless_app, timeout=30)
+    assert unitofwork.wait_idle(redisless_app, timeout=30)
     with redisless_app.app_context():
         rows = db.session.execute(sa.text("SELECT channel, status FROM notification_deliveries")).all()
         completed = db.session.execute(

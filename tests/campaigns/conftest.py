@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
+from rq.job import Job
+from rq.serializers import JSONSerializer
 
 from app.campaigns import service
 from app.extensions import db, redis
+from app.queueing import fanout_job
+from app.unitofwork import commit
 from tests.factories import NotificationTypeFactory, UserFactory
 
 
@@ -52,14 +56,16 @@ def make_users():
 
 @pytest.fixture
 def launch(operator, promo):
-    """Create a campaign as a draft and send it now (without enqueueing); return its id."""
+    """Create a campaign as a draft and send it now; return its id. The test runs the fanout itself,
+    so the fanout job that followed the commit is taken back off the queue."""
 
     def _launch(**fields) -> int:
         values = dict(name="Spring offer", type_=promo.type, title="Spring is here", body="20 % off")
         values.update(fields)
         campaign = service.create_campaign(operator, **values)
         service.send_campaign(operator, campaign.id)
-        db.session.commit()
+        assert commit().wait().get("jobs") == 1
+        Job.fetch(fanout_job(campaign.id).job_id, connection=redis.client(), serializer=JSONSerializer).delete()
         return campaign.id
 
     return _launch
@@ -69,7 +75,7 @@ def launch(operator, promo):
 def badges(monkeypatch):
     """Record the badge events the fanout job publishes (user ids per call)."""
     calls: list[list[int]] = []
-    monkeypatch.setattr("jobs.fanout.publish_badge", lambda ids, toast=None: calls.append(sorted(ids)) or True)
+    monkeypatch.setattr("app.live.publish.publish_badge", lambda ids, toast=None: calls.append(sorted(ids)) or True)
     return calls
 
 

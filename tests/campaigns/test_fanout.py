@@ -8,10 +8,10 @@ from rq.serializers import JSONSerializer
 
 from app.campaigns import fanout, queries, service
 from app.extensions import db
+from app.live.presence import touch
 from app.models import Campaign
-from app.queueing import get_queue
-from app.realtime.presence import touch
-from jobs import fanout as fanout_job
+from app.queueing import fanout_job, get_queue
+from jobs.fanout import fanout_campaign
 from tests.campaigns.conftest import counts
 from tests.factories import NotificationTypeFactory, PreferenceFactory
 
@@ -52,7 +52,7 @@ def test_fanout_writes_every_row_in_batches_with_preferences_resolved_inline(
     db.session.flush()
     campaign_id = launch()
 
-    result = fanout_job.fanout_campaign(campaign_id)
+    result = fanout_campaign(campaign_id)
 
     assert result["batches"] == 3 and result["users"] == 11 and result["created"] == 11  # 10 + the operator
     rows = {row.user_id: row for row in _rows(campaign_id)}
@@ -74,7 +74,7 @@ def test_deliveries_are_enqueued_on_low_whatever_the_type_priority(make_users, l
     make_users(3)
     campaign_id = launch(type_=urgent.type)
 
-    fanout_job.fanout_campaign(campaign_id)
+    fanout_campaign(campaign_id)
 
     low = _jobs("low")
     assert [job.args[0] for job in low] == ["email"]
@@ -85,10 +85,10 @@ def test_deliveries_are_enqueued_on_low_whatever_the_type_priority(make_users, l
 def test_rerunning_the_job_creates_nothing_twice(small_batches, make_users, launch):
     make_users(8)
     campaign_id = launch()
-    fanout_job.fanout_campaign(campaign_id)
+    fanout_campaign(campaign_id)
     before, enqueued = counts(), get_queue("low").count
 
-    again = fanout_job.fanout_campaign(campaign_id)
+    again = fanout_campaign(campaign_id)
 
     assert again["users"] == 0 and counts() == before and get_queue("low").count == enqueued
     assert before == {"notifications": 9, "deliveries": 9}
@@ -97,7 +97,7 @@ def test_rerunning_the_job_creates_nothing_twice(small_batches, make_users, laun
 def test_a_fanout_restarted_from_scratch_still_writes_each_row_once(small_batches, make_users, launch):
     make_users(5)
     campaign_id = launch()
-    fanout_job.fanout_campaign(campaign_id)
+    fanout_campaign(campaign_id)
     before = _rows(campaign_id)
     # Simulate a crash that lost the cursor: the dedupe key alone must stop duplicates.
     db.session.execute(
@@ -106,7 +106,7 @@ def test_a_fanout_restarted_from_scratch_still_writes_each_row_once(small_batche
     )
     db.session.commit()
 
-    result = fanout_job.fanout_campaign(campaign_id)
+    result = fanout_campaign(campaign_id)
 
     assert result["users"] == 6 and result["created"] == 0 and result["email"] == 0
     assert _rows(campaign_id) == before
@@ -120,7 +120,7 @@ def test_a_stopped_fanout_resumes_from_its_cursor(small_batches, make_users, lau
     db.session.commit()  # the worker died after its first batch
     assert first.users == 4 and queries.campaign(campaign_id).cursor_user_id == ids[2]
 
-    result = fanout_job.fanout_campaign(campaign_id)
+    result = fanout_campaign(campaign_id)
 
     assert result["users"] == 6 and result["created"] == 6
     assert queries.campaign(campaign_id).done == 10 and len(_rows(campaign_id)) == 10
@@ -141,13 +141,13 @@ def test_cancel_mid_fanout_stops_after_the_current_batch(small_batches, make_use
 
     monkeypatch.setattr(fanout, "run_batch", cancel_after_first_batch)
 
-    result = fanout_job.fanout_campaign(campaign_id)
+    result = fanout_campaign(campaign_id)
 
     assert result["batches"] == 1 and result["users"] == 4
     campaign = queries.campaign(campaign_id)
     assert (campaign.status, campaign.done) == ("cancelled", 4)
     assert counts() == {"notifications": 4, "deliveries": 4}  # rows already written stay
-    assert fanout_job.fanout_campaign(campaign_id)["users"] == 0  # a later run does nothing
+    assert fanout_campaign(campaign_id)["users"] == 0  # a later run does nothing
 
 
 def test_locale_and_list_audiences(make_users, launch, operator):
@@ -156,8 +156,8 @@ def test_locale_and_list_audiences(make_users, launch, operator):
     locale_id = launch(audience_kind="locale", audience_locale="EN")
     list_id = launch(name="List", audience_kind="list", list_file=b"external_id\nja-2\nnobody\nen-1\n")
 
-    fanout_job.fanout_campaign(locale_id)
-    fanout_job.fanout_campaign(list_id)
+    fanout_campaign(locale_id)
+    fanout_campaign(list_id)
 
     assert sorted(r.user_id for r in _rows(locale_id)) == english
     listed = (
@@ -180,7 +180,7 @@ def test_badges_go_only_to_users_with_a_live_socket(make_users, launch, badges, 
     touch(clean_redis, [ids[0], ids[3]], ttl=60)
     campaign_id = launch()
 
-    result = fanout_job.fanout_campaign(campaign_id)
+    result = fanout_campaign(campaign_id)
 
     assert badges == [sorted([ids[0], ids[3]])] and result["badges"] == 2
 
@@ -201,13 +201,13 @@ def test_an_error_marks_the_campaign_failed_and_resume_continues(
 
     monkeypatch.setattr(fanout, "run_batch", flaky)
     with pytest.raises(RuntimeError):
-        fanout_job.fanout_campaign(campaign_id)
+        fanout_campaign(campaign_id)
     campaign = queries.campaign(campaign_id)
     assert (campaign.status, campaign.done) == ("failed", 4) and "database went away" in campaign.error
 
     service.resume_campaign(operator, campaign_id)
     db.session.commit()
-    fanout_job.fanout_campaign(campaign_id)
+    fanout_campaign(campaign_id)
 
     campaign = queries.campaign(campaign_id)
     assert (campaign.status, campaign.done, campaign.error) == ("done", 6, None)
@@ -223,23 +223,23 @@ def test_scheduled_campaigns_start_when_due_and_lost_jobs_are_enqueued_again(mak
     service.send_campaign(operator, later.id, db.session.execute(sa.text("SELECT now() + interval '1 hour'")).scalar())
     db.session.commit()
 
-    assert fanout_job.start_due_campaigns() == 1
-    assert get_queue("low").get_job_ids() == [fanout_job.job_id(due.id)]
-    assert fanout_job.start_due_campaigns() == 1 and get_queue("low").count == 1  # already queued: not twice
+    assert fanout.start_due() == 1
+    assert get_queue("low").get_job_ids() == [fanout_job(due.id).job_id]
+    assert fanout.start_due() == 1 and get_queue("low").count == 1  # already queued: not twice
 
     get_queue("low").empty()  # Redis lost the job
-    assert fanout_job.start_due_campaigns() == 1 and get_queue("low").count == 1
+    assert fanout.start_due() == 1 and get_queue("low").count == 1
     # The not-yet-due campaign is not started even if a job runs for it early.
-    assert fanout_job.fanout_campaign(later.id)["users"] == 0
+    assert fanout_campaign(later.id)["users"] == 0
     assert db.session.get(Campaign, later.id).status == "scheduled"
 
 
 def test_the_sweeper_puts_lost_campaign_deliveries_back_on_low(make_users, launch, app, monkeypatch):
-    from jobs.sweeper import sweep_once
+    from app.sweeper import sweep_once
 
     make_users(2)
     campaign_id = launch()
-    fanout_job.fanout_campaign(campaign_id)
+    fanout_campaign(campaign_id)
     get_queue("low").empty()  # the delivery jobs were lost
     db.session.execute(sa.text("UPDATE notification_deliveries SET updated_at = now() - interval '1 hour'"))
     db.session.commit()
@@ -252,11 +252,11 @@ def test_the_sweeper_puts_lost_campaign_deliveries_back_on_low(make_users, launc
 
 
 def test_the_fanout_job_round_trips_through_rq(make_users, launch, clean_redis):
-    from jobs.worker import AppSimpleWorker
+    from app.cli.worker import AppSimpleWorker
 
     make_users(2)
     campaign_id = launch()
-    assert fanout_job.enqueue_fanout(campaign_id)
+    assert fanout_job(campaign_id).run()
 
     worker = AppSimpleWorker([get_queue("low", clean_redis)], connection=clean_redis, serializer=JSONSerializer)
     # Only the fanout job: the delivery jobs it enqueues stay queued (no provider in this test).
@@ -291,7 +291,7 @@ def test_the_fanout_writes_exactly_the_rows_the_ingest_writes(make_users, launch
     listing = "\n".join(f"eq-{i}" for i in range(1, 7)).encode()
     campaign_id = launch(type_=kind.type, audience_kind="list", list_file=listing)
 
-    fanout_job.fanout_campaign(campaign_id)
+    fanout_campaign(campaign_id)
 
     shape = sa.text("""SELECT n.user_id, n.in_app, n.read_at IS NOT NULL AS born_read,
         array_remove(array_agg(d.channel || ':' || d.status || ':' || coalesce(d.skip_reason, '')

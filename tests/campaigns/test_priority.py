@@ -15,8 +15,7 @@ import sqlalchemy as sa
 from app.campaigns import service
 from app.extensions import db, redis
 from app.notify.service import notify
-from app.queueing import enqueue_deliveries
-from jobs.fanout import enqueue_fanout
+from app.unitofwork import commit
 from tests.factories import NotificationTypeFactory, UserFactory
 from tests.support import processes
 from tests.support.smtp import SmtpSink
@@ -65,16 +64,15 @@ def test_an_interactive_notification_overtakes_the_campaign_tail(app, stack):
         )
         campaign = service.create_campaign(operator, name="Big", type_="promo", title="Sale", body="Everything")
         service.send_campaign(operator, campaign.id)
-        db.session.commit()
+        assert commit().wait().get("jobs") == 1  # the fanout job followed the commit
         campaign_id = campaign.id
-        assert enqueue_fanout(campaign_id)
 
         # The campaign is under way: its first messages are arriving.
         wait_for(lambda: len(sink.messages) >= 200, DEADLINE_SECONDS, "the campaign to start sending", interval=0.05)
         result = notify(["c-7"], type_="otp", title="Your code", body="123456", dedupe_key="otp:1")
-        db.session.commit()
+        assert commit().wait().get("enqueued") == 1  # on the type's queue, `high`
         (otp_id,) = result.pending["email"]
-        assert result.priority == "high" and enqueue_deliveries(result.priority, "email", [otp_id])
+        assert result.priority == "high"
 
         wait_for(lambda: len(sink.messages) >= RECIPIENTS + 1, DEADLINE_SECONDS, "every message", interval=0.05)
         db.session.remove()

@@ -8,9 +8,10 @@ import pytest
 import sqlalchemy as sa
 
 from app.campaigns import service
-from app.console.service import ConsoleError, db_now
+from app.clock import db_now
 from app.extensions import db
 from app.models import AuditEntry, Campaign, CampaignRecipient
+from app.refusal import Refused
 
 
 def _campaign_rows() -> int:
@@ -40,7 +41,7 @@ def _actions() -> list[str]:
 def test_bad_input_is_refused_and_writes_nothing(operator, promo, fields, message):
     values = dict(name="Spring", type_=promo.type, title="Hello", body="Body") | fields
 
-    with pytest.raises(ConsoleError, match=message):
+    with pytest.raises(Refused, match=message):
         service.create_campaign(operator, **values)
 
     assert _campaign_rows() == 0 and _actions() == []
@@ -55,7 +56,7 @@ def test_bad_input_is_refused_and_writes_nothing(operator, promo, fields, messag
     ],
 )
 def test_data_must_be_a_small_json_object(text, message):
-    with pytest.raises(ConsoleError, match=message):
+    with pytest.raises(Refused, match=message):
         service.parse_data(text)
 
 
@@ -101,11 +102,11 @@ def test_send_now_schedule_cancel_and_delete(operator, promo, make_users):
 
     assert service.send_campaign(operator, now_one.id) is True
     assert service.send_campaign(operator, later.id, db_now() + timedelta(hours=2)) is False
-    with pytest.raises(ConsoleError, match="only a draft"):
+    with pytest.raises(Refused, match="only a draft"):
         service.send_campaign(operator, now_one.id)
-    with pytest.raises(ConsoleError, match="has passed"):
+    with pytest.raises(Refused, match="has passed"):
         service.send_campaign(operator, draft.id, db_now() - timedelta(hours=1))
-    with pytest.raises(ConsoleError, match="only a draft can be deleted"):
+    with pytest.raises(Refused, match="only a draft can be deleted"):
         service.delete_draft(operator, later.id)
 
     service.cancel_campaign(operator, later.id)
@@ -113,9 +114,9 @@ def test_send_now_schedule_cancel_and_delete(operator, promo, make_users):
 
     assert (later.status, now_one.status) == ("cancelled", "scheduled")
     assert db.session.get(Campaign, draft.id) is None
-    with pytest.raises(ConsoleError, match="only a scheduled or running one"):
+    with pytest.raises(Refused, match="only a scheduled or running one"):
         service.cancel_campaign(operator, later.id)
-    with pytest.raises(ConsoleError, match="only a failed one"):
+    with pytest.raises(Refused, match="only a failed one"):
         service.resume_campaign(operator, later.id)
     assert _actions() == ["campaign.create"] * 3 + [
         "campaign.send",
@@ -129,6 +130,6 @@ def test_an_empty_audience_cannot_be_sent(operator, promo):
     campaign = service.create_campaign(
         operator, name="Nobody", type_=promo.type, title="t", body="b", audience_kind="locale", audience_locale="pt-br"
     )
-    with pytest.raises(ConsoleError, match="audience is empty"):
+    with pytest.raises(Refused, match="audience is empty"):
         service.send_campaign(operator, campaign.id)
     assert campaign.status == "draft"

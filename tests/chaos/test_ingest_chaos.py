@@ -19,7 +19,7 @@ from collections import Counter
 
 import pytest
 
-from app.api.service import create_api_key
+from app.api_keys.service import create_api_key
 from app.extensions import db
 from app.queueing import get_queue
 from tests.factories import NotificationTypeFactory, UserFactory
@@ -102,7 +102,7 @@ def test_web_process_killed_with_its_hand_off_stuck_loses_nothing(app, stack, re
     with app.app_context():
         NotificationTypeFactory(type="receipt", default_email=True, priority="default")
         recipients = [UserFactory(external_id=f"buyer-{n}").external_id for n in range(TOTAL)]
-        key, _ = create_api_key("chaos")
+        key = create_api_key(None, "chaos")
         db.session.commit()
     silent = SilentRedis()
     try:

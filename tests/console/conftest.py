@@ -50,5 +50,5 @@ def broadcasts(monkeypatch):
         calls.append(True)
         return True
 
-    monkeypatch.setattr("app.console.announcements.publish_broadcast", fake)
+    monkeypatch.setattr("app.live.publish.publish_broadcast", fake)
     return calls

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 
-from app.console import service
+from app.clock import db_now
 from app.extensions import db
 from app.models import Announcement
 from tests.factories import AnnouncementFactory
@@ -38,7 +38,7 @@ def test_create_and_publish_now(client, csrf, operator, audit_rows, broadcasts):
     assert response.status_code == 302
     item = _only_announcement()
     assert item.body_format == "markdown" and item.created_by == operator.id
-    assert item.published_at <= service.db_now() and item.expires_at is None
+    assert item.published_at <= db_now() and item.expires_at is None
     assert broadcasts == [True]
     (entry,) = audit_rows("announcement.create")
     assert entry.actor_id == operator.id and entry.target_id == str(item.id)
@@ -49,7 +49,7 @@ def test_create_and_publish_now(client, csrf, operator, audit_rows, broadcasts):
 
 
 def test_schedule_for_later_does_not_broadcast(client, csrf, operator, broadcasts):
-    at = service.db_now() + timedelta(hours=2)
+    at = db_now() + timedelta(hours=2)
     response = client.post(
         "/console/announcements/new",
         headers=csrf(),
@@ -72,7 +72,7 @@ def test_schedule_for_later_does_not_broadcast(client, csrf, operator, broadcast
 
 
 def test_bad_input_changes_nothing(client, csrf, operator, audit_rows, broadcasts):
-    now = service.db_now()
+    now = db_now()
     cases = [
         ({"title": "", "body": "b", "publish": "now"}, "This field is required"),
         ({"title": "t", "body": "b", "publish": "at"}, "Choose when to publish"),
@@ -110,13 +110,13 @@ def test_edit_keeps_the_original_time_of_a_live_one(client, csrf, operator, audi
 
 
 def test_publish_now_expire_and_delete(client, csrf, operator, audit_rows, broadcasts):
-    scheduled = AnnouncementFactory(published_at=service.db_now() + timedelta(days=1))
+    scheduled = AnnouncementFactory(published_at=db_now() + timedelta(days=1))
     assert client.post(f"/console/announcements/{scheduled.id}/publish", headers=csrf()).status_code == 302
     db.session.refresh(scheduled)
-    assert scheduled.published_at <= service.db_now()
+    assert scheduled.published_at <= db_now()
     assert client.post(f"/console/announcements/{scheduled.id}/expire", headers=csrf()).status_code == 302
     db.session.refresh(scheduled)
-    assert scheduled.expires_at is not None and scheduled.expires_at <= service.db_now()
+    assert scheduled.expires_at is not None and scheduled.expires_at <= db_now()
     page = client.get("/console/announcements").get_data(as_text=True)
     assert scheduled.title in page.split('id="expired"')[1]
     assert client.post(f"/console/announcements/{scheduled.id}/delete", headers=csrf()).status_code == 302
@@ -131,7 +131,7 @@ def test_refused_actions_say_why(client, csrf, operator, audit_rows, broadcasts)
     live = AnnouncementFactory()
     response = client.post(f"/console/announcements/{live.id}/publish", headers=csrf(), follow_redirects=True)
     assert "already published" in response.get_data(as_text=True)
-    scheduled = AnnouncementFactory(published_at=service.db_now() + timedelta(days=1))
+    scheduled = AnnouncementFactory(published_at=db_now() + timedelta(days=1))
     response = client.post(f"/console/announcements/{scheduled.id}/expire", headers=csrf(), follow_redirects=True)
     assert "Only a live announcement can be expired" in response.get_data(as_text=True)
     response = client.post("/console/announcements/999999/delete", headers=csrf(), follow_redirects=True)
@@ -140,7 +140,7 @@ def test_refused_actions_say_why(client, csrf, operator, audit_rows, broadcasts)
 
 
 def test_expired_section_pages_by_keyset(client, operator):
-    now = service.db_now()
+    now = db_now()
     for i in range(25):
         AnnouncementFactory(
             title=f"Expired {i:02d}", published_at=now - timedelta(days=30), expires_at=now - timedelta(hours=i + 1)

@@ -6,7 +6,7 @@ import re
 
 import sqlalchemy as sa
 
-from app.api import keys
+from app.api_keys import service as keys
 from app.extensions import db
 from app.models import ApiKey
 

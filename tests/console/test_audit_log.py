@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
-from app.console import queries
+from app.audit import queries
 from app.extensions import db
 from app.models import AuditEntry, User
+from app.pagination import Cursor
 
 
 def _entry(
@@ -81,7 +82,7 @@ def test_the_page_query_uses_keyset_not_offset(app):
         listener = lambda conn, cursor, statement, *a: statements.append(statement)  # noqa: E731
         event.listen(engine, "before_cursor_execute", listener)
         try:
-            queries.audit_page(cursor=queries.Cursor(datetime.now(UTC), 10).encode())
+            queries.audit_page(cursor=Cursor(datetime.now(UTC), 10).encode())
         finally:
             event.remove(engine, "before_cursor_execute", listener)
     audit_sql = [s for s in statements if "FROM audit_log" in s]

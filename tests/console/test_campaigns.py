@@ -10,10 +10,10 @@ import pytest
 import sqlalchemy as sa
 
 from app.campaigns import fanout, service
-from app.console.service import db_now
+from app.clock import db_now
 from app.extensions import db
 from app.models import Campaign
-from jobs import fanout as fanout_job
+from jobs.fanout import fanout_campaign
 from tests.factories import NotificationTypeFactory, UserFactory
 
 TOKYO = ZoneInfo("Asia/Tokyo")
@@ -26,9 +26,9 @@ def promo():
 
 @pytest.fixture
 def enqueued(monkeypatch):
-    """Record fanout enqueues made by the views (after their commit)."""
+    """Record the fanout jobs the views' commits enqueue (campaign ids)."""
     calls: list[int] = []
-    monkeypatch.setattr("app.console.campaigns.enqueue_fanout", lambda cid: calls.append(cid) or True)
+    monkeypatch.setattr("app.queueing.enqueue_unless_alive", lambda queue, func, arg, *rest: calls.append(arg) or True)
     return calls
 
 
@@ -150,8 +150,9 @@ def test_a_list_of_only_unknown_ids_is_refused(client, csrf, operator, promo):
 
 
 def test_the_progress_fragment_polls_until_done(client, operator, promo, app, monkeypatch):
-    monkeypatch.setattr(fanout_job, "publish_badge", lambda *a, **k: True)
-    monkeypatch.setattr(fanout_job, "enqueue_deliveries", lambda *a: True)
+    monkeypatch.setattr("app.live.publish.publish_badge", lambda *a, **k: True)
+    monkeypatch.setattr("app.queueing.enqueue_deliveries", lambda *a: True)
+    monkeypatch.setattr("app.queueing.enqueue_unless_alive", lambda *a: True)
     monkeypatch.setitem(app.config, "FANOUT_BATCH_SIZE", 2)
     UserFactory.create_batch(3)
     campaign = service.create_campaign(operator, name="c", type_=promo.type, title="t", body="b")
@@ -165,7 +166,7 @@ def test_the_progress_fragment_polls_until_done(client, operator, promo, app, mo
     running = client.get(f"/console/campaigns/{campaign.id}/progress").get_data(as_text=True)
     assert 'hx-trigger="every 1s"' in running
 
-    fanout_job.fanout_campaign(campaign.id)
+    fanout_campaign(campaign.id)
 
     done = client.get(f"/console/campaigns/{campaign.id}/progress").get_data(as_text=True)
     assert "hx-trigger" not in done and 'value="100"' in done and "4 of 4 users" in done

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-import sys
+import time
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -13,12 +13,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from rq import Worker
 from rq.serializers import JSONSerializer
 
-import app.providers as providers_module
 from app.console import charts
-from app.console.dashboard import duration
 from app.extensions import db, redis
+from app.providers import breaker
 from app.queueing import enqueue_deliveries, get_queue
+from app.web.templating import duration
 from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
+from tests.support.html import table_rows
 
 
 @pytest.fixture(autouse=True)
@@ -102,7 +103,7 @@ def test_without_workers_or_redis_the_page_says_so(client, operator, monkeypatch
     def down(*args, **kwargs):
         raise RedisConnectionError("connection refused")
 
-    monkeypatch.setattr("app.console.dashboard_queries.get_queue", down)
+    monkeypatch.setattr("app.queueing.get_queue", down)
     page = client.get("/console/dashboard/live").get_data(as_text=True)
     assert "Redis does not answer" in page and 'id="stat-dlq"' in page
 
@@ -112,7 +113,6 @@ def _providers(client) -> str:
 
 
 def test_breaker_states_come_from_the_providers(client, operator, app, monkeypatch):
-    breaker = pytest.importorskip("app.providers.breaker")
     monkeypatch.setitem(app.config, "EMAIL_PROVIDER", "fake")
     closed = r'<th scope="row">email</th>\s*<td>fake</td>\s*<td><span class="tag tag--sent">closed'
     assert re.search(closed, _providers(client))
@@ -125,14 +125,21 @@ def test_breaker_states_come_from_the_providers(client, operator, app, monkeypat
     assert 'tag--failed">open</span>' in _providers(client)
 
 
-def test_without_breakers_the_state_is_n_a_and_a_hook_takes_precedence(client, operator, app, monkeypatch):
-    monkeypatch.setitem(app.config, "EMAIL_PROVIDER", "fake")
-    monkeypatch.setitem(sys.modules, "app.providers.breaker", None)  # a deployment without breakers
-    monkeypatch.delattr(providers_module, "breaker", raising=False)
-    assert re.search(r'<td>fake</td>\s*<td><span class="tag ">n/a', _providers(client))
+def test_a_half_open_breaker_and_an_unconfigured_fallback_are_shown(client, operator, app, monkeypatch):
+    monkeypatch.setitem(app.config, "EMAIL_PROVIDER", "smtp")
+    monkeypatch.setitem(app.config, "SMTP_FALLBACK_URL", "")  # named as smtp's fallback, not configured
+    settings = breaker.Settings.from_config(app.config)
+    clock = [time.time()]
+    smtp = breaker.CircuitBreaker(redis.client(), "smtp", settings, clock=lambda: clock[0])
+    for _ in range(settings.failures):
+        smtp.failure()
+    clock[0] += settings.cooldown + 1
+    assert smtp.allow().allowed  # the cooldown is over: this caller probes
 
-    monkeypatch.setattr(providers_module, "breaker_state", lambda name: "half_open", raising=False)
-    assert 'tag--pending">half-open</span>' in _providers(client)
+    page = client.get("/console/dashboard/live").get_data(as_text=True)
+    rows = table_rows(page, "#providers")
+    assert ["email", "smtp", "half-open"] in rows
+    assert ["email", "smtp_fallback not configured", "n/a"] in rows
 
 
 def test_chart_geometry():

@@ -42,8 +42,10 @@ def dlq():
 def enqueues(monkeypatch):
     """Record what the DLQ views enqueue after their commit."""
     calls = {"deliveries": [], "bulk": []}
-    monkeypatch.setattr("app.console.dlq.enqueue_deliveries", lambda *a: calls["deliveries"].append(a) or True)
-    monkeypatch.setattr("app.console.dlq.enqueue_bulk", lambda op_id: calls["bulk"].append(op_id) or True)
+    monkeypatch.setattr("app.queueing.enqueue_deliveries", lambda *a: calls["deliveries"].append(a) or True)
+    monkeypatch.setattr(
+        "app.queueing.enqueue_unless_alive", lambda queue, func, arg, *rest: calls["bulk"].append(arg) or True
+    )
     return calls
 
 

@@ -6,7 +6,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from app.console.markdown import ALLOWED_TAGS, render_body
+from app.announcements.markdown import ALLOWED_TAGS, render_body
 
 VECTORS = [
     "<script>alert(1)</script>",

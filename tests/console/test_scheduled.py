@@ -10,13 +10,15 @@ import pytest
 import redis as redis_lib
 import sqlalchemy as sa
 
-from app.console import service
+from app.announcements import service
+from app.announcements.live import WATERMARK_KEY, announce_due
 from app.extensions import db, redis
 from app.inbox.queries import active_announcements, badge_count
-from app.realtime.publish import BROADCAST_CHANNEL
-from jobs.announcements import WATERMARK_KEY, announce_due
-from jobs.sweeper import sweep_once
+from app.live.publish import BROADCAST_CHANNEL
+from app.sweeper import sweep_once
+from app.unitofwork import commit
 from tests.factories import UserFactory
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.committed
 
@@ -49,62 +51,76 @@ def _schedule(app, seconds: float) -> tuple[int, object]:
         operator = UserFactory(role="operator")
         at = db.session.execute(sa.select(sa.func.clock_timestamp())).scalar_one() + timedelta(seconds=seconds)
         assert service.create_announcement(operator, title="Starts soon", body="Hello", published_at=at) is False
-        db.session.commit()
+        commit()
         member_id = member.id
         db.session.remove()
     return member_id, at
 
 
 def test_scheduled_announcement_publishes_itself(app, listener):
-    member_id, at = _schedule(app, 1.0)
+    member_id, at = _schedule(app, 60)
     with app.app_context():
-        assert announce_due() == {"announced": False}
+        assert announce_due(now=at - timedelta(milliseconds=1)) == {"announced": False}
         assert badge_count(member_id) == 0
         db.session.remove()
     assert listener() == []
 
-    time.sleep(1.1)
     with app.app_context():
-        assert announce_due() == {"announced": True}
-        assert [a["title"] for a in active_announcements(member_id)] == ["Starts soon"]
-        assert badge_count(member_id) == 1
+        assert announce_due(now=at + timedelta(milliseconds=1)) == {"announced": True}
         # Nothing new since the last run: no second event.
-        assert announce_due() == {"announced": False}
+        assert announce_due(now=at + timedelta(seconds=1)) == {"announced": False}
         db.session.remove()
-    assert {"kind": "badge"} in listener()
+    assert listener() == [{"kind": "badge"}]
+
+
+def test_the_inbox_shows_it_from_its_time_on(app):
+    member_id, at = _schedule(app, 0.3)
+    with app.app_context():
+        assert badge_count(member_id) == 0
+        db.session.remove()
+
+        def visible() -> bool:
+            db.session.remove()  # a new transaction: now() moves on
+            return [a["title"] for a in active_announcements(member_id)] == ["Starts soon"]
+
+        wait_for(visible, 10, "the announcement to go live")
+        assert badge_count(member_id) == 1
+        db.session.remove()
 
 
 def test_the_sweeper_runs_it(app, listener):
     _schedule(app, 0.3)
-    time.sleep(0.4)
-    with app.app_context():
-        sweep_once()
-        db.session.remove()
-    assert {"kind": "badge"} in listener()
+    heard = []
+
+    def swept_and_heard() -> bool:
+        with app.app_context():
+            sweep_once()
+            db.session.remove()
+        heard.extend(listener(wait=0.1))
+        return {"kind": "badge"} in heard
+
+    wait_for(swept_and_heard, 10, "the sweeper to announce it")
 
 
 def test_an_expiry_moves_badges_too(app, listener):
     with app.app_context():
         operator = UserFactory(role="operator")
         now = db.session.execute(sa.select(sa.func.clock_timestamp())).scalar_one()
-        service.create_announcement(operator, title="Short", body="b", expires_at=now + timedelta(seconds=0.5))
-        db.session.commit()
-        redis.client().set(WATERMARK_KEY, (now + timedelta(seconds=0.1)).isoformat())
-        db.session.remove()
-    time.sleep(0.6)
-    with app.app_context():
-        assert announce_due() == {"announced": True}
+        service.create_announcement(operator, title="Short", body="b", expires_at=now + timedelta(seconds=30))
+        commit()
+        redis.client().set(WATERMARK_KEY, (now + timedelta(seconds=1)).isoformat())
+        assert announce_due(now=now + timedelta(seconds=20)) == {"announced": False}
+        assert announce_due(now=now + timedelta(seconds=31)) == {"announced": True}
         db.session.remove()
     assert {"kind": "badge"} in listener()
 
 
 def test_a_redis_outage_keeps_the_watermark_for_the_next_run(app, monkeypatch):
-    _schedule(app, 0.2)
-    time.sleep(0.3)
-    monkeypatch.setattr("jobs.announcements.publish_broadcast", lambda: False)
+    _, at = _schedule(app, 60)
+    monkeypatch.setattr("app.announcements.live.publish_broadcast", lambda: False)
     with app.app_context():
-        assert announce_due() == {"announced": False, "redis": "down"}
+        assert announce_due(now=at + timedelta(seconds=1)) == {"announced": False, "redis": "down"}
         assert redis.client().get(WATERMARK_KEY) is None
-        monkeypatch.setattr("jobs.announcements.publish_broadcast", lambda: True)
-        assert announce_due() == {"announced": True}
+        monkeypatch.setattr("app.announcements.live.publish_broadcast", lambda: True)
+        assert announce_due(now=at + timedelta(seconds=2)) == {"announced": True}
         db.session.remove()

@@ -9,11 +9,11 @@ import re
 import pytest
 import sqlalchemy as sa
 
-from app.console.preview import PUSH_LIMIT
 from app.delivery import rendering
 from app.delivery.queries import Template
 from app.extensions import db
 from app.models import MessageTemplate, NotificationType, TemplateVersion
+from app.push.payload import PUSH_LIMIT
 from tests.factories import NotificationTypeFactory
 
 URL = "/console/templates/comment/{channel}/{locale}"
@@ -104,7 +104,7 @@ def test_injection_attempts_fail_in_real_sends(app, attempt):
 
 
 def test_injection_in_a_saved_template_fails_the_real_email_render(app):
-    from app.console.preview import SAMPLE, sample_row
+    from app.message_templates.preview import SAMPLE, sample_row
 
     row = sample_row(db.session.get(NotificationType, "comment"), "email", "en", SAMPLE)
     with pytest.raises(rendering.RenderError):

@@ -50,7 +50,7 @@ def test_metrics_reflect_the_ledger(app, client, fake_provider, make_delivery):
 def test_metrics_still_answer_when_redis_is_down(app, client, monkeypatch):
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    from app import metrics as metrics_module
+    from app.ops import metrics as metrics_module
 
     def down(name):
         raise RedisConnectionError("connection refused")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from app.delivery.queries import BatchRow, Template
-from app.delivery.rendering import RenderError, locale_chain, pick_template, render_email, render_string
+from app.delivery.rendering import RenderError, pick_template, render_email, render_string
+from app.locales import locale_chain
 
 
 def row(**overrides) -> BatchRow:

@@ -7,7 +7,7 @@ import sqlalchemy as sa
 
 from app.extensions import db, redis
 from app.queueing import get_queue
-from jobs.sweeper import LOCK_KEY, sweep_once
+from app.sweeper import LOCK_KEY, sweep_once
 from tests.factories import NotificationTypeFactory
 from tests.support.delivery import reload
 
@@ -116,7 +116,7 @@ def test_sweep_command_runs_once(app, make_delivery):
 
 def test_stale_rows_wait_while_their_queue_has_a_backlog(app, make_delivery):
     from app.queueing import enqueue_deliveries
-    from jobs.sweeper import IDLE_QUEUE_JOBS
+    from app.sweeper import IDLE_QUEUE_JOBS
 
     backlog = make_delivery()  # enqueued an hour ago by the API, never touched since
     set_row(backlog, "updated_at = now() - interval '1 hour', next_attempt_at = now() - interval '1 hour'")

@@ -6,9 +6,9 @@ import pytest
 import sqlalchemy as sa
 from rq.serializers import JSONSerializer
 
+from app.cli.worker import AppSimpleWorker
 from app.extensions import db, redis
 from app.queueing import enqueue_deliveries, get_queue
-from jobs.worker import AppSimpleWorker
 from tests.factories import NotificationTypeFactory
 
 

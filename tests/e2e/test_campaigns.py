@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 
 from app.campaigns import service
 from app.extensions import db, redis
-from jobs.fanout import enqueue_fanout
+from app.unitofwork import commit
 from tests.e2e.helpers import sign_in
 from tests.factories import NotificationTypeFactory, UserFactory
 from tests.support.processes import flask_args, spawn, stop
@@ -136,8 +136,7 @@ def test_failed_emails_land_in_the_dlq_and_a_replay_sends_each_once(page, live_s
     with live_server.app_context():
         campaign = service.create_campaign(None, name="Outage", type_="promo", title="Hello", body="News")
         service.send_campaign(None, campaign.id)
-        db.session.commit()
-        assert enqueue_fanout(campaign.id)
+        assert commit().wait().get("jobs") == 1  # the fanout job follows the commit
 
         def failed() -> int:
             db.session.remove()

@@ -26,7 +26,7 @@ def htmx(csrf):
 def published(monkeypatch):
     """The user-id lists passed to publish_badge by the inbox views."""
     calls: list[list[int]] = []
-    monkeypatch.setattr("app.inbox.views.publish_badge", lambda ids: calls.append(list(ids)) or True)
+    monkeypatch.setattr("app.live.publish.publish_badge", lambda ids, toast=None: calls.append(sorted(ids)) or True)
     return calls
 
 

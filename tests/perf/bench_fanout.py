@@ -108,13 +108,13 @@ def run(users: int, batch: int, rounds: int) -> dict:
     from flask_migrate import upgrade
 
     from app import create_app
+    from app.announcements.service import create_announcement
     from app.campaigns import fanout, service
-    from app.console.service import create_announcement
     from app.extensions import db, redis
     from app.inbox.queries import unread_counts
+    from app.live.presence import touch
     from app.models import Campaign
     from app.queueing import get_queue
-    from app.realtime.presence import touch
     from jobs.fanout import fanout_campaign
 
     # Presence lasts the whole run, so the same 1,000 users are online for every batch.

@@ -146,6 +146,7 @@ def measure_user(user_id: int, runs: int) -> dict:
 
     from app.extensions import db
     from app.inbox import queries, service
+    from app.pagination import Cursor
 
     badge_params = {"user_id": user_id, "cap": queries.BADGE_CAP}
     page_params = {"user_id": user_id, "limit": queries.PAGE_SIZE + 1}
@@ -163,7 +164,7 @@ def measure_user(user_id: int, runs: int) -> dict:
         "read-all (personal)": explain(service.READ_ALL_SQL, {"user_id": user_id}, runs),
         "read-all (announcements)": explain(service.READ_ALL_ANNOUNCEMENTS_SQL, {"user_id": user_id}, runs),
     }
-    cursor = queries.Cursor.decode(_deep_cursor(user_id, PAGES_DEEP))
+    cursor = Cursor.decode(_deep_cursor(user_id, PAGES_DEEP))
     if cursor is not None:
         deep = {**page_params, "cursor_created_at": cursor.created_at, "cursor_id": cursor.id}
         rows[f"page {PAGES_DEEP} (keyset)"] = explain(queries._page_sql("all", keyset=True), deep, runs)

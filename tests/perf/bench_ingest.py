@@ -65,7 +65,7 @@ def _prepare(db_url: str, redis_url: str) -> str:
     from flask_migrate import upgrade
 
     from app import create_app
-    from app.api.service import create_api_key
+    from app.api_keys.service import create_api_key
     from app.extensions import db, redis
 
     app = create_app()
@@ -85,7 +85,7 @@ def _prepare(db_url: str, redis_url: str) -> str:
             ),
             {"n": USERS},
         )
-        key, _ = create_api_key("bench")
+        key = create_api_key(None, "bench")
         db.session.commit()
         db.session.execute(sa.text("ANALYZE"))
         db.session.commit()

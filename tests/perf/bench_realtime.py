@@ -90,7 +90,7 @@ def prepare_database(env: dict, users: int):
     from flask_migrate import upgrade
 
     from app import create_app
-    from app.api.service import create_api_key
+    from app.api_keys.service import create_api_key
     from app.extensions import db, redis
 
     app = create_app()
@@ -107,7 +107,7 @@ def prepare_database(env: dict, users: int):
             ),
             {"n": users},
         )
-        key, _ = create_api_key("bench_realtime")
+        key = create_api_key(None, "bench_realtime")
         db.session.commit()
         users_by_id = dict(db.session.execute(sa.text("SELECT id, external_id FROM users ORDER BY id")).all())
         db.session.remove()

@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 from click.testing import CliRunner
 from py_vapid import Vapid
 
-from app.console import preview
+from app.cli.vapid import generate_command
 from app.extensions import db
+from app.message_templates import preview
 from app.models import PushSubscription
 from app.push import payload
-from app.push.cli import generate_command
 from jobs.delivery import deliver_batch
 from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
 from tests.support.delivery import reload

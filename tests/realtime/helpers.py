@@ -98,10 +98,10 @@ def insert_notification(user_id: int, title: str = "Hello", key: str | None = No
 
 def create_api_key(app) -> str:
     """Create and commit an API key in app's database; return the key."""
-    from app.api.service import create_api_key as create
+    from app.api_keys.service import create_api_key as create
 
     with app.app_context():
-        key, _ = create("realtime tests")
+        key = create(None, "realtime tests")
         db.session.commit()
         db.session.remove()
     return key

@@ -13,9 +13,9 @@ from sqlalchemy.exc import OperationalError
 from app import create_app
 from app.extensions import db
 from app.inbox import queries
+from app.live.publish import BROADCAST_CHANNEL, user_channel
 from app.realtime import hub as hub_module
 from app.realtime.hub import Hub, parse_toast
-from app.realtime.publish import BROADCAST_CHANNEL, user_channel
 from tests.realtime.helpers import frame_count
 
 

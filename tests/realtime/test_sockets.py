@@ -11,9 +11,9 @@ import pytest
 import sqlalchemy as sa
 
 from app.extensions import db, redis
+from app.live.presence import PRESENCE_KEY, online_user_ids
+from app.live.publish import publish_badge, publish_broadcast
 from app.realtime.hub import hub_for
-from app.realtime.presence import PRESENCE_KEY, online_user_ids
-from app.realtime.publish import publish_badge, publish_broadcast
 from tests.realtime.helpers import (
     close_quietly,
     connect,

@@ -23,9 +23,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
+from app.cli.vapid import generate_keys
 from app.extensions import db
 from app.models import PushSubscription
-from app.push.cli import generate_keys
 
 
 def b64url(raw: bytes) -> str:

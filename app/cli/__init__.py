@@ -1,0 +1,23 @@
+"""The `flask --app wsgi …` commands, one module per group; init_app registers them all.
+
+users create · demo seed · api-keys create|list|revoke · vapid generate · worker · sweep
+"""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from app.cli.api_keys import api_keys_cli
+from app.cli.demo import demo_cli
+from app.cli.sweep import sweep_command
+from app.cli.users import users_cli
+from app.cli.vapid import vapid_cli
+from app.cli.worker import worker_command
+
+COMMANDS = (users_cli, demo_cli, api_keys_cli, vapid_cli, worker_command, sweep_command)
+
+
+def init_app(app: Flask) -> None:
+    """Register the command groups."""
+    for command in COMMANDS:
+        app.cli.add_command(command)

@@ -1,0 +1,29 @@
+"""`flask --app wsgi users create EMAIL --password P [--role R] [--external-id X] [--name N]`."""
+
+from __future__ import annotations
+
+import click
+from flask.cli import AppGroup
+
+from app.models import ROLES
+from app.refusal import Refused
+from app.unitofwork import commit
+from app.users.service import save_account
+
+users_cli = AppGroup("users", help="Manage accounts.")
+
+
+@users_cli.command("create")
+@click.argument("email")
+@click.option("--password", required=True, help="At least 8 characters.")
+@click.option("--role", type=click.Choice(ROLES), default="member", show_default=True)
+@click.option("--external-id", default=None, help="The product's id for this user.")
+@click.option("--name", "display_name", default="", help="Display name.")
+def create_user_command(email: str, password: str, role: str, external_id: str | None, display_name: str) -> None:
+    """Create a user (or update the one with this e-mail); audited as done by the CLI."""
+    try:
+        user = save_account(None, email, password, role=role, external_id=external_id, display_name=display_name)
+    except Refused as exc:
+        raise click.BadParameter(str(exc)) from exc
+    commit()
+    click.echo(f"user {user.id} {user.email} ({user.role})")

@@ -1,0 +1,54 @@
+"""API key pages (admins only): list with prefix and last use, create (the key is shown once), revoke."""
+
+from __future__ import annotations
+
+from flask import flash, redirect, render_template, url_for
+from flask_login import current_user
+
+from app.api_keys import queries, service
+from app.auth.access import admin_required
+from app.console.blueprint import bp
+from app.console.forms import ApiKeyForm
+from app.refusal import Refused
+from app.unitofwork import commit
+
+
+def _page(form: ApiKeyForm, new_key: str | None = None, status: int = 200):
+    return render_template("console/api_keys.html", keys=queries.api_keys(), form=form, new_key=new_key), status
+
+
+@bp.get("/api-keys")
+@admin_required
+def api_keys():
+    """Every API key, live ones first."""
+    return _page(ApiKeyForm())
+
+
+@bp.post("/api-keys")
+@admin_required
+def create_api_key():
+    """Create a key and show it this once (it is rendered, never put in the session or a redirect)."""
+    form = ApiKeyForm()
+    if not form.validate_on_submit():
+        return _page(form, status=422)
+    try:
+        key = service.create_api_key(current_user, form.name.data)
+    except Refused as exc:
+        form.form_errors.append(str(exc))
+        return _page(form, status=422)
+    commit()
+    return _page(ApiKeyForm(formdata=None), new_key=key, status=201)
+
+
+@bp.post("/api-keys/<prefix>/revoke")
+@admin_required
+def revoke_api_key(prefix: str):
+    """Revoke a key at once."""
+    try:
+        service.revoke_api_key(current_user, prefix)
+    except Refused as exc:
+        flash(str(exc), "error")
+    else:
+        commit()
+        flash(f"Key {prefix}… revoked: requests with it now get 401.", "success")
+    return redirect(url_for("console.api_keys"))

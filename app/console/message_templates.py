@@ -1,0 +1,151 @@
+"""Template pages: the list, the editor per (type, channel, locale) with live preview, versions, restore."""
+
+from __future__ import annotations
+
+from flask import abort, flash, make_response, redirect, render_template, request, url_for
+from flask_login import current_user
+
+from app.console.blueprint import bp
+from app.console.forms import TemplateForm
+from app.locales import normalize_locale
+from app.message_templates import preview as previews
+from app.message_templates import queries, service
+from app.models.delivery import TEMPLATE_CHANNELS
+from app.notification_types import queries as type_queries
+from app.refusal import Refused
+from app.unitofwork import commit
+from app.web.headers import preview_csp
+
+PARTS = {
+    "email": ("subject", "body_text", "body_html"),
+    "push": ("subject", "body_text"),
+    "in_app": ("subject", "body_text"),
+}
+
+
+def _key_or_404(type_: str, channel: str, locale: str):
+    item = type_queries.notification_type(type_)
+    if item is None or channel not in TEMPLATE_CHANNELS:
+        abort(404)
+    try:
+        return item, normalize_locale(locale)
+    except Refused:
+        abort(404)
+
+
+def _preview(item, channel: str, locale: str, form: TemplateForm) -> previews.Preview:
+    parts = {name: getattr(form, name).data or "" for name in PARTS[channel]}
+    return previews.build_preview(
+        item,
+        channel,
+        locale,
+        parts,
+        form.user_locale.data or locale,
+        form.sample.data,
+        queries.template_locales(item.type, channel),
+    )
+
+
+@bp.get("/templates")
+def templates():
+    """Every template by type, channel and locale; open the editor for a new one."""
+    return render_template(
+        "console/templates.html",
+        templates=queries.message_templates(),
+        types=type_queries.notification_types(),
+        channels=TEMPLATE_CHANNELS,
+    )
+
+
+@bp.get("/templates/open")
+def open_template():
+    """Go to the editor for the (type, channel, locale) chosen in the list page's form."""
+    try:
+        locale = service.check_template_key(
+            request.args.get("type", ""), request.args.get("channel", ""), request.args.get("locale", "")
+        )
+    except Refused as exc:
+        flash(str(exc), "error")
+        return redirect(url_for("console.templates"))
+    return redirect(
+        url_for("console.edit_template", type_=request.args["type"], channel=request.args["channel"], locale=locale)
+    )
+
+
+@bp.route("/templates/<type_>/<channel>/<locale>", methods=["GET", "POST"])
+def edit_template(type_: str, channel: str, locale: str):
+    """Edit one template; saving keeps the previous wording as a version."""
+    item, locale = _key_or_404(type_, channel, locale)
+    template = queries.message_template(type_, channel, locale)
+    form = TemplateForm(obj=template)
+    if request.method == "GET":
+        form.user_locale.data, form.sample.data = locale, previews.SAMPLE_JSON
+    preview = _preview(item, channel, locale, form)
+    status = 200
+    if request.method == "POST" and form.validate_on_submit():
+        try:
+            saved = service.save_template(
+                current_user,
+                type_,
+                channel,
+                locale,
+                problems=[str(p) for p in preview.problems],
+                **{name: getattr(form, name).data or "" for name in PARTS["email"]},
+            )
+        except Refused as exc:
+            form.form_errors.append(str(exc))
+        else:
+            commit()
+            flash(
+                "Template saved; the previous wording is kept below."
+                if saved and template
+                else "Template saved."
+                if saved
+                else "Nothing changed.",
+                "success",
+            )
+            return redirect(url_for("console.edit_template", type_=type_, channel=channel, locale=locale))
+    if form.errors or form.form_errors:
+        status = 422
+    versions = queries.template_versions(template.id) if template else []
+    response = make_response(
+        render_template(
+            "console/template_editor.html",
+            form=form,
+            item=item,
+            channel=channel,
+            locale=locale,
+            template=template,
+            preview=preview,
+            versions=versions,
+            parts=PARTS[channel],
+        ),
+        status,
+    )
+    response.headers["Content-Security-Policy"] = preview_csp()
+    return response
+
+
+@bp.post("/templates/<type_>/<channel>/<locale>/preview")
+def preview_template(type_: str, channel: str, locale: str):
+    """Render the editor's current wording (HTMX fragment, debounced while typing)."""
+    item, locale = _key_or_404(type_, channel, locale)
+    form = TemplateForm()
+    return render_template(
+        "console/_template_preview.html", preview=_preview(item, channel, locale, form), channel=channel, locale=locale
+    )
+
+
+@bp.post("/templates/<int:template_id>/versions/<int:version_id>/restore")
+def restore_template(template_id: int, version_id: int):
+    """Make a kept version current again (the current one is kept too)."""
+    try:
+        template = service.restore_template_version(current_user, template_id, version_id)
+    except Refused as exc:
+        flash(str(exc), "error")
+        return redirect(url_for("console.templates"))
+    commit()
+    flash("Version restored; the wording it replaced is kept as a version.", "success")
+    return redirect(
+        url_for("console.edit_template", type_=template.type, channel=template.channel, locale=template.locale)
+    )

@@ -1,0 +1,68 @@
+"""Notification type pages: list, create, edit (rename while unused; confirm before going mandatory)."""
+
+from __future__ import annotations
+
+from flask import flash, redirect, render_template, url_for
+from flask_login import current_user
+
+from app.console.blueprint import bp
+from app.console.forms import TypeForm
+from app.notification_types import queries, service
+from app.refusal import Refused
+from app.unitofwork import commit
+
+SETTINGS = ("label", "description", "default_in_app", "default_email", "default_push", "mandatory", "priority")
+
+
+def _settings(form: TypeForm) -> dict:
+    return {name: getattr(form, name).data for name in SETTINGS} | {"description": form.description.data or ""}
+
+
+@bp.get("/types")
+def types():
+    """Every notification type with its per-channel defaults."""
+    return render_template("console/types.html", types=queries.notification_types())
+
+
+@bp.route("/types/new", methods=["GET", "POST"])
+def new_type():
+    """Create a notification type."""
+    form = TypeForm()
+    if form.validate_on_submit():
+        try:
+            service.create_type(current_user, key=form.key.data, **_settings(form))
+        except Refused as exc:
+            form.form_errors.append(str(exc))
+        else:
+            commit()
+            flash(f"Type {form.key.data} created.", "success")
+            return redirect(url_for("console.types"))
+    return render_template(
+        "console/type_form.html", form=form, item=None, in_use=False, overrides=None
+    ), 422 if form.errors else 200
+
+
+@bp.route("/types/<key>/edit", methods=["GET", "POST"])
+def edit_type(key: str):
+    """Edit a type; turning it mandatory first shows whose choices it overrides."""
+    item = queries.notification_type(key)
+    if item is None:
+        return render_template("console/missing.html", what="notification type"), 404
+    form = TypeForm(obj=item, key=item.type)
+    in_use = queries.type_in_use(key)
+    overrides = None
+    if form.validate_on_submit():
+        try:
+            new_key = service.update_type(
+                current_user, key, new_key=form.key.data, confirmed=form.confirmed.data, **_settings(form)
+            )
+        except service.NeedsConfirmation as exc:
+            overrides = exc.overrides
+        except Refused as exc:
+            form.form_errors.append(str(exc))
+        else:
+            commit()
+            flash(f"Type {new_key} saved.", "success")
+            return redirect(url_for("console.types"))
+    status = 422 if form.errors else 409 if overrides else 200
+    return render_template("console/type_form.html", form=form, item=item, in_use=in_use, overrides=overrides), status

@@ -1,0 +1,249 @@
+"""Ledger reads for the console: the delivery log, one delivery's timeline, the dead-letter queue.
+
+Both lists page by keyset on the delivery id, newest first (no skipped-row scans). The DLQ reads walk
+`notification_deliveries_failed_idx`, which holds failed rows only, so they cost the size of the DLQ,
+not of the ledger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from app.extensions import db
+from app.pagination import Page, id_cursor, is_id
+
+PAGE_SIZE = 50
+LOG_STATUSES = ("pending", "sending", "sent", "skipped", "failed")
+LOG_CHANNELS = ("email", "push")
+
+ROW_COLUMNS = """d.id, d.channel, d.status, d.attempts, d.provider, d.error_kind, d.last_error, d.skip_reason,
+       d.created_at, d.updated_at, d.sent_at, d.next_attempt_at,
+       n.id AS notification_id, n.type, n.title, n.campaign_id,
+       u.id AS user_id, u.external_id, u.email"""
+
+# The user filter finds at most two users through the unique indexes (external id, lower(email)),
+# then walks their notifications by notifications_list_idx.
+USER_FILTER_SQL = "n.user_id IN (SELECT id FROM users WHERE external_id = :user OR lower(email) = lower(:user))"
+
+
+@dataclass(frozen=True)
+class LogFilters:
+    """What the delivery log narrows by; empty values mean "any"."""
+
+    user: str = ""
+    type: str = ""
+    channel: str = ""
+    status: str = ""
+    since: datetime | None = None
+    until: datetime | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def conditions(self) -> tuple[list[str], dict]:
+        """SQL conditions and their parameters (columns of d, n)."""
+        conditions, params = [], {}
+        if self.user:
+            conditions.append(USER_FILTER_SQL)
+            params["user"] = self.user
+        for name, column in (("type", "n.type"), ("channel", "d.channel"), ("status", "d.status")):
+            if getattr(self, name):
+                conditions.append(f"{column} = :{name}")
+                params[name] = getattr(self, name)
+        if self.since:
+            conditions.append("d.created_at >= :since")
+            params["since"] = self.since
+        if self.until:
+            conditions.append("d.created_at < :until")
+            params["until"] = self.until
+        return conditions, params
+
+
+@dataclass(frozen=True)
+class DlqFilters:
+    """What the DLQ narrows by: error kind, provider, type, and when the row failed (updated_at)."""
+
+    error_kind: str = ""
+    provider: str = ""
+    type: str = ""
+    since: datetime | None = None
+    until: datetime | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def conditions(self) -> tuple[list[str], dict]:
+        """SQL conditions (always status = 'failed') and their parameters (columns of d, n)."""
+        conditions, params = ["d.status = 'failed'"], {}
+        for name, column in (("error_kind", "d.error_kind"), ("provider", "d.provider"), ("type", "n.type")):
+            if getattr(self, name):
+                conditions.append(f"{column} = :{name}")
+                params[name] = getattr(self, name)
+        if self.since:
+            conditions.append("d.updated_at >= :since")
+            params["since"] = self.since
+        if self.until:
+            conditions.append("d.updated_at < :until")
+            params["until"] = self.until
+        return conditions, params
+
+    def as_json(self) -> dict:
+        """The filters as stored with a bulk operation (times as ISO strings)."""
+        return {
+            "error_kind": self.error_kind,
+            "provider": self.provider,
+            "type": self.type,
+            "since": self.since.isoformat() if self.since else None,
+            "until": self.until.isoformat() if self.until else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> DlqFilters:
+        """Rebuild the filters a bulk operation stored."""
+        since, until = data.get("since"), data.get("until")
+        return cls(
+            error_kind=data.get("error_kind") or "",
+            provider=data.get("provider") or "",
+            type=data.get("type") or "",
+            since=datetime.fromisoformat(since) if since else None,
+            until=datetime.fromisoformat(until) if until else None,
+        )
+
+    @property
+    def joins_notifications(self) -> bool:
+        """Whether the conditions read the notification (the type filter); otherwise the DLQ index suffices."""
+        return bool(self.type)
+
+    @property
+    def empty(self) -> bool:
+        """Whether nothing narrows the DLQ (the bulk actions then say "all")."""
+        return not (self.error_kind or self.provider or self.type or self.since or self.until)
+
+
+def _page(conditions: list[str], params: dict, cursor: int | None, limit: int) -> Page:
+    if cursor:
+        conditions = [*conditions, "d.id < :cursor"]
+        params = {**params, "cursor": cursor}
+    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+    sql = sa.text(f"""SELECT {ROW_COLUMNS}
+FROM notification_deliveries d
+JOIN notifications n ON n.id = d.notification_id
+JOIN users u ON u.id = n.user_id
+{where}
+ORDER BY d.id DESC
+LIMIT :limit""")
+    rows = list(db.session.execute(sql, {**params, "limit": limit + 1}).mappings())
+    return Page.of(rows, limit, id_cursor)
+
+
+def delivery_page(filters: LogFilters, cursor: int | None = None, limit: int = PAGE_SIZE) -> Page:
+    """Return one page of the delivery log, newest first."""
+    conditions, params = filters.conditions()
+    return _page(conditions, params, cursor, limit)
+
+
+def dlq_page(filters: DlqFilters, cursor: int | None = None, limit: int = PAGE_SIZE) -> Page:
+    """Return one page of the dead-letter queue, newest first."""
+    conditions, params = filters.conditions()
+    return _page(conditions, params, cursor, limit)
+
+
+def dlq_count(filters: DlqFilters) -> int:
+    """How many failed rows match the filters."""
+    conditions, params = filters.conditions()
+    join = "JOIN notifications n ON n.id = d.notification_id" if filters.joins_notifications else ""
+    sql = sa.text(f"SELECT count(*) FROM notification_deliveries d {join} WHERE {' AND '.join(conditions)}")
+    return db.session.execute(sql, params).scalar_one()
+
+
+DLQ_FACETS_SQL = sa.text(
+    """
+SELECT coalesce(error_kind, '') AS error_kind, coalesce(provider, '') AS provider, count(*) AS total
+FROM notification_deliveries
+WHERE status = 'failed'
+GROUP BY 1, 2
+ORDER BY 3 DESC
+LIMIT 500
+"""
+)
+
+
+def dlq_facets() -> dict[str, list[tuple[str, int]]]:
+    """The error kinds and providers present in the DLQ, with counts (for the filter choices)."""
+    kinds: dict[str, int] = {}
+    providers: dict[str, int] = {}
+    for row in db.session.execute(DLQ_FACETS_SQL):
+        if row.error_kind:
+            kinds[row.error_kind] = kinds.get(row.error_kind, 0) + row.total
+        if row.provider:
+            providers[row.provider] = providers.get(row.provider, 0) + row.total
+    return {"error_kind": sorted(kinds.items()), "provider": sorted(providers.items())}
+
+
+DELIVERY_SQL = sa.text(
+    f"""
+SELECT {ROW_COLUMNS}, d.provider_message_id, d.locked_until, d.rendered_subject, d.rendered_body,
+       n.body, n.link_path, n.data, n.in_app, n.read_at, n.dedupe_key, n.created_at AS notification_created_at,
+       u.display_name, u.locale, u.timezone, t.label AS type_label, t.priority, c.name AS campaign_name
+FROM notification_deliveries d
+JOIN notifications n ON n.id = d.notification_id
+JOIN users u ON u.id = n.user_id
+JOIN notification_types t ON t.type = n.type
+LEFT JOIN campaigns c ON c.id = n.campaign_id
+WHERE d.id = :id
+"""
+)
+
+ATTEMPTS_SQL = sa.text(
+    """
+SELECT id, provider, started_at, duration_ms, outcome, error
+FROM delivery_attempts
+WHERE delivery_id = :id
+ORDER BY started_at, id
+LIMIT 500
+"""
+)
+
+
+def delivery(delivery_id: int):
+    """Return one delivery with its notification, recipient and campaign, or None."""
+    if not is_id(delivery_id):
+        return None
+    return db.session.execute(DELIVERY_SQL, {"id": delivery_id}).mappings().first()
+
+
+def attempts(delivery_id: int) -> list:
+    """Return the delivery's tries in order: provider, outcome, error, duration."""
+    return list(db.session.execute(ATTEMPTS_SQL, {"id": delivery_id}).mappings())
+
+
+BULK_SQL = """
+SELECT b.id, b.kind, b.filters, b.reason, b.status, b.total, b.done, b.created_at, b.finished_at,
+       u.email AS created_by
+FROM bulk_operations b LEFT JOIN users u ON u.id = b.created_by
+{where}
+ORDER BY b.id DESC
+LIMIT :limit
+"""
+
+
+def bulk_operations(limit: int = 5) -> list:
+    """The latest bulk DLQ operations, newest first."""
+    return list(db.session.execute(sa.text(BULK_SQL.format(where="")), {"limit": limit}).mappings())
+
+
+def bulk_operation(operation_id: int):
+    """One bulk DLQ operation with its progress, or None."""
+    if not is_id(operation_id):
+        return None
+    sql = sa.text(BULK_SQL.format(where="WHERE b.id = :id"))
+    return db.session.execute(sql, {"id": operation_id, "limit": 1}).mappings().first()
+
+
+UNFINISHED_BULK_SQL = sa.text(
+    "SELECT id FROM bulk_operations WHERE status IN ('queued', 'running') ORDER BY id LIMIT 100"
+)
+
+
+def unfinished_bulk_operations() -> list[int]:
+    """Ids of bulk operations not finished yet (the sweeper makes sure each has a job)."""
+    return list(db.session.execute(UNFINISHED_BULK_SQL).scalars())

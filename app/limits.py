@@ -1,0 +1,29 @@
+"""How large each thing people type or send may be: one place, so the API, the console and the jobs agree.
+
+Request sizes as a whole are settings (MAX_CONTENT_LENGTH for forms, API_MAX_BODY_BYTES for the API);
+these are the sizes of the fields inside them. Messages quote them, so an error names the real limit.
+"""
+
+from __future__ import annotations
+
+LINK_MAX = 2_000  # a link (a path on the product's site)
+TITLE_MAX = 200  # a notification's, announcement's or campaign's title; a type's label; a toast
+NOTIFICATION_BODY_MAX = 5_000  # a notification's body from the API
+# Bodies an operator writes in the console (announcements, campaigns) may be longer than an API body.
+OPERATOR_BODY_MAX = 20_000
+NAME_MAX = 200  # a campaign's name, a user's display name
+DESCRIPTION_MAX = 2_000  # a notification type's description
+REASON_MAX = 200  # why an operator discarded a delivery
+TYPE_KEY_MAX = 63
+EXTERNAL_ID_MAX = 255  # the product's id for a user
+DEDUPE_KEY_MAX = 255
+EMAIL_MAX = 320
+LOCALE_MAX = 35
+DATA_KEY_MAX = 100  # a key of a notification's data
+DATA_TEXT_MAX = 10_000  # a text value in a notification's data
+DATA_MAX_BYTES = 10_000  # a campaign's data as JSON
+TEMPLATE_MAX = 100_000  # one part of a message template
+TEMPLATE_SUBJECT_MAX = 2_000
+SAMPLE_MAX = 20_000  # the template editor's sample data
+RENDERED_MAX = 256 * 1024  # what one template may render to (more is a mistake or an attack)
+API_KEY_NAME_MAX = 100

@@ -1,0 +1,209 @@
+"""Template preview: render the editor's wording with sample data through the delivery engine's sandbox.
+
+Nothing here renders on its own: every string goes through app.delivery.rendering (the same
+sandbox, the same e-mail layout and the same locale chain that real sends use), so what the
+operator sees is what users get, and an injection attempt fails here exactly as it would there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from flask import current_app
+
+from app.delivery import rendering
+from app.delivery.queries import BatchRow, Template
+from app.locales import locale_chain
+from app.push.payload import PUSH_LIMIT, push_payload  # the same JSON the push sender builds
+
+SAMPLE = {
+    "user": {"name": "Ada Lovelace", "email": "ada@example.com"},
+    "notification": {
+        "title": "Reservation #310 was approved",
+        "body": "Room 4B, Monday 10:00-11:00.",
+        "link_path": "/reservations/310",
+    },
+    "data": {"reservation_id": 310, "room": "4B"},
+}
+SAMPLE_JSON = json.dumps(SAMPLE, indent=2, ensure_ascii=False)
+
+PART_LABELS = {"subject": "Subject", "body_text": "Text body", "body_html": "HTML body"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One error: in which part, what, and on which line of that part (when known)."""
+
+    part: str
+    message: str
+    line: int | None = None
+    source_line: str | None = None
+
+    def __str__(self) -> str:
+        where = (
+            f"{PART_LABELS.get(self.part, self.part)}, line {self.line}"
+            if self.line
+            else PART_LABELS.get(self.part, self.part)
+        )
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class ChainStep:
+    """One locale in the fallback chain: does a template exist for it, and is it the one used."""
+
+    locale: str
+    exists: bool
+    used: bool
+
+
+@dataclass
+class Preview:
+    """What the editor shows next to the form."""
+
+    channel: str
+    problems: list[Problem] = field(default_factory=list)
+    subject: str = ""
+    text: str = ""
+    html_document: str = ""
+    push_json: str = ""
+    push_bytes: int = 0
+    push_limit: int = PUSH_LIMIT
+    chain: list[ChainStep] = field(default_factory=list)
+    user_locale: str = ""
+
+    @property
+    def used_locale(self) -> str | None:
+        """The locale whose template a user with user_locale gets (None: no template, built-in wording)."""
+        return next((step.locale for step in self.chain if step.used), None)
+
+
+def parse_sample(text: str | None) -> tuple[dict, Problem | None]:
+    """Parse the sample JSON; on a mistake return the default sample and the problem with its line."""
+    if not (text or "").strip():
+        return SAMPLE, None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return SAMPLE, Problem("sample data", exc.msg, exc.lineno)
+    if not isinstance(value, dict):
+        return SAMPLE, Problem("sample data", "must be a JSON object like the default one")
+    return value, None
+
+
+def _section(sample: dict, name: str) -> dict:
+    value = sample.get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def sample_row(type_, channel: str, user_locale: str, sample: dict) -> BatchRow:
+    """Build the delivery row the engine would render, from the sample data (plain values only)."""
+    user, note = _section(sample, "user"), _section(sample, "notification")
+    values = dict(
+        id=0,
+        channel=channel,
+        attempts=0,
+        locked_until=datetime.now(UTC),
+        notification_id=0,
+        type=type_.type,
+        title=str(note.get("title", "")),
+        body=str(note.get("body", "")),
+        link_path=note.get("link_path") if isinstance(note.get("link_path"), str) else None,
+        data=_section(sample, "data"),
+        user_id=0,
+        email=str(user.get("email", "")),
+        display_name=str(user.get("name", "")),
+        locale=user_locale,
+        timezone="UTC",
+        type_label=type_.label,
+        priority=type_.priority,
+        mandatory=type_.mandatory,
+        allowed=True,
+        suppressed=False,
+    )
+    names = {f.name for f in dataclasses.fields(BatchRow)}
+    return BatchRow(**{name: values.get(name) for name in names})
+
+
+def _line_of(exc: BaseException) -> int | None:
+    cause = exc.__cause__ or exc
+    if getattr(cause, "lineno", None):
+        return cause.lineno
+    line, tb = None, cause.__traceback__
+    while tb is not None:  # Jinja rewrites frames so template lines show as "<template>" frames
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def render_part(part: str, source: str, context: dict) -> tuple[str, Problem | None]:
+    """Render one part in the sandbox; a failure becomes a Problem with its line number."""
+    try:
+        return rendering.render_string(source, context, html=part == "body_html"), None
+    except rendering.RenderError as exc:
+        line = _line_of(exc)
+        lines = source.splitlines()
+        source_line = lines[line - 1].strip() if line and 0 < line <= len(lines) else None
+        return "", Problem(part, str(exc), line, source_line)
+
+
+def fallback_chain(user_locale: str, existing: set[str]) -> list[ChainStep]:
+    """The lookup order for user_locale and which step finds a template first."""
+    chain = locale_chain(user_locale, current_app.config["DEFAULT_LOCALE"])
+    used = next((loc for loc in chain if loc in existing), None)
+    return [ChainStep(loc, loc in existing, loc == used) for loc in chain]
+
+
+def build_preview(
+    type_,
+    channel: str,
+    locale: str,
+    parts: dict[str, str],
+    user_locale: str,
+    sample_text: str | None,
+    existing_locales: set[str],
+) -> Preview:
+    """Render the editor's parts for channel with the sample; collect every problem."""
+    config = current_app.config
+    user_locale = (user_locale or locale).strip() or locale
+    preview = Preview(
+        channel=channel, user_locale=user_locale, chain=fallback_chain(user_locale, existing_locales | {locale})
+    )
+    sample, problem = parse_sample(sample_text)
+    if problem:
+        preview.problems.append(problem)
+    row = sample_row(type_, channel, user_locale, sample)
+    unsubscribe = f"{config['BASE_URL']}/unsubscribe/preview"
+    context = rendering.template_context(row, config["BASE_URL"], unsubscribe)
+    rendered = {}
+    for part in ("subject", "body_text", "body_html"):
+        if parts.get(part, "").strip():
+            rendered[part], problem = render_part(part, parts[part], context)
+            if problem:
+                preview.problems.append(problem)
+    if preview.problems:
+        return preview
+    if channel == "email":
+        template = Template(parts.get("subject", ""), parts.get("body_text", ""), parts.get("body_html", ""))
+        email = rendering.render_email(row, template, config["BASE_URL"], unsubscribe)
+        preview.subject, preview.text, preview.html_document = email.subject, email.text, email.html
+        return preview
+    preview.subject = " ".join(rendered.get("subject", row.title).split()) or row.type_label
+    preview.text = rendered.get("body_text", row.body)
+    if channel == "push":
+        link = context["notification"]["link"]
+        preview.push_json = push_payload(preview.subject, preview.text, link, f"{row.type}:{row.notification_id}")
+        preview.push_bytes = len(preview.push_json.encode("utf-8"))
+        if preview.push_bytes > PUSH_LIMIT:
+            preview.problems.append(
+                Problem(
+                    "push payload",
+                    f"{preview.push_bytes:,} bytes is over the "
+                    f"{PUSH_LIMIT:,}-byte push limit: shorten the title or body",
+                )
+            )
+    return preview

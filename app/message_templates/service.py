@@ -1,0 +1,92 @@
+"""Message template writes: save (keeping the previous wording as a version) and restore a version; audited."""
+
+from __future__ import annotations
+
+from app.audit import service as audit
+from app.clock import db_now
+from app.extensions import db
+from app.locales import normalize_locale
+from app.message_templates import queries
+from app.models import MessageTemplate, TemplateVersion
+from app.models.delivery import TEMPLATE_CHANNELS
+from app.notification_types import queries as type_queries
+from app.refusal import Refused
+
+TEMPLATE_FIELDS = ("type", "channel", "locale", "subject", "body_text", "body_html")
+
+
+def check_template_key(type_: str, channel: str, locale: str) -> str:
+    """Validate (type, channel, locale) and return the normalized locale."""
+    if type_queries.notification_type(type_) is None:
+        raise Refused(f"There is no notification type {type_!r}.")
+    if channel not in TEMPLATE_CHANNELS:
+        raise Refused(f"The channel must be one of {', '.join(TEMPLATE_CHANNELS)}.")
+    return normalize_locale(locale)
+
+
+def _keep_version(template: MessageTemplate) -> None:
+    db.session.add(
+        TemplateVersion(
+            template_id=template.id,
+            subject=template.subject,
+            body_text=template.body_text,
+            body_html=template.body_html,
+            updated_by=template.updated_by,
+        )
+    )
+
+
+def save_template(
+    actor, type_: str, channel: str, locale: str, *, subject: str, body_text: str, body_html: str, problems: list[str]
+) -> MessageTemplate | None:
+    """Create or update a template, keeping the previous wording as a version; None if unchanged.
+
+    `problems` are the preview's errors for this wording: a template that cannot render is refused.
+    """
+    locale = check_template_key(type_, channel, locale)
+    if problems:
+        raise Refused("The template has errors and was not saved: " + "; ".join(problems))
+    if not (subject.strip() or body_text.strip() or body_html.strip()):
+        raise Refused("A template needs at least a subject or a body.")
+    template = queries.message_template(type_, channel, locale)
+    values = dict(subject=subject, body_text=body_text, body_html=body_html if channel == "email" else "")
+    if template is None:
+        template = MessageTemplate(type=type_, channel=channel, locale=locale)
+        db.session.add(template)
+        before = None
+    else:
+        if all(getattr(template, name) == value for name, value in values.items()):
+            return None
+        before = audit.snapshot(template, TEMPLATE_FIELDS)
+        _keep_version(template)
+    for name, value in values.items():
+        setattr(template, name, value)
+    template.updated_by = getattr(actor, "id", None)
+    template.updated_at = db_now()
+    db.session.flush()
+    audit.record(
+        actor,
+        "template.save",
+        "message_template",
+        template.id,
+        before=before,
+        after=audit.snapshot(template, TEMPLATE_FIELDS),
+    )
+    return template
+
+
+def restore_template_version(actor, template_id: int, version_id: int) -> MessageTemplate:
+    """Make a kept version current again (the current wording is kept as a version first)."""
+    template = db.session.get(MessageTemplate, template_id, with_for_update=True)
+    version = queries.template_version(template_id, version_id) if template else None
+    if version is None:
+        raise Refused("That template version no longer exists.")
+    before = audit.snapshot(template, TEMPLATE_FIELDS)
+    _keep_version(template)
+    template.subject, template.body_text, template.body_html = version.subject, version.body_text, version.body_html
+    template.updated_by = getattr(actor, "id", None)
+    template.updated_at = db_now()
+    db.session.flush()
+    after = dict(audit.snapshot(template, TEMPLATE_FIELDS), restored_version=version_id)
+    audit.record(actor, "template.restore", "message_template", template.id, before=before, after=after)
+    return template

@@ -1,0 +1,1 @@
+"""Notification types: what kinds of notification exist, their per-channel defaults, mandatory, priority."""

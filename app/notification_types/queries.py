@@ -1,0 +1,57 @@
+"""Notification type reads: the list with template counts, one type, whether a key is in use."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from app.extensions import db
+from app.models import NotificationType
+
+TYPES_SQL = sa.text(
+    """
+SELECT t.type, t.label, t.description, t.default_in_app, t.default_email, t.default_push,
+       t.mandatory, t.priority,
+       (SELECT count(*) FROM message_templates m WHERE m.type = t.type) AS templates
+FROM notification_types t
+ORDER BY t.type
+"""
+)
+
+
+def notification_types() -> list:
+    """Return every type with its defaults and how many templates it has."""
+    return list(db.session.execute(TYPES_SQL).mappings())
+
+
+def notification_type(key: str) -> NotificationType | None:
+    """Return the type with this key, if any."""
+    return db.session.get(NotificationType, key)
+
+
+def type_in_use(key: str) -> bool:
+    """Whether any notification was ever recorded with this type (then its key is frozen)."""
+    return db.session.execute(
+        sa.text("SELECT EXISTS (SELECT 1 FROM notifications WHERE type = :t)"), {"t": key}
+    ).scalar_one()
+
+
+# A stored preference is a deviation; making the type mandatory overrides the ones that differ from
+# the (new) defaults, because the resolving SQL then ignores them.
+OVERRIDES_SQL = sa.text(
+    """
+SELECT count(DISTINCT user_id) FROM notification_preferences
+WHERE type = :type
+  AND enabled <> CASE channel WHEN 'in_app' THEN :in_app WHEN 'email' THEN :email ELSE :push END
+"""
+)
+
+
+def mandatory_overrides(key: str, in_app: bool, email: bool, push: bool) -> int:
+    """Return how many users have deviations that a mandatory type with these defaults overrides."""
+    params = {"type": key, "in_app": in_app, "email": email, "push": push}
+    return db.session.execute(OVERRIDES_SQL, params).scalar_one()
+
+
+def count() -> int:
+    """How many notification types exist."""
+    return db.session.execute(sa.text("SELECT count(*) FROM notification_types")).scalar_one()

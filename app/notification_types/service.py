@@ -1,0 +1,156 @@
+"""Notification type writes: create, edit, rename while unused, confirm before going mandatory; audited."""
+
+from __future__ import annotations
+
+import re
+
+import sqlalchemy as sa
+
+from app.audit import service as audit
+from app.extensions import db
+from app.limits import TITLE_MAX
+from app.models import PRIORITIES, NotificationType
+from app.notification_types import queries
+from app.refusal import Refused
+
+TYPE_KEY_RE = re.compile(r"^[a-z][a-z0-9_]{1,62}$")
+TYPE_FIELDS = (
+    "type",
+    "label",
+    "description",
+    "default_in_app",
+    "default_email",
+    "default_push",
+    "mandatory",
+    "priority",
+)
+
+
+class NeedsConfirmation(Refused):
+    """Turning a type mandatory overrides users' choices: the operator must confirm first."""
+
+    def __init__(self, overrides: int) -> None:
+        super().__init__(f"Making this type mandatory overrides the choices of {overrides} user(s).")
+        self.overrides = overrides
+
+
+def _check_type(label: str, priority: str) -> None:
+    if not label.strip() or len(label) > TITLE_MAX:
+        raise Refused(f"The label must have 1 to {TITLE_MAX} characters.")
+    if priority not in PRIORITIES:
+        raise Refused(f"The priority must be one of {', '.join(PRIORITIES)}.")
+
+
+def _check_key(key: str) -> None:
+    if not TYPE_KEY_RE.match(key):
+        raise Refused("The key must be 2–63 characters: a lower-case letter, then letters, digits or _.")
+    if queries.notification_type(key) is not None:
+        raise Refused(f"A type with the key {key!r} already exists.")
+
+
+def create_type(
+    actor,
+    *,
+    key: str,
+    label: str,
+    description: str = "",
+    default_in_app: bool = True,
+    default_email: bool = False,
+    default_push: bool = False,
+    mandatory: bool = False,
+    priority: str = "default",
+) -> NotificationType:
+    """Create a notification type (a new key has no preferences, so mandatory needs no confirmation)."""
+    _check_key(key)
+    _check_type(label, priority)
+    item = NotificationType(
+        type=key,
+        label=label.strip(),
+        description=description.strip(),
+        default_in_app=default_in_app,
+        default_email=default_email,
+        default_push=default_push,
+        mandatory=mandatory,
+        priority=priority,
+    )
+    db.session.add(item)
+    db.session.flush()
+    audit.record(actor, "type.create", "notification_type", key, after=audit.snapshot(item, TYPE_FIELDS))
+    return item
+
+
+def _referencing_columns() -> list[tuple[str, str]]:
+    """(table, column) pairs whose foreign key points at notification_types, notifications excepted."""
+    pairs = []
+    for table in db.metadata.sorted_tables:
+        for fk in table.foreign_keys:
+            if fk.column.table.name == "notification_types" and table.name != "notifications":
+                pairs.append((table.name, fk.parent.name))
+    return pairs
+
+
+def _rename_type(old: str, new: str) -> None:
+    # The key is the primary key that other rows reference: copy the row, move the references, drop
+    # the old row. Callers checked that no notification uses it (those rows are never rewritten).
+    columns = ", ".join(TYPE_FIELDS[1:])
+    db.session.execute(
+        sa.text(
+            f"INSERT INTO notification_types (type, {columns}) "
+            f"SELECT :new, {columns} FROM notification_types WHERE type = :old"
+        ),
+        {"new": new, "old": old},
+    )
+    for table, column in _referencing_columns():
+        db.session.execute(
+            sa.text(f'UPDATE "{table}" SET "{column}" = :new WHERE "{column}" = :old'), {"new": new, "old": old}
+        )
+    db.session.execute(sa.text("DELETE FROM notification_types WHERE type = :old"), {"old": old})
+    db.session.expire_all()
+
+
+def update_type(
+    actor,
+    key: str,
+    *,
+    new_key: str,
+    label: str,
+    description: str,
+    default_in_app: bool,
+    default_email: bool,
+    default_push: bool,
+    mandatory: bool,
+    priority: str,
+    confirmed: bool = False,
+) -> str:
+    """Edit a type (rename only while unused); raise NeedsConfirmation before overriding users' choices."""
+    item = db.session.get(NotificationType, key, with_for_update=True)
+    if item is None:
+        raise Refused("That notification type no longer exists.")
+    _check_type(label, priority)
+    if new_key != key:
+        _check_key(new_key)
+        # The row lock above conflicts with the KEY SHARE lock a new notification's foreign key
+        # takes, so no notification can start using the key between this check and the rename.
+        if queries.type_in_use(key):
+            raise Refused("Notifications already use this key, so it can no longer be renamed.")
+    if mandatory and not item.mandatory and not confirmed:
+        overrides = queries.mandatory_overrides(key, default_in_app, default_email, default_push)
+        if overrides:
+            raise NeedsConfirmation(overrides)
+    before = audit.snapshot(item, TYPE_FIELDS)
+    for name, value in dict(
+        label=label.strip(),
+        description=description.strip(),
+        default_in_app=default_in_app,
+        default_email=default_email,
+        default_push=default_push,
+        mandatory=mandatory,
+        priority=priority,
+    ).items():
+        setattr(item, name, value)
+    db.session.flush()
+    if new_key != key:
+        _rename_type(key, new_key)
+    after = audit.snapshot(db.session.get(NotificationType, new_key), TYPE_FIELDS)
+    audit.record(actor, "type.update", "notification_type", new_key, before=before, after=after)
+    return new_key

@@ -1,0 +1,1 @@
+"""Endpoints for the people and machines that run Hato: /healthz and /metrics (Prometheus)."""

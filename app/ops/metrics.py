@@ -1,0 +1,135 @@
+"""GET /metrics for Prometheus, computed from PostgreSQL and Redis at scrape time.
+
+Why not counters in process memory: gunicorn runs several web processes and the workers are other
+processes (forking ones even start a process per job), so an in-memory counter in any one of them is
+a fraction of the truth, and prometheus-client's multiprocess mode only adds up files on one host
+(and grows a file per forked work horse). The ledger already records every try, so a custom
+collector reads the totals from it: every process (and every host) answers the same numbers, and
+they survive restarts. Cost: two GROUP BY scans per scrape, fine at a 15-60 s scrape interval; a
+rollup table is the next step if delivery_attempts grows past tens of millions of rows.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from redis.exceptions import RedisError
+
+from app.delivery import stats
+from app.extensions import db, redis
+from app.providers import breaker
+from app.queueing import QUEUE_NAMES, get_queue
+
+log = logging.getLogger(__name__)
+
+bp = Blueprint("metrics", __name__)
+
+
+class LedgerCollector:
+    """Yield delivery metrics from the ledger tables and queue depths from Redis."""
+
+    def collect(self):
+        yield from self._attempts()
+        yield from self._ledger()
+        yield from self._queues()
+        yield from self._breakers()
+
+    def _attempts(self):
+        attempts = CounterMetricFamily(
+            "hato_delivery_attempts",
+            "Delivery tries by provider and outcome (sent, transient, permanent, deferred).",
+            labels=["provider", "outcome"],
+        )
+        latency = HistogramMetricFamily(
+            "hato_delivery_attempt_duration_seconds", "Time a provider took to answer one try.", labels=["provider"]
+        )
+        merged: dict[str, dict] = {}
+        for row in stats.attempt_stats():
+            attempts.add_metric([row.provider, row.outcome], row.total)
+            if row.outcome == "deferred":
+                continue  # a deferral calls no provider
+            agg = merged.setdefault(
+                row.provider, {"sum": 0, "count": 0, "buckets": [0] * len(stats.ATTEMPT_BUCKETS_MS)}
+            )
+            agg["sum"] += row.sum_ms
+            agg["count"] += row.total
+            for i, bound in enumerate(stats.ATTEMPT_BUCKETS_MS):
+                agg["buckets"][i] += getattr(row, f"le_{bound}")
+        for provider, agg in merged.items():
+            buckets = [(str(b / 1000), n) for b, n in zip(stats.ATTEMPT_BUCKETS_MS, agg["buckets"], strict=True)]
+            buckets.append(("+Inf", agg["count"]))
+            latency.add_metric([provider], buckets, sum_value=agg["sum"] / 1000)
+        yield attempts
+        yield latency
+
+    def _ledger(self):
+        rows = GaugeMetricFamily("hato_deliveries", "Ledger rows by channel and status.", labels=["channel", "status"])
+        dlq = GaugeMetricFamily(
+            "hato_dlq_size",
+            "Failed deliveries (the dead-letter queue) by error kind.",
+            labels=["channel", "error_kind"],
+        )
+        # sent is terminal, so its count only grows; failed is not (a DLQ replay moves rows back).
+        sent = CounterMetricFamily("hato_deliveries_sent", "Deliveries sent.", labels=["channel"])
+        by_status: dict[tuple[str, str], int] = {}
+        for row in stats.status_counts():
+            by_status[(row.channel, row.status)] = by_status.get((row.channel, row.status), 0) + row.total
+            if row.status == "failed":
+                dlq.add_metric([row.channel, row.error_kind or "unknown"], row.total)
+        for (channel, status), total in sorted(by_status.items()):
+            rows.add_metric([channel, status], total)
+            if status == "sent":
+                sent.add_metric([channel], total)
+        yield from (rows, dlq, sent)
+
+    def _queues(self):
+        depth = GaugeMetricFamily(
+            "hato_queue_depth", "Jobs waiting in each RQ queue (each job is a batch).", labels=["queue"]
+        )
+        up = GaugeMetricFamily("hato_redis_up", "Whether Redis answered this scrape.")
+        try:
+            for name in QUEUE_NAMES:
+                depth.add_metric([name], get_queue(name).count)
+            up.add_metric([], 1)
+        except RedisError as exc:
+            log.warning("queue depth unavailable: %s", exc)
+            up.add_metric([], 0)
+        yield depth
+        yield up
+
+    def _breakers(self):
+        state = GaugeMetricFamily(
+            "hato_circuit_breaker_state", "1 for each provider's current breaker state.", labels=["provider", "state"]
+        )
+        transitions = CounterMetricFamily(
+            "hato_circuit_breaker_transitions",
+            "Breaker state changes per provider.",
+            labels=["provider", "from_state", "to_state"],
+        )
+        try:
+            states, counts = breaker.snapshot(redis.client())
+        except RedisError as exc:
+            log.warning("circuit breaker state unavailable: %s", exc)
+            states, counts = {}, {}
+        for provider, current in states.items():
+            for name in breaker.STATES:
+                state.add_metric([provider, name], 1 if name == current else 0)
+        for (provider, before, after), total in sorted(counts.items()):
+            transitions.add_metric([provider, before, after], total)
+        yield state
+        yield transitions
+
+
+@bp.get("/metrics")
+def metrics():
+    """Prometheus text exposition of the delivery metrics."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LedgerCollector())
+    try:
+        body = generate_latest(registry)
+    finally:
+        db.session.rollback()
+    return Response(body, headers={"Content-Type": CONTENT_TYPE_LATEST, "Cache-Control": "no-store"})

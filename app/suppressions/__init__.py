@@ -1,0 +1,1 @@
+"""E-mail suppressions: addresses that must not get e-mail (bounces, complaints), and lifting one."""

@@ -1,0 +1,21 @@
+"""Suppression writes: lift one (audited); a hard bounce adds one (the e-mail channel records it at send time)."""
+
+from __future__ import annotations
+
+from app.audit import service as audit
+from app.extensions import db
+from app.models import EmailSuppression
+from app.refusal import Refused
+
+SUPPRESSION_FIELDS = ("address", "reason", "detail", "created_at")
+
+
+def lift_suppression(actor, address: str) -> None:
+    """Delete a suppression so the address receives e-mail again."""
+    item = db.session.get(EmailSuppression, address.strip().lower(), with_for_update=True)
+    if item is None:
+        raise Refused("That address is not suppressed (any more).")
+    before = audit.snapshot(item, SUPPRESSION_FIELDS)
+    db.session.delete(item)
+    db.session.flush()
+    audit.record(actor, "suppression.lift", "email_suppression", before["address"], before=before)

@@ -1,0 +1,1 @@
+"""Users: accounts (members, operators, admins), the product's recipients, roles, search."""

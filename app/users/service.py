@@ -1,0 +1,169 @@
+"""User writes: accounts with passwords (CLI, demo), members through the API, roles; flush, never commit."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from flask import current_app
+from sqlalchemy.exc import IntegrityError
+
+from app.audit import service as audit
+from app.extensions import db
+from app.models import ROLES, User
+from app.refusal import Refused
+from app.users.queries import user_by_email
+
+
+def change_role(actor, user_id: int, role: str) -> User:
+    """Change a user's role; the last admin can never be demoted (so someone can always fix things)."""
+    if role not in ROLES:
+        raise Refused(f"The role must be one of {', '.join(ROLES)}.")
+    # Lock every admin row so two admins demoting each other at once cannot both succeed.
+    admins = db.session.scalars(sa.select(User.id).where(User.role == "admin").with_for_update()).all()
+    target = db.session.get(User, user_id)
+    if target is None:
+        raise Refused("That user no longer exists.")
+    if target.role == role:
+        return target
+    if target.role == "admin" and len(admins) <= 1:
+        raise Refused("This is the last admin: make someone else an admin first.")
+    before = {"role": target.role}
+    target.role = role
+    db.session.flush()
+    audit.record(actor, "user.role", "user", target.id, before=before, after={"role": role, "email": target.email})
+    return target
+
+
+# --- accounts with a password (CLI, demo data) ---------------------------------------------------
+
+
+class AccountError(Refused):
+    """A user could not be created or changed; the message says why."""
+
+
+def create_or_update_user(
+    email: str,
+    password: str | None,
+    *,
+    role: str = "member",
+    display_name: str = "",
+    external_id: str | None = None,
+    locale: str = "en",
+    timezone: str = "UTC",
+) -> User:
+    """Create the user with this e-mail, or update the existing one; flush, never commit."""
+    if role not in ROLES:
+        raise AccountError(f"role must be one of {', '.join(ROLES)}")
+    if "@" not in email:
+        raise AccountError("that does not look like an e-mail address")
+    if password is not None and len(password) < 8:
+        raise AccountError("the password must have at least 8 characters")
+    user = user_by_email(email)
+    if user is None:
+        user = User(email=email.strip())
+        db.session.add(user)
+    user.role = role
+    user.locale = locale
+    user.timezone = timezone
+    if display_name:
+        user.display_name = display_name
+    if external_id is not None:
+        user.external_id = external_id
+    if password is not None:
+        user.set_password(password)
+    db.session.flush()
+    return user
+
+
+AUDITED_USER_FIELDS = ("email", "role", "external_id", "display_name")  # never the password hash
+
+
+def save_account(actor, email: str, password: str | None, **fields) -> User:
+    """create_or_update_user, with an audit row saying who created or changed the account."""
+    existing = user_by_email(email)
+    before = audit.snapshot(existing, AUDITED_USER_FIELDS) if existing else None
+    user = create_or_update_user(email, password, **fields)
+    audit.record(actor, "user.update" if before else "user.create", "user", user.id, before=before,
+                 after=audit.snapshot(user, AUDITED_USER_FIELDS))  # fmt: skip
+    return user
+
+
+# --- members, the product's recipients (the API) -----------------------------------------------
+
+USER_FIELDS = ("email", "display_name", "locale", "timezone")
+
+
+class UserNotFound(LookupError):
+    """No user has this external id."""
+
+
+class NotAMember(PermissionError):
+    """The external id belongs to an operator or admin account."""
+
+
+class EmailTaken(ValueError):
+    """Another user already has this e-mail address."""
+
+
+def _upsert_sql(changed: list[str]) -> sa.TextClause:
+    # Column names come from USER_FIELDS only, never from the request.
+    assignments = ", ".join(f"{c} = EXCLUDED.{c}" for c in changed) or "external_id = EXCLUDED.external_id"
+    return sa.text(
+        f"""
+INSERT INTO users (external_id, email, display_name, locale, timezone)
+VALUES (:external_id, :email, :display_name, :locale, :timezone)
+ON CONFLICT (external_id) DO UPDATE SET {assignments}
+WHERE users.role = 'member'
+RETURNING external_id, email, display_name, locale, timezone, (xmax = 0) AS created
+"""
+    )
+
+
+def upsert_member(external_id: str, changes: dict) -> tuple[dict, bool]:
+    """Create the member with this external id or update the fields in changes; return (user, created)."""
+    config = current_app.config
+    values = {
+        "email": None,
+        "display_name": "",
+        "locale": config["DEFAULT_LOCALE"],
+        "timezone": config["DEFAULT_TIMEZONE"],
+        **changes,
+        "external_id": external_id,
+    }
+    try:
+        with db.session.begin_nested():
+            row = db.session.execute(_upsert_sql([c for c in USER_FIELDS if c in changes]), values).first()
+    except IntegrityError as exc:
+        if getattr(exc.orig.diag, "constraint_name", None) == "users_email_key":
+            raise EmailTaken(changes.get("email")) from None
+        raise
+    if row is None:
+        raise NotAMember(external_id)
+    user = dict(row._mapping)
+    return user, user.pop("created")
+
+
+# E-mail suppressions are keyed by address, and an address is personal data: erasure removes the
+# user's suppression rows too (no hashed copy is kept). If the product re-creates the user with the
+# same address, that is a new consent; a new bounce or complaint suppresses it again.
+ERASE_SQL = sa.text(
+    """
+WITH target AS (SELECT id, role, email FROM users WHERE external_id = :external_id),
+erased AS (
+  DELETE FROM users u USING target t WHERE u.id = t.id AND t.role = 'member' RETURNING u.email
+),
+forgotten AS (
+  DELETE FROM email_suppressions s USING erased e WHERE s.address = lower(e.email)
+)
+SELECT role FROM target
+"""
+)
+
+
+def erase_member(external_id: str) -> None:
+    """Delete the member and everything about them (FK cascades: notifications, deliveries, attempts,
+    preferences, reads, push subscriptions, sign-in links) and their e-mail suppressions."""
+    role = db.session.execute(ERASE_SQL, {"external_id": external_id}).scalar()
+    if role is None:
+        raise UserNotFound(external_id)
+    if role != "member":
+        raise NotAMember(external_id)
