@@ -27,10 +27,12 @@ test: lint
 bench: install
 	$(PY) -m app.devstack bench
 
-# ruff: pyflakes, pycodestyle, isort, bugbear, pyupgrade and bandit rules, and the formatter (pyproject.toml).
+# ruff: pyflakes, pycodestyle, isort, bugbear, pyupgrade and bandit rules, and the formatter (pyproject.toml);
+# import-linter: the layers and no import cycles (.importlinter).
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 # Removes the embedded PostgreSQL/Redis data, the dev secret key and the mail sink's maildir.
 clean:

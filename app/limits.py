@@ -27,3 +27,6 @@ TEMPLATE_SUBJECT_MAX = 2_000
 SAMPLE_MAX = 20_000  # the template editor's sample data
 RENDERED_MAX = 256 * 1024  # what one template may render to (more is a mistake or an attack)
 API_KEY_NAME_MAX = 100
+PASSWORD_MAX = 1_024  # what a sign-in form accepts (scrypt hashes any length; this bounds the work)
+FILTER_TEXT_MAX = 100  # a free-text console filter (error kind, provider, action)
+ERROR_TEXT_MAX = 2_000  # an error kept with a row (a provider's answer, a job's exception)

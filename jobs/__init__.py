@@ -1,1 +1,4 @@
-"""RQ job functions: ids in, idempotent, each commits once. The worker runs them in an app context."""
+"""RQ entry points, named in app/queueing.py: ids in, a few lines each, the work is in app/<domain>.
+
+delivery.deliver_batch(channel, ids) · fanout.fanout_campaign(id) · bulk.run_bulk_operation(id)
+"""

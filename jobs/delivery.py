@@ -1,97 +1,12 @@
-"""deliver_batch(channel, ids): the RQ job that sends a batch of ledger rows.
-
-Idempotent: only rows that are pending and due can be claimed, so a re-run (or a duplicate job
-after a sweeper re-enqueue) for rows already sent, skipped or in another worker's lease does nothing.
-Each send is recorded and committed on its own right after the provider answers (one autocommit
-statement, see service.send_ledger), so a worker killed with SIGKILL can re-send at most the one
-message that was in flight. Sends go through app/providers/routing.py (token bucket, circuit
-breaker, failover); when it says "wait", the rest of the batch returns to pending without a try.
-"""
+"""deliver_batch(channel, ids): the job that sends a batch of ledger rows on one channel."""
 
 from __future__ import annotations
 
-import time
-from datetime import UTC, datetime
-
 from flask import current_app
 
-from app.delivery import policy, queries, sending, service
-from app.extensions import db, redis
-from app.providers import providers_for
-from app.providers.routing import Route, Router
-from app.push import queries as push_queries
-
-# Stop taking new rows this long before the lease ends, so the sweeper never hands a row we are
-# still working on to another worker.
-LEASE_MARGIN_SECONDS = 5.0
-
-
-def backoff_from(config) -> policy.Backoff:
-    """The retry schedule from RETRY_BASE_SECONDS / RETRY_CAP_SECONDS / RETRY_MAX_ATTEMPTS."""
-    return policy.Backoff(config["RETRY_BASE_SECONDS"], config["RETRY_CAP_SECONDS"], config["RETRY_MAX_ATTEMPTS"])
+from app.delivery import engine
 
 
 def deliver_batch(channel: str, delivery_ids: list[int]) -> dict:
-    """Claim, re-check, render, send and record a batch of deliveries on one channel."""
-    config = current_app.config
-    lease_seconds = float(config["DELIVERY_LEASE_SECONDS"])
-    deadline = time.monotonic() + lease_seconds - LEASE_MARGIN_SECONDS
-    try:
-        claim = service.claim(channel, sorted({int(i) for i in delivery_ids}), lease_seconds)
-        db.session.commit()
-        if claim is None:
-            return {"claimed": 0}
-        providers = providers_for(channel, config)
-        decisions = policy.plan(queries.claimed_batch(claim.ids), bool(providers), datetime.now(UTC))
-        targets = push_queries.active_targets({row.user_id for row in decisions.send}) if channel == "push" else {}
-        if channel == "push":
-            policy.require_targets(decisions, set(targets))
-        service.record_skips([(row.id, reason) for row, reason in decisions.skip], claim.lease)
-        service.record_deferrals(
-            [(row.id, until) for row, until in decisions.defer],
-            claim.lease,
-            providers[0].name if providers else channel,
-        )
-        db.session.commit()
-        counts = {"claimed": len(claim.ids), "skipped": len(decisions.skip), "deferred": len(decisions.defer)}
-        if decisions.send:
-            router = Router(providers, config, redis.client())
-            counts.update(_send_all(decisions.send, router, claim, deadline, backoff_from(config), targets))
-        return counts
-    except BaseException:
-        db.session.rollback()
-        raise
-
-
-def _send_all(
-    rows, router: Router, claim: service.Claim, deadline: float, backoff: policy.Backoff, targets: dict
-) -> dict:
-    config = current_app.config
-    templates = queries.templates_for(rows[0].channel, {row.type for row in rows})
-    states: dict[str, int] = {}
-    db.session.commit()  # end the read transaction: the send loop holds no locks while it waits on SMTP
-    with router, service.send_ledger() as ledger:
-        for index, row in enumerate(rows):
-            if time.monotonic() > deadline:
-                service.release([r.id for r in rows[index:]], claim.lease)
-                db.session.commit()
-                states["released"] = len(rows) - index
-                break
-            route = router.route()
-            if route.provider is None:  # every provider open, or out of tokens for a while: wait, no try spent
-                service.postpone(_waits(rows[index:], route), claim.lease)
-                db.session.commit()
-                states["waiting"] = len(rows) - index
-                break
-            result = sending.attempt(row, route.provider, templates, config, targets.get(row.user_id, ()))
-            router.report(route.provider, result.outcome, result.retry_after)
-            state = service.record_result(result, claim.lease, backoff, ledger)
-            if ledger is db.session:
-                db.session.commit()
-            states[state] = states.get(state, 0) + 1
-    return states
-
-
-def _waits(rows, route: Route) -> list[tuple[int, datetime]]:
-    # One token interval apart, so the waiting rows come back at the rate the bucket will allow.
-    return [(row.id, datetime.fromtimestamp(route.wait_until + i * route.spacing, UTC)) for i, row in enumerate(rows)]
+    """Claim, re-check, render, send and record the rows (app/delivery/engine.py); return the counts."""
+    return engine.deliver_batch(channel, delivery_ids, current_app.config)

@@ -30,7 +30,8 @@ from tests.factories import TEST_PASSWORD  # noqa: E402
 from tests.support.databases import recreate_database  # noqa: E402
 from tests.support.waiting import free_port  # noqa: E402
 
-TEST_CONFIG = {"TESTING": True, "SERVER_NAME": None}
+# A local push service answers on http://127.0.0.1 in the tests (production endpoints are https).
+TEST_CONFIG = {"TESTING": True, "SERVER_NAME": None, "PUSH_ALLOW_HTTP_ENDPOINTS": True}
 
 # Shared fixtures (SMTP sink, push service, ledger rows) live in tests/support and are available everywhere.
 pytest_plugins = ["tests.support.smtp", "tests.support.push", "tests.support.delivery", "tests.support.redis_watch"]
@@ -112,9 +113,13 @@ def db_session(request, app):
 
     The app's engine is swapped for one connection in an open transaction; the session joins it
     with savepoints, so code under test may commit() and the test still leaves nothing behind.
+    Tests marked committed (code that needs its own connections: threads, processes, the delivery
+    engine's send ledger) run in an app context on the real engine, and the tables are emptied after.
     """
     if _needs_commits(request):
-        yield None
+        with app.app_context():
+            yield db.session
+            db.session.remove()
         truncate_all(app)
         return
     with app.app_context():

@@ -10,9 +10,11 @@ from wtforms import EmailField, PasswordField
 from wtforms.validators import DataRequired, Length
 
 from app.auth import links
-from app.extensions import db, limiter
+from app.extensions import limiter
 from app.extensions import login as login_manager
+from app.limits import EMAIL_MAX, PASSWORD_MAX
 from app.links import same_site_path
+from app.unitofwork import commit
 from app.users.queries import user_by_email, user_by_id
 
 bp = Blueprint("auth", __name__)
@@ -24,8 +26,8 @@ _DUMMY_HASH = generate_password_hash("not-a-real-password", method="scrypt")
 class LoginForm(FlaskForm):
     """E-mail and password."""
 
-    email = EmailField("E-mail", validators=[DataRequired(), Length(max=320)])
-    password = PasswordField("Password", validators=[DataRequired(), Length(max=1024)])
+    email = EmailField("E-mail", validators=[DataRequired(), Length(max=EMAIL_MAX)])
+    password = PasswordField("Password", validators=[DataRequired(), Length(max=PASSWORD_MAX)])
 
 
 @login_manager.user_loader
@@ -91,7 +93,7 @@ def login_link(token: str):
     user_id = links.consume_login_link(token)
     if user_id is None:
         return render_template("auth/login_link_invalid.html"), 410
-    db.session.commit()
+    commit()
     session.clear()  # a new session on sign-in (no fixation)
     login_user(user_by_id(user_id))
     return redirect(url_for("inbox.index"))

@@ -28,6 +28,7 @@ import sqlalchemy as sa
 
 from app.campaigns import queries
 from app.extensions import db
+from app.limits import ERROR_TEXT_MAX
 from app.live.publish import badge_after_commit
 from app.models import Campaign
 from app.notify.service import NOTIFY_CTES
@@ -184,7 +185,7 @@ def mark_failed(campaign_id: int, error: str) -> None:
     """Record that the fanout stopped on an error (an operator can resume it from the cursor)."""
     campaign = _locked(campaign_id)
     if campaign is not None and campaign.status == "running":
-        campaign.status, campaign.error = "failed", error[:2000]
+        campaign.status, campaign.error = "failed", error[:ERROR_TEXT_MAX]
         db.session.flush()
 
 

@@ -7,6 +7,7 @@ from flask import render_template, request
 from app.audit import queries as audit_queries
 from app.audit import service as audit
 from app.console.blueprint import bp, operator_zone
+from app.limits import EMAIL_MAX, EXTERNAL_ID_MAX, FILTER_TEXT_MAX
 from app.timezones import parse_local
 
 
@@ -19,10 +20,10 @@ def filters_from(args) -> audit_queries.AuditFilters:
         if args.get(name, "").strip() and parse_local(args.get(name), zone) is None
     ]
     return audit_queries.AuditFilters(
-        actor=args.get("actor", "")[:320].strip(),
-        action=args.get("action", "")[:100].strip(),
-        target_type=args.get("target_type", "")[:100].strip(),
-        target_id=args.get("target_id", "")[:200].strip(),
+        actor=args.get("actor", "")[:EMAIL_MAX].strip(),
+        action=args.get("action", "")[:FILTER_TEXT_MAX].strip(),
+        target_type=args.get("target_type", "")[:FILTER_TEXT_MAX].strip(),
+        target_id=args.get("target_id", "")[:EXTERNAL_ID_MAX].strip(),
         since=parse_local(args.get("since"), zone),
         until=parse_local(args.get("until"), zone),
         errors=errors,

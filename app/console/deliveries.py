@@ -6,6 +6,7 @@ from flask import make_response, render_template, request
 
 from app.console.blueprint import bp, operator_zone
 from app.delivery import ledger_queries
+from app.limits import EMAIL_MAX, TYPE_KEY_MAX
 from app.notification_types import queries as type_queries
 from app.pagination import parse_id_cursor
 from app.timezones import parse_local
@@ -26,8 +27,8 @@ def log_filters(args) -> ledger_queries.LogFilters:
     if status and status not in ledger_queries.LOG_STATUSES:
         errors.append(f"The status must be one of {', '.join(ledger_queries.LOG_STATUSES)}.")
     return ledger_queries.LogFilters(
-        user=args.get("user", "")[:320].strip(),
-        type=args.get("type", "")[:63].strip(),
+        user=args.get("user", "")[:EMAIL_MAX].strip(),
+        type=args.get("type", "")[:TYPE_KEY_MAX].strip(),
         channel=channel,
         status=status,
         since=parse_local(args.get("since"), zone),

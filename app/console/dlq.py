@@ -13,6 +13,7 @@ from flask_login import current_user
 from app.console.blueprint import bp, operator_zone
 from app.delivery import dlq as dlq_service
 from app.delivery import ledger_queries
+from app.limits import FILTER_TEXT_MAX, TYPE_KEY_MAX
 from app.links import same_site_path
 from app.notification_types import queries as type_queries
 from app.pagination import parse_id_cursor
@@ -32,9 +33,9 @@ def dlq_filters(values) -> ledger_queries.DlqFilters:
         if values.get(name, "").strip() and parse_local(values.get(name), zone) is None
     ]
     return ledger_queries.DlqFilters(
-        error_kind=values.get("error_kind", "")[:100].strip(),
-        provider=values.get("provider", "")[:100].strip(),
-        type=values.get("type", "")[:63].strip(),
+        error_kind=values.get("error_kind", "")[:FILTER_TEXT_MAX].strip(),
+        provider=values.get("provider", "")[:FILTER_TEXT_MAX].strip(),
+        type=values.get("type", "")[:TYPE_KEY_MAX].strip(),
         since=parse_local(values.get("since"), zone),
         until=parse_local(values.get("until"), zone),
         errors=errors,

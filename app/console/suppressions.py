@@ -6,6 +6,7 @@ from flask import flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
 from app.console.blueprint import bp
+from app.limits import EMAIL_MAX
 from app.refusal import Refused
 from app.suppressions import queries, service
 from app.unitofwork import commit
@@ -14,8 +15,8 @@ from app.unitofwork import commit
 @bp.get("/suppressions")
 def suppressions():
     """Suppressed addresses starting with ?q=, fifty at a time."""
-    q = request.args.get("q", "")[:320]
-    page = queries.suppressions(q, request.args.get("after", "")[:320])
+    q = request.args.get("q", "")[:EMAIL_MAX]
+    page = queries.suppressions(q, request.args.get("after", "")[:EMAIL_MAX])
     return render_template("console/suppressions.html", q=q, page=page)
 
 

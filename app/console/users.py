@@ -8,6 +8,7 @@ from flask_login import current_user
 from app.auth.access import admin_required
 from app.console.blueprint import bp
 from app.console.forms import RoleForm
+from app.limits import EMAIL_MAX
 from app.models import ROLES
 from app.refusal import Refused
 from app.unitofwork import commit
@@ -18,7 +19,7 @@ from app.users import queries, service
 @admin_required
 def users():
     """Search users; fifty per page, keyset on id."""
-    q = request.args.get("q", "")[:320]
+    q = request.args.get("q", "")[:EMAIL_MAX]
     role = request.args.get("role", "")
     role = role if role in ROLES else ""
     after = request.args.get("after", "")

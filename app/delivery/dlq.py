@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from app.audit import service as audit
 from app.delivery.ledger_queries import DlqFilters, dlq_count, unfinished_bulk_operations
 from app.extensions import db
-from app.limits import REASON_MAX
+from app.limits import ERROR_TEXT_MAX, REASON_MAX
 from app.models import BulkOperation, User
 from app.queueing import (
     BACKLOG_QUEUE,
@@ -237,7 +237,7 @@ def fail_bulk(operation_id: int, error: str) -> None:
     """Record that a bulk operation stopped on an error (what it changed so far stays changed)."""
     operation = _locked(operation_id)
     if operation is not None and operation.status in ("queued", "running"):
-        _finish(operation, "failed", error[:2000])
+        _finish(operation, "failed", error[:ERROR_TEXT_MAX])
 
 
 def run_bulk_operation(operation_id: int, size: int) -> dict:

@@ -6,12 +6,15 @@ No I/O here: the clock and the random source are arguments, so tests pin both.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 
 from app.delivery.queries import BatchRow
 from app.timezones import zone
+
+# A channel's own reason a row cannot go out (email: no address, suppressed), or None.
+ChannelCheck = Callable[[BatchRow], str | None]
 
 
 @dataclass(frozen=True)
@@ -59,25 +62,21 @@ class Plan:
     send: list[BatchRow] = field(default_factory=list)
 
 
-def skip_reason(row: BatchRow, configured: bool) -> str | None:
-    """Why row must not go out at all, or None. Suppression covers mandatory types too (bounces)."""
+def skip_reason(row: BatchRow, configured: bool, channel_check: ChannelCheck = lambda row: None) -> str | None:
+    """Why row must not go out at all, or None: no provider, the preference, then the channel's own check."""
     if not configured:
         return f"{row.channel}_not_configured"
     if not row.allowed:
         return "preference_off"
-    if row.channel == "email":
-        if not (row.email or "").strip():
-            return "no_address"
-        if row.suppressed:
-            return "suppressed"
-    return None
+    return channel_check(row)
 
 
-def plan(rows: Iterable[BatchRow], configured: bool, now: datetime) -> Plan:
-    """Re-check every claimed row just before sending (preference, suppression, quiet hours)."""
+def plan(rows: Iterable[BatchRow], configured: bool, now: datetime,
+         channel_check: ChannelCheck = lambda row: None) -> Plan:  # fmt: skip
+    """Re-check every claimed row just before sending (provider, preference, the channel's check, quiet hours)."""
     result = Plan()
     for row in rows:
-        reason = skip_reason(row, configured)
+        reason = skip_reason(row, configured, channel_check)
         if reason:
             result.skip.append((row, reason))
             continue
@@ -94,12 +93,12 @@ def plan(rows: Iterable[BatchRow], configured: bool, now: datetime) -> Plan:
     return result
 
 
-def require_targets(decisions: Plan, reachable_users: set[int]) -> None:
-    """Move push rows whose user has no active subscription from send to skip ('no_subscription')."""
+def require_targets(decisions: Plan, reachable_users: set[int], reason: str) -> None:
+    """Move rows whose user has nowhere to receive them (no push subscription) from send to skip."""
     keep = []
     for row in decisions.send:
         if row.user_id in reachable_users:
             keep.append(row)
         else:
-            decisions.skip.append((row, "no_subscription"))
+            decisions.skip.append((row, reason))
     decisions.send = keep

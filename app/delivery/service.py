@@ -18,7 +18,6 @@ from app.delivery.policy import Backoff
 from app.delivery.queries import unsubscribe_info
 from app.delivery.sending import Result
 from app.extensions import db
-from app.push import service as push_service
 from app.queueing import DELIVERY_QUEUE_SQL, enqueue_deliveries_after_commit
 
 CLAIM_SQL = sa.text(
@@ -122,15 +121,6 @@ WHERE d.id = v.id AND d.status = 'sending' AND d.locked_until = :lease
 """
 )
 
-# A hard bounce (a 5xx for the recipient) stops e-mail to the address; the row says why.
-SUPPRESS_SQL = sa.text(
-    """
-INSERT INTO email_suppressions (address, reason, detail)
-VALUES (lower(btrim(:address)), 'bounce', :detail)
-ON CONFLICT (address) DO NOTHING
-"""
-)
-
 # A due row is taken when nobody touched it since it fell due (a retry or a deferral coming up), or
 # when nobody touched it for :stale seconds and its priority's queue is (nearly) empty: then its job
 # was lost (Redis flushed, enqueue failed). With a backlog in Redis it is most likely still queued,
@@ -204,8 +194,8 @@ def record_deferrals(deferrals: list[tuple[int, datetime]], lease: datetime, pro
         db.session.execute(DEFER_SQL, {"ids": list(ids), "untils": list(untils), "lease": lease, "provider": provider})
 
 
-def record_result(result: Result, lease: datetime, backoff: Backoff, conn=None) -> str:
-    """Write one try: the attempt row and the row's new state (on conn, else the session); return the state."""
+def record_result(result: Result, lease: datetime, backoff: Backoff, conn) -> str:
+    """Write one try on conn (the send ledger): the attempt row and the row's new state; return the state."""
     attempts = result.row.attempts + 1
     status, error_kind, delay = "sent", None, 0.0
     if result.outcome == "permanent":
@@ -216,7 +206,6 @@ def record_result(result: Result, lease: datetime, backoff: Backoff, conn=None) 
         else:
             # A provider's own "retry after" is a floor under the backoff.
             status, delay = "pending", max(backoff.delay(attempts), result.retry_after or 0.0)
-    conn = conn if conn is not None else db.session
     conn.execute(
         RECORD_SQL,
         {
@@ -235,10 +224,6 @@ def record_result(result: Result, lease: datetime, backoff: Backoff, conn=None) 
             "outcome": result.outcome,
         },
     )
-    if result.kind == "bounce" and result.row.channel == "email" and (result.row.email or "").strip():
-        conn.execute(SUPPRESS_SQL, {"address": result.row.email, "detail": (result.error or "")[:500]})
-    if result.reached or result.invalidated:
-        push_service.record_outcome(conn, result.reached, result.invalidated)
     return status
 
 
@@ -251,14 +236,8 @@ def send_ledger():
     commits asynchronously (synchronous_commit off): a PostgreSQL crash can then forget the last
     fraction of a second of records, which leaves those rows `sending`; their lease expires and they
     are sent again. That is a duplicate, never a loss, because the claim itself was committed durably.
-    When the session is already bound to a caller's open connection (the test harness's rolled-back
-    transaction), records go through the session inside that transaction instead.
     """
-    bind = db.session.get_bind()
-    if isinstance(bind, sa.engine.Connection):
-        yield db.session
-        return
-    with bind.connect() as conn:
+    with db.engine.connect() as conn:
         conn = conn.execution_options(isolation_level="AUTOCOMMIT")
         conn.execute(sa.text("SET synchronous_commit = off"))
         try:

@@ -10,7 +10,8 @@ from flask import Blueprint, render_template
 
 from app.delivery import queries, service
 from app.delivery.unsubscribe import read_token
-from app.extensions import csrf, db, limiter
+from app.extensions import csrf, limiter
+from app.unitofwork import commit
 
 bp = Blueprint("delivery", __name__)
 
@@ -41,6 +42,6 @@ def unsubscribe(token: str):
     outcome = service.turn_off_email(target.user_id, target.type)
     if outcome.status == "unknown":
         return _invalid()
-    db.session.commit()
+    commit()
     state = "mandatory" if outcome.status == "mandatory" else "done"
     return render_template("delivery/unsubscribe.html", state=state, label=outcome.type_label, token=token)

@@ -55,13 +55,6 @@ def badge_count(user_id: int) -> int:
     return unread_counts(user_id).total
 
 
-def badge_text(count: int) -> str:
-    """What the badge shows: nothing for zero, the number, or 99+."""
-    if count <= 0:
-        return ""
-    return "99+" if count > 99 else str(count)
-
-
 FILTERS = {
     "all": "archived_at IS NULL",
     "unread": "archived_at IS NULL AND read_at IS NULL",

@@ -10,6 +10,7 @@ from flask_login import current_user, login_required
 from app import timezones
 from app.extensions import db
 from app.preferences import queries, service
+from app.unitofwork import commit
 from app.web.htmx import is_htmx
 
 bp = Blueprint("preferences", __name__)
@@ -58,7 +59,7 @@ def update():
     except service.PreferenceError as exc:
         db.session.rollback()
         abort(422, str(exc))
-    db.session.commit()
+    commit()
     if not is_htmx():
         return redirect(url_for("preferences.index", _anchor=f"type-{type_}"), 303)
     kind = queries.notification_type(type_)
@@ -87,7 +88,7 @@ def update_schedule():
             return _schedule_fragment(values, exc.errors, saved=False), 422
         return _page(422, values=values, errors=exc.errors)
     service.set_schedule(current_user.id, schedule)
-    db.session.commit()
+    commit()
     if not is_htmx():
         return redirect(url_for("preferences.index", saved="schedule", _anchor="schedule"), 303)
     return _schedule_fragment(_schedule_values(current_user), {}, saved=True)

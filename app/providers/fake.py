@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from app.providers import Message, ProviderError, Receipt, register
+from app.providers.base import Message, ProviderError, Receipt, register
 
 
 class FakeProvider:

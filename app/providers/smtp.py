@@ -14,7 +14,7 @@ from email.utils import formatdate, parseaddr
 from functools import lru_cache
 from urllib.parse import unquote, urlsplit
 
-from app.providers import Message, PermanentError, Receipt, TransientError, register
+from app.providers.base import Message, PermanentError, Receipt, TransientError, register
 
 
 class _CachedHeaderRegistry(HeaderRegistry):

@@ -20,7 +20,7 @@ import requests
 from py_vapid import Vapid
 from pywebpush import WebPusher, WebPushException
 
-from app.providers import Message, PermanentError, Receipt, TransientError, register
+from app.providers.base import Message, PermanentError, Receipt, TransientError, register
 
 GONE = (404, 410)
 VAPID_EXP_SECONDS = 12 * 3600

@@ -5,16 +5,16 @@ from __future__ import annotations
 from flask import Blueprint, current_app, jsonify, request, send_from_directory
 from flask_login import current_user, login_required
 
-from app.extensions import db
 from app.push import service
+from app.unitofwork import commit
 from app.web.errors import problem
 
 bp = Blueprint("push", __name__)
 
 
 def _allow_local_http() -> bool:
-    # Production endpoints are https; a local test push service runs on http://127.0.0.1.
-    return bool(current_app.testing or current_app.config.get("PUSH_ALLOW_HTTP_ENDPOINTS"))
+    # Production endpoints are https; a local push service (tests, make run) runs on http://127.0.0.1.
+    return bool(current_app.config["PUSH_ALLOW_HTTP_ENDPOINTS"])
 
 
 @bp.post("/push/subscriptions")
@@ -26,7 +26,7 @@ def subscribe():
     except service.SubscriptionError as exc:
         return problem(400, str(exc))
     subscription_id = service.subscribe(current_user.id, subscription, request.user_agent.string or "")
-    db.session.commit()
+    commit()
     return jsonify({"id": subscription_id, "endpoint": subscription.endpoint}), 201
 
 
@@ -40,7 +40,7 @@ def unsubscribe():
         return problem(400, "endpoint is missing")
     if not service.unsubscribe(current_user.id, endpoint):
         return problem(404, "you have no subscription with this endpoint")
-    db.session.commit()
+    commit()
     return "", 204
 
 

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import sqlalchemy as sa
+
 from app.audit import service as audit
 from app.extensions import db
 from app.models import EmailSuppression
 from app.refusal import Refused
 
 SUPPRESSION_FIELDS = ("address", "reason", "detail", "created_at")
+
+# An address is suppressed once: a later bounce keeps the first reason and detail.
+SUPPRESS_BOUNCE_SQL = sa.text(
+    """
+INSERT INTO email_suppressions (address, reason, detail)
+VALUES (lower(btrim(:address)), 'bounce', :detail)
+ON CONFLICT (address) DO NOTHING
+"""
+)
 
 
 def lift_suppression(actor, address: str) -> None:
@@ -19,3 +30,8 @@ def lift_suppression(actor, address: str) -> None:
     db.session.delete(item)
     db.session.flush()
     audit.record(actor, "suppression.lift", "email_suppression", before["address"], before=before)
+
+
+def suppress_bounce(conn, address: str, detail: str) -> None:
+    """Suppress an address that hard-bounced (on conn: the send loop's own autocommit connection)."""
+    conn.execute(SUPPRESS_BOUNCE_SQL, {"address": address, "detail": detail})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import sqlalchemy as sa
 
 from app.extensions import db
@@ -18,6 +19,10 @@ def attempts_of(delivery):
     return db.session.scalars(
         sa.select(DeliveryAttempt).where(DeliveryAttempt.delivery_id == delivery.id).order_by(DeliveryAttempt.id)
     ).all()
+
+
+# The engine records each send on its own autocommit connection (as in production), so these tests commit.
+pytestmark = pytest.mark.committed
 
 
 def test_real_email_content_and_headers(app, smtp_sink, make_delivery):
@@ -249,9 +254,9 @@ def test_only_due_pending_rows_of_the_channel_are_claimed(app, fake_provider, ma
 
 
 def test_rows_left_when_the_lease_runs_out_go_back_untried(app, fake_provider, make_delivery, monkeypatch):
-    import jobs.delivery
+    from app.delivery import engine
 
-    monkeypatch.setattr(jobs.delivery, "LEASE_MARGIN_SECONDS", 10_000)  # the deadline has already passed
+    monkeypatch.setattr(engine, "LEASE_MARGIN_SECONDS", 10_000)  # the deadline has already passed
     first, second = make_delivery(), make_delivery()
 
     assert deliver_batch("email", [first.id, second.id])["released"] == 2
@@ -274,7 +279,7 @@ def test_a_stale_lease_cannot_overwrite_a_newer_claim(app, fake_provider, make_d
     stale = claim.lease - timedelta(seconds=30)
     result = Result(row, "sent", "fake", datetime.now(UTC), 1, message_id="<x>")
 
-    service.record_result(result, stale, Backoff(1, 1, 3))
+    service.record_result(result, stale, Backoff(1, 1, 3), db.session)
 
     assert reload(delivery).status == "sending" and attempts_of(delivery) == []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.providers import PermanentError
@@ -20,6 +21,7 @@ def samples(client):
     }
 
 
+@pytest.mark.committed  # the engine records on its own connection: real commits
 def test_metrics_reflect_the_ledger(app, client, fake_provider, make_delivery):
     from app.extensions import redis
 

@@ -20,6 +20,7 @@ def clean_redis(app):
         redis.client().flushdb()
 
 
+@pytest.mark.committed  # the engine records on its own connection: real commits
 def test_simple_worker_burst_round_trip(app, smtp_sink, make_delivery, monkeypatch):
     monkeypatch.setitem(app.config, "DELIVERY_BATCH_SIZE", 3)
     urgent = NotificationTypeFactory(type="otp", default_email=True, priority="high")

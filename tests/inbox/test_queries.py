@@ -7,6 +7,7 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.inbox import queries
+from app.web.templating import badge_text
 from tests.factories import AnnouncementFactory, NotificationFactory, UserFactory
 
 T0 = datetime(2026, 9, 1, tzinfo=UTC)
@@ -54,12 +55,12 @@ def test_badge_stops_counting_at_the_cap(member):
     counts = queries.unread_counts(member.id)
     assert counts.personal == queries.BADGE_CAP == 100
     assert counts.total == 103
-    assert queries.badge_text(counts.total) == "99+"
+    assert badge_text(counts.total) == "99+"
 
 
 @pytest.mark.parametrize("count, text", [(0, ""), (-1, ""), (1, "1"), (99, "99"), (100, "99+"), (200, "99+")])
 def test_badge_text(count, text):
-    assert queries.badge_text(count) == text
+    assert badge_text(count) == text
 
 
 def test_pages_walk_newest_first_without_overlap_or_gaps(member):

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from app.extensions import db
 from app.inbox import queries, service
 from app.preferences.queries import resolve
+from app.web.templating import badge_text
 from tests.conftest import session_bound_to
 from tests.inbox.seed_dataset import SEED_NOTIFICATIONS_SQL, SEED_TYPES_SQL
 
@@ -93,7 +94,7 @@ def test_unread_counts_user_42_and_announcements_for_42_and_1500():
 
 def test_badge_for_user_7_is_8():
     assert queries.badge_count(7) == 8
-    assert queries.badge_text(queries.badge_count(7)) == "8"
+    assert badge_text(queries.badge_count(7)) == "8"
 
 
 def test_first_page_and_keyset_page_two_for_user_42():

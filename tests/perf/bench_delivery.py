@@ -147,16 +147,18 @@ class Bench:
         """The exact messages the workers send (rendered once, outside any timing)."""
         from datetime import datetime
 
-        from app.delivery import policy, queries, sending, service
+        from app.delivery import policy, queries, service
+        from app.delivery.channels import channel_for
         from app.extensions import db
 
         ids = self.load.create_email_deliveries(self.count, prefix="raw")
         claim = service.claim("email", ids, 600)
         rows = queries.claimed_batch(claim.ids)
         db.session.rollback()
-        plan = policy.plan(rows, True, datetime.now(UTC))
+        email = channel_for("email")
+        plan = policy.plan(rows, True, datetime.now(UTC), email.skip_reason)
         templates = queries.templates_for("email", {r.type for r in plan.send})
-        messages = [sending.build_message(row, templates, self.app.config) for row in plan.send]
+        messages = [email.build_message(row, templates, self.app.config) for row in plan.send]
         self.reset()
         return messages
 

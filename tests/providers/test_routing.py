@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import sqlalchemy as sa
 from aiosmtpd.controller import Controller
 
@@ -54,6 +55,7 @@ def test_router_skips_an_open_provider_and_reports_when_none_is_left(app, fake_p
         assert abs(route.wait_until - (time.time() + app.config["BREAKER_COOLDOWN_SECONDS"])) < 2
 
 
+@pytest.mark.committed  # the engine records on its own connection: real commits
 def test_failover_sends_through_the_next_provider_and_records_it(app, fake_provider, make_delivery, monkeypatch):
     monkeypatch.setitem(app.config, "EMAIL_PROVIDER", "fake,fake_backup")
     monkeypatch.setitem(app.config, "BREAKER_FAILURES", 3)
@@ -72,6 +74,7 @@ def test_failover_sends_through_the_next_provider_and_records_it(app, fake_provi
     assert attempts_of(deliveries[0]) == [("fake", "transient")]
 
 
+@pytest.mark.committed  # the engine records on its own connection: real commits
 def test_no_provider_left_rows_wait_with_attempts_unchanged(app, fake_provider, make_delivery, monkeypatch):
     monkeypatch.setitem(app.config, "EMAIL_PROVIDER", "fake,fake_backup")
     deliveries = [make_delivery() for _ in range(3)]
@@ -90,6 +93,7 @@ def test_no_provider_left_rows_wait_with_attempts_unchanged(app, fake_provider, 
     assert fake_provider.calls == 0 and BACKUP.calls == 0
 
 
+@pytest.mark.committed  # the engine records on its own connection: real commits
 def test_empty_bucket_defers_rows_without_burning_attempts(app, fake_provider, make_delivery, monkeypatch):
     monkeypatch.setitem(app.config, "PROVIDER_RATE_FAKE", 2)
     monkeypatch.setitem(app.config, "PROVIDER_BURST_FAKE", 2)
@@ -105,6 +109,7 @@ def test_empty_bucket_defers_rows_without_burning_attempts(app, fake_provider, m
     assert all(abs(gap - 0.5) < 0.01 for gap in gaps)  # spaced one token apart
 
 
+@pytest.mark.committed  # the engine records on its own connection: real commits
 def test_short_token_waits_are_slept_not_deferred(app, fake_provider, make_delivery, monkeypatch):
     monkeypatch.setitem(app.config, "PROVIDER_RATE_FAKE", 20)
     monkeypatch.setitem(app.config, "PROVIDER_BURST_FAKE", 1)
@@ -114,6 +119,7 @@ def test_short_token_waits_are_slept_not_deferred(app, fake_provider, make_deliv
     assert time.monotonic() - started >= 0.18  # four waits of 50 ms
 
 
+@pytest.mark.committed  # the engine records on its own connection: real commits
 def test_retry_after_is_honoured_and_pauses_the_provider(app, fake_provider, make_delivery):
     first, second = make_delivery(), make_delivery()
     fake_provider.fail_next(TransientError("SMTP 421 try again in 60 seconds", kind="smtp_421", retry_after=60))
@@ -127,6 +133,7 @@ def test_retry_after_is_honoured_and_pauses_the_provider(app, fake_provider, mak
     assert CircuitBreaker(redis.client(), "fake", Settings()).state() == "closed"  # throttling is not an outage
 
 
+@pytest.mark.committed  # the engine records on its own connection: real commits
 def test_hard_bounce_suppresses_the_address(app, smtp_sink, make_delivery):
     user = UserFactory(email="Gone@Example.com")
     smtp_sink.handler.reject["gone@example.com"] = "550 5.1.1 no such user"
@@ -141,6 +148,7 @@ def test_hard_bounce_suppresses_the_address(app, smtp_sink, make_delivery):
     assert reload(again).skip_reason == "suppressed"
 
 
+@pytest.mark.committed  # the engine records on its own connection: real commits
 def test_non_ascii_address_without_smtputf8_is_permanent(app, make_delivery, monkeypatch):
     sink = SmtpSink(free_port())
     sink.controller = Controller(sink.handler, hostname="127.0.0.1", port=sink.port, enable_SMTPUTF8=False)

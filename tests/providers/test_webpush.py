@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from click.testing import CliRunner
 from py_vapid import Vapid
 
@@ -28,6 +29,7 @@ def push_delivery(user, priority="default", title="Build failed", body="main is 
     return delivery, note
 
 
+@pytest.mark.committed  # the engine records on its own connection: real commits
 def test_push_is_signed_encrypted_and_recorded(app, vapid, push_service):
     user = UserFactory()
     phone, laptop = (add_subscription(user, push_service.subscribe()) for _ in range(2))
@@ -54,6 +56,7 @@ def test_push_is_signed_encrypted_and_recorded(app, vapid, push_service):
     assert db.session.get(PushSubscription, phone.id).last_success_at is not None
 
 
+@pytest.mark.committed  # the engine records on its own connection: real commits
 def test_low_priority_gets_low_urgency_and_a_long_ttl(app, vapid, push_service):
     user = UserFactory()
     add_subscription(user, push_service.subscribe())
@@ -62,6 +65,7 @@ def test_low_priority_gets_low_urgency_and_a_long_ttl(app, vapid, push_service):
     assert (push_service.received[0].headers["urgency"], push_service.received[0].headers["ttl"]) == ("low", "259200")
 
 
+@pytest.mark.committed  # the engine records on its own connection: real commits
 def test_gone_subscription_is_invalidated_and_the_row_fails(app, vapid, push_service):
     user = UserFactory()
     sub = add_subscription(user, push_service.subscribe())
@@ -82,6 +86,7 @@ def test_gone_subscription_is_invalidated_and_the_row_fails(app, vapid, push_ser
     assert reload(again).skip_reason == "no_subscription"
 
 
+@pytest.mark.committed  # the engine records on its own connection: real commits
 def test_one_gone_device_does_not_fail_the_others(app, vapid, push_service):
     user = UserFactory()
     alive = add_subscription(user, push_service.subscribe())
@@ -95,6 +100,7 @@ def test_one_gone_device_does_not_fail_the_others(app, vapid, push_service):
     assert db.session.get(PushSubscription, alive.id).invalidated_at is None
 
 
+@pytest.mark.committed  # the engine records on its own connection: real commits
 def test_429_is_transient_and_honours_retry_after(app, vapid, push_service):
     user = UserFactory()
     sub = add_subscription(user, push_service.subscribe())
@@ -109,6 +115,7 @@ def test_429_is_transient_and_honours_retry_after(app, vapid, push_service):
     assert db.session.get(PushSubscription, sub.id).invalidated_at is None
 
 
+@pytest.mark.committed  # the engine records on its own connection: real commits
 def test_503_is_transient(app, vapid, push_service):
     user = UserFactory()
     sub = add_subscription(user, push_service.subscribe())
@@ -118,6 +125,7 @@ def test_503_is_transient(app, vapid, push_service):
     assert "503" in reload(delivery).last_error
 
 
+@pytest.mark.committed  # the engine records on its own connection: real commits
 def test_unreachable_push_service_is_transient(app, vapid, push_service):
     user = UserFactory()
     subscription = push_service.subscribe()

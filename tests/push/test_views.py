@@ -76,7 +76,7 @@ def test_bad_subscriptions_get_a_clear_error_and_change_nothing(app, client, log
     for message, body in cases.items():
         response = client.post("/push/subscriptions", json=body, headers=csrf())
         assert response.status_code == 400 and message in response.json["detail"], (message, response.json)
-    monkeypatch.setattr(app, "testing", False)  # production: only https endpoints
+    monkeypatch.setitem(app.config, "PUSH_ALLOW_HTTP_ENDPOINTS", False)  # production: only https endpoints
     local = client.post("/push/subscriptions", json=subscription("http://127.0.0.1:9999/push/x"), headers=csrf())
     assert local.status_code == 400 and "https" in local.json["detail"]
     assert rows(user) == []

@@ -1,0 +1,93 @@
+"""The provider contract: send(message) -> Receipt, raising TransientError or PermanentError; and register()."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Message:
+    """One rendered message for one recipient (provider-neutral)."""
+
+    delivery_id: int
+    channel: str
+    to: str
+    subject: str
+    text: str
+    html: str | None = None
+    to_name: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    # Web Push: the recipient's active subscriptions (PushTarget), all of which get the message.
+    targets: tuple = ()
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What a provider answers for an accepted message."""
+
+    provider: str
+    message_id: str
+    # Web Push: endpoints that accepted the message, and endpoints the push service says are gone.
+    reached: tuple[str, ...] = ()
+    invalidated: tuple[str, ...] = ()
+
+
+class ProviderError(Exception):
+    """A failed send; kind is a short machine-readable label (timeout, refused, rejected, …)."""
+
+    transient = True
+
+    def __init__(
+        self, message: str, kind: str = "error", retry_after: float | None = None, invalidated: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        # Seconds the provider asked us to wait (HTTP 429 Retry-After, an SMTP 421 hint); None if not said.
+        self.retry_after = retry_after
+        self.invalidated = invalidated
+
+
+class TransientError(ProviderError):
+    """Retry later: timeouts, refused connections, 4xx answers."""
+
+    transient = True
+
+
+class PermanentError(ProviderError):
+    """Retrying cannot help: the recipient or the message was rejected."""
+
+    transient = False
+
+
+class Provider(Protocol):
+    """What the delivery engine needs from a provider."""
+
+    name: str
+
+    def __enter__(self) -> Provider: ...
+
+    def __exit__(self, *exc_info) -> None: ...
+
+    def send(self, message: Message) -> Receipt: ...
+
+
+ProviderFactory = Callable[[Mapping], "Provider | None"]
+
+# name -> factory; a channel picks its providers by name from config (EMAIL_PROVIDER, PUSH_PROVIDER).
+FACTORIES: dict[str, ProviderFactory] = {}
+# name -> the provider tried next when it is unavailable (smtp → smtp_fallback).
+FALLBACKS: dict[str, str] = {}
+
+
+def register(name: str, fallback: str | None = None) -> Callable[[ProviderFactory], ProviderFactory]:
+    """Register a provider factory under name, optionally with the name of its fallback."""
+
+    def decorator(factory: ProviderFactory) -> ProviderFactory:
+        FACTORIES[name] = factory
+        if fallback:
+            FALLBACKS[name] = fallback
+        return factory
+
+    return decorator
