@@ -167,6 +167,15 @@ def _fresh_redis(app):
 
 
 @pytest.fixture
+def redis_client(app):
+    """The test Redis db (empty at the start of every test, see _fresh_redis)."""
+    from app.extensions import redis
+
+    with app.app_context():
+        return redis.client()
+
+
+@pytest.fixture
 def client(app):
     """A test client."""
     return app.test_client()

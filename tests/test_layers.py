@@ -13,13 +13,33 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def layer_names() -> list[str]:
-    """The module names the layers contract lists (comments and separators left out)."""
+def contract_layers() -> list[list[str]]:
+    """The layers contract's layers, top to bottom, each a list of module names."""
     text = (ROOT / ".importlinter").read_text()
     block = text.split("[importlinter:contract:layers]", 1)[1].split("[importlinter:contract:", 1)[0]
     layers = block.split("layers =", 1)[1]
     lines = [line.strip() for line in layers.splitlines() if line.strip() and not line.strip().startswith(";")]
-    return [name for line in lines for name in re.split(r"\s*[|:]\s*", line) if name]
+    return [[name for name in re.split(r"\s*[|:]\s*", line) if name] for line in lines]
+
+
+def layer_names() -> list[str]:
+    """Every module name the layers contract lists."""
+    return [name for layer in contract_layers() for name in layer]
+
+
+def readme_layers() -> list[list[str]]:
+    """The layers as the README's architecture section draws them, top to bottom."""
+    readme = (ROOT / "README.md").read_text()
+    diagram = readme.split("### Layers", 1)[1].split("```", 2)[1]
+    layers: list[list[str]] = []
+    for line in diagram.splitlines():
+        if not line.strip():
+            continue
+        names = re.findall(r"(?:app|jobs)[\w.]*", line)
+        if not line.startswith(" "):  # a new layer's first line starts with its title
+            layers.append([])
+        layers[-1].extend(names)
+    return layers
 
 
 def all_modules() -> list[str]:
@@ -44,6 +64,10 @@ def test_every_module_is_in_exactly_one_layer():
         if not owners and module != "app" and not any(layer.startswith(module + ".") for layer in layers):
             homeless.append(module)
     assert homeless == [], f"modules without a layer in .importlinter: {homeless}"
+
+
+def test_the_readme_draws_the_layers_exactly_as_the_contract_has_them():
+    assert readme_layers() == contract_layers()
 
 
 @pytest.mark.skipif(not shutil.which("lint-imports", path=str(ROOT / ".venv" / "bin")), reason="make lint installs it")

@@ -3,7 +3,7 @@
 Every function executes and flushes; none commits (the one exception is explicit: the send loop's
 records on send_ledger's autocommit connection commit themselves, see there). Statements are set-based
 where the set is known up front (claim, skips, deferrals, sweeps); a send outcome is one statement per
-row because each row must be durable on its own right after its send (see send_ledger and jobs/delivery.py).
+row because each row must be durable on its own right after its send (see send_ledger and engine.py).
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Threads, all started lazily by the first socket (never at import, in create_app, CLI or RQ workers):
 - the listener holds the process's only pub/sub connection (pattern `hato:badge:user:*` plus the
   broadcast channel), turns messages into "user N is dirty" and refreshes presence;
-- a few flushers recount dirty users, at most once per user per REALTIME_COALESCE_SECONDS, with a
-  database session only for the length of a batch, and hand the rendered frame to that user's sockets;
+- a few flushers (REALTIME_FLUSH_THREADS) run flush_due() whenever a user falls due: recount dirty
+  users, at most once per user per REALTIME_COALESCE_SECONDS, with a database session only for the
+  length of a batch, and hand the rendered frame to that user's sockets;
 - each socket's own handler thread is the only one that writes to it, so a slow client only ever
   blocks itself.
 """
@@ -21,6 +22,7 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable
 
 from flask import Flask, render_template
 from redis.exceptions import RedisError
@@ -102,6 +104,12 @@ class Connection:
         self.frames.append(frame)
         self.wake()
 
+    def write_pending(self) -> None:
+        """Send the queued frames, oldest first (only the socket's handler thread calls this)."""
+        while self.frames:
+            with self.write_lock:
+                self.ws.send(self.frames.popleft())
+
     def wake(self) -> None:
         """Wake the handler thread (simple-websocket's event also fires on client messages and close)."""
         self.ws.event.set()
@@ -123,8 +131,9 @@ class Connection:
 class Hub:
     """Local sockets by user, the dirty-user schedule, and the threads that serve them."""
 
-    def __init__(self, app: Flask) -> None:
+    def __init__(self, app: Flask, clock: Callable[[], float] = time.monotonic) -> None:
         self.app = app
+        self._clock = clock  # seconds; coalescing windows are measured on it (tests pass their own)
         self._cond = threading.Condition()
         self._conns: dict[int, set[Connection]] = {}
         self._pending: dict[int, list[dict]] = {}
@@ -183,7 +192,7 @@ class Hub:
             toasts = self._pending.get(user_id)
             if toasts is None:
                 toasts = self._pending[user_id] = []
-                due = max(time.monotonic(), self._last_flush.get(user_id, 0.0) + self._coalesce())
+                due = max(self._clock(), self._last_flush.get(user_id, 0.0) + self._coalesce())
                 heapq.heappush(self._due, (due, user_id))
                 self._cond.notify()
             if toast:
@@ -260,33 +269,50 @@ class Hub:
             finally:
                 pubsub.close()
 
+    def _collect_due(self) -> list[tuple[int, list[dict]]]:
+        """Take the users whose recount is due now (at most FLUSH_BATCH), with their toasts; hold _cond."""
+        now = self._clock()
+        batch = []
+        while self._due and self._due[0][0] <= now and len(batch) < FLUSH_BATCH:
+            _, user_id = heapq.heappop(self._due)
+            toasts = self._pending.pop(user_id, None)
+            if toasts is not None and user_id in self._conns:
+                self._last_flush[user_id] = now
+                batch.append((user_id, toasts))
+        return batch
+
     def _take_due(self) -> list[tuple[int, list[dict]]] | None:
         with self._cond:
             while not self._stopping.is_set():
-                now = time.monotonic()
-                batch = []
-                while self._due and self._due[0][0] <= now and len(batch) < FLUSH_BATCH:
-                    _, user_id = heapq.heappop(self._due)
-                    toasts = self._pending.pop(user_id, None)
-                    if toasts is not None and user_id in self._conns:
-                        self._last_flush[user_id] = now
-                        batch.append((user_id, toasts))
+                batch = self._collect_due()
                 if batch:
                     return batch
-                self._cond.wait(self._due[0][0] - now if self._due else None)
+                self._cond.wait(self._due[0][0] - self._clock() if self._due else None)
             return None
+
+    def flush_due(self) -> int:
+        """Recount the users due now and hand their frames to their sockets; return how many users."""
+        with self._cond:
+            batch = self._collect_due()
+        self._send(batch)
+        return len(batch)
 
     def _flush_loop(self) -> None:
         while (batch := self._take_due()) is not None:
-            try:
-                frames = self._render(batch)
-            except Exception:  # a bad batch must not kill the flusher; the next event resyncs
-                log.exception("badge flush failed")
-                continue
-            with self._cond:
-                targets = [(conn, frame) for user_id, frame in frames for conn in self._conns.get(user_id, ())]
-            for conn, frame in targets:
-                conn.push(frame)
+            self._send(batch)
+
+    def _send(self, batch: list[tuple[int, list[dict]]]) -> None:
+        if not batch:
+            return
+        try:
+            frames = self._render(batch)
+        except Exception:  # a bad batch must not kill the flusher; the next event resyncs
+            log.exception("badge flush failed")
+            return
+        with self._cond:
+            targets = [(conn, frame) for user_id, frame in frames for conn in self._conns.get(user_id, ())]
+        for conn, frame in targets:
+            conn.push(frame)
 
     def _render(self, batch: list[tuple[int, list[dict]]]) -> list[tuple[int, str]]:
         frames = []
@@ -323,9 +349,7 @@ class Hub:
         ws = conn.ws
         try:
             while ws.connected:
-                while conn.frames:
-                    with conn.write_lock:
-                        ws.send(conn.frames.popleft())
+                conn.write_pending()
                 ws.event.wait(IDLE_WAKE_SECONDS)
                 ws.event.clear()
                 while ws.receive(timeout=0) is not None:

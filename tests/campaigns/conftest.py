@@ -29,14 +29,6 @@ def promo():
 
 
 @pytest.fixture
-def clean_redis(app):
-    """Empty this run's Redis database before and after the test."""
-    redis.client().flushdb()
-    yield redis.client()
-    redis.client().flushdb()
-
-
-@pytest.fixture
 def make_users():
     """Insert n users set-based (prefix-<i> external ids and e-mails); return their ids in order."""
 

@@ -15,8 +15,6 @@ from jobs.fanout import fanout_campaign
 from tests.campaigns.conftest import counts
 from tests.factories import NotificationTypeFactory, PreferenceFactory
 
-pytestmark = pytest.mark.usefixtures("clean_redis")
-
 
 @pytest.fixture
 def small_batches(app, monkeypatch):
@@ -175,9 +173,9 @@ def test_locale_and_list_audiences(make_users, launch, operator):
     assert queries.campaign(list_id).total == 2
 
 
-def test_badges_go_only_to_users_with_a_live_socket(make_users, launch, badges, clean_redis):
+def test_badges_go_only_to_users_with_a_live_socket(make_users, launch, badges, redis_client):
     ids = make_users(5)
-    touch(clean_redis, [ids[0], ids[3]], ttl=60)
+    touch(redis_client, [ids[0], ids[3]], ttl=60)
     campaign_id = launch()
 
     result = fanout_campaign(campaign_id)
@@ -251,14 +249,14 @@ def test_the_sweeper_puts_lost_campaign_deliveries_back_on_low(make_users, launc
     assert get_queue("default").count == 0 and [job.args[0] for job in _jobs("low")] == ["email"]
 
 
-def test_the_fanout_job_round_trips_through_rq(make_users, launch, clean_redis):
+def test_the_fanout_job_round_trips_through_rq(make_users, launch, redis_client):
     from app.cli.worker import AppSimpleWorker
 
     make_users(2)
     campaign_id = launch()
     assert fanout_job(campaign_id).run()
 
-    worker = AppSimpleWorker([get_queue("low", clean_redis)], connection=clean_redis, serializer=JSONSerializer)
+    worker = AppSimpleWorker([get_queue("low", redis_client)], connection=redis_client, serializer=JSONSerializer)
     # Only the fanout job: the delivery jobs it enqueues stay queued (no provider in this test).
     worker.work(burst=True, max_jobs=1)
 

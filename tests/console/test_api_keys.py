@@ -2,27 +2,28 @@
 
 from __future__ import annotations
 
-import re
-
 import sqlalchemy as sa
 
 from app.api_keys import service as keys
 from app.extensions import db
 from app.models import ApiKey
+from tests.support.html import one, texts
 
 
 def test_create_shows_the_key_once_and_stores_only_its_hash(client, csrf, admin, audit_rows):
     response = client.post("/console/api-keys", headers=csrf(), data={"name": "reservations-prod"})
     assert response.status_code == 201
     page = response.get_data(as_text=True)
-    key = re.search(r'<code id="new-key"[^>]*>(hato_[^<]+)</code>', page).group(1)
+    key = one(page, "code#new-key").get_text()
+    assert key.startswith("hato_") and len(key) > len("hato_")
     row = db.session.scalars(sa.select(ApiKey)).one()
     assert (row.name, row.created_by, row.prefix) == ("reservations-prod", admin.id, keys.key_prefix(key))
     assert row.key_hash == keys.hash_key(key) and key not in row.key_hash
     (entry,) = audit_rows("api_key.create")
     assert entry.target_id == row.prefix and key not in str(entry.after)
     listing = client.get("/console/api-keys").get_data(as_text=True)
-    assert row.prefix in listing and key not in listing and "never" in listing
+    cells = texts(listing, f'.console-keys tr[id="key-{row.prefix}"] > td')  # name, prefix, created, last used, …
+    assert cells[1] == f"{row.prefix}…" and cells[3] == "never" and key not in listing
     assert keys.authenticate(key).name == "reservations-prod"  # the shown key is the one that works
 
 

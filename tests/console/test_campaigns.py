@@ -15,6 +15,7 @@ from app.extensions import db
 from app.models import Campaign
 from jobs.fanout import fanout_campaign
 from tests.factories import NotificationTypeFactory, UserFactory
+from tests.support.html import first, one, parse, texts
 
 TOKYO = ZoneInfo("Asia/Tokyo")
 
@@ -55,15 +56,17 @@ def test_pages_need_the_operator_role(client, member):
 
 
 def test_the_console_nav_links_the_new_pages(client, operator):
-    nav = client.get("/console/campaigns").get_data(as_text=True).split('aria-label="Console"')[1].split("</nav>")[0]
+    page = client.get("/console/campaigns").get_data(as_text=True)
+    links = parse(page).select('nav[aria-label="Console"] a')
+    nav = {link.get_text(): (link["href"], link.get("aria-current")) for link in links}  # label: (href, aria-current)
 
-    assert 'href="/console/campaigns" aria-current="page">Campaigns' in nav
+    assert nav["Campaigns"] == ("/console/campaigns", "page")
     for href, label in (
         ("/console/deliveries", "Delivery log"),
         ("/console/dlq", "Dead letters"),
         ("/console/dashboard", "Dashboard"),
     ):
-        assert f'href="{href}">{label}</a>' in nav
+        assert nav[label] == (href, None)
 
 
 def test_create_a_draft_review_it_and_send_now(client, csrf, operator, promo, enqueued, audit_rows):
@@ -81,7 +84,7 @@ def test_create_a_draft_review_it_and_send_now(client, csrf, operator, promo, en
         operator.id,
     )
     page = client.get(f"/console/campaigns/{campaign.id}").get_data(as_text=True)
-    assert 'id="campaign-audience-size">3 users' in page and "Send or schedule" in page
+    assert texts(page, "#campaign-audience-size") == ["3 users"] and "Send or schedule" in page
     assert enqueued == []
 
     response = client.post(f"/console/campaigns/{campaign.id}/send", headers=csrf(), data={"when": "now"})
@@ -131,9 +134,10 @@ def test_an_uploaded_list_shows_unknown_ids_and_bad_lines_before_sending(client,
     campaign = _only_campaign()
     assert response.status_code == 302 and campaign.total == 2
     page = client.get(f"/console/campaigns/{campaign.id}").get_data(as_text=True)
-    assert 'id="list-recipients">2 known users' in page
-    assert "<code>ghost</code>" in page and "<code>bob,carol</code>" in page
-    assert 'id="list-unknown">1 — they get nothing' in page
+    assert texts(page, "#list-recipients") == ["2 known users"]
+    assert texts(page, "#list-report .ops-idlist code") == ["ghost"]  # the unknown id
+    assert texts(page, "#list-report tbody code") == ["bob,carol"]  # the bad line
+    assert texts(page, "#list-unknown") == ["1 — they get nothing"]
 
 
 def test_a_list_of_only_unknown_ids_is_refused(client, csrf, operator, promo):
@@ -160,21 +164,24 @@ def test_the_progress_fragment_polls_until_done(client, operator, promo, app, mo
     db.session.commit()
 
     scheduled = client.get(f"/console/campaigns/{campaign.id}/progress").get_data(as_text=True)
-    assert 'hx-trigger="every 5s"' in scheduled and "0 %" in scheduled  # waiting for its time
+    # Waiting for its time.
+    assert first(scheduled)["hx-trigger"] == "every 5s" and texts(scheduled, ".ops-progress__percent") == ["0 %"]
     assert fanout.start(campaign.id) is not None
     db.session.commit()
     running = client.get(f"/console/campaigns/{campaign.id}/progress").get_data(as_text=True)
-    assert 'hx-trigger="every 1s"' in running
+    assert first(running)["hx-trigger"] == "every 1s"
 
     fanout_campaign(campaign.id)
 
     done = client.get(f"/console/campaigns/{campaign.id}/progress").get_data(as_text=True)
-    assert "hx-trigger" not in done and 'value="100"' in done and "4 of 4 users" in done
+    assert "hx-trigger" not in done and one(done, "progress")["value"] == "100"
+    assert texts(done, ".ops-progress__count") == ["4 of 4 users"]
     results = client.get(f"/console/campaigns/{campaign.id}/results").get_data(as_text=True)
-    assert 'id="results-email"' in results and "every 5s" in results  # e-mails still waiting
-    assert 'id="campaign-read-rate">0.0 %' in results
+    assert one(results, "#results-email") and first(results)["hx-trigger"] == "every 5s"  # e-mails still waiting
+    assert texts(results, "#campaign-read-rate") == ["0.0 % (0 of 4 inbox rows read)"]
     listing = client.get("/console/campaigns").get_data(as_text=True)
-    assert 'value="100"' in listing and "4 / 4" in listing
+    row = one(listing, f"#campaign-{campaign.id}")
+    assert one(row, "progress")["value"] == "100" and texts(row, ".ops-campaigns__progress .small") == ["4 / 4"]
 
 
 def test_cancel_a_scheduled_campaign(client, csrf, operator, promo, audit_rows):

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from app.extensions import db
 from app.models import DeliveryAttempt
 from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
+from tests.support.html import attrs, definitions, one, parse, texts
 
 
 @pytest.fixture
@@ -61,7 +62,8 @@ def ledger():
 
 
 def _ids(page: str) -> list[int]:
-    return [int(i) for i in re.findall(r'<tr id="delivery-(\d+)"', page)]
+    """The delivery ids of the log's rows, in order."""
+    return [int(row_id.removeprefix("delivery-")) for row_id in attrs(page, "#delivery-log tbody tr", "id")]
 
 
 @pytest.mark.parametrize(
@@ -112,8 +114,9 @@ def test_keyset_pages_never_repeat_or_skip(client, operator, ledger):
         {"ids": extra},
     )
     first = client.get("/console/deliveries").get_data(as_text=True)
-    cursor = re.search(r"cursor=(\d+)", first).group(1)
-    second = client.get(f"/console/deliveries?cursor={cursor}").get_data(as_text=True)
+    older = one(first, ".load-more a")["href"]
+    assert re.search(r"cursor=\d+", older)
+    second = client.get(older).get_data(as_text=True)
 
     seen = _ids(first) + _ids(second)
     assert len(_ids(first)) == 50 and len(seen) == len(set(seen)) == 59
@@ -124,17 +127,22 @@ def test_one_delivery_shows_its_timeline_and_escaped_content(client, operator, l
     response = client.get(f"/console/deliveries/{ledger['ada_email'].id}")
     page = response.get_data(as_text=True)
 
-    timeline = page.split('id="attempts"')[1].split("</ol>")[0]
-    assert timeline.index("transient") < timeline.index("sent") and "timeout: timed out" in timeline
-    assert "5,003 ms" in timeline and "42 ms" in timeline
+    # Each try in order: its outcome, how long it took (the head's last part), its error.
+    timeline = []
+    for item in parse(page).select("#attempts > li"):
+        took = texts(item, ".ops-timeline__head")[0].split(" · ")[-1]
+        timeline.append((texts(item, ".tag"), took, texts(item, ".ops-timeline__error")))
+    assert timeline == [(["transient"], "5,003 ms", ["timeout: timed out"]), (["sent"], "42 ms", [])]
     assert "<script>alert(1)</script>" not in page  # only ever as text...
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    assert re.search(r'<iframe[^>]* sandbox srcdoc="&lt;script&gt;', page)  # ...or in a sandboxed frame
+    frame = one(page, "iframe")  # ...or in a frame with scripts off
+    assert attrs(page, "iframe", "sandbox") == [""] and frame["srcdoc"].startswith("<script>alert(1)</script>")
     assert "script-src 'self'" in response.headers["Content-Security-Policy"]
 
 
 def test_an_unsent_delivery_shows_the_notification_and_unknown_ids_404(client, operator, ledger):
     page = client.get(f"/console/deliveries/{ledger['ada_push'].id}").get_data(as_text=True)
 
-    assert "Skipped because</dt><dd>no_push_subscription" in page and "Nothing rendered yet" in page
+    assert definitions(page, 'section[aria-labelledby="state-title"] dl')["Skipped because"] == "no_push_subscription"
+    assert "Nothing rendered yet" in page
     assert client.get("/console/deliveries/987654321").status_code == 404

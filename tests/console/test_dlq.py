@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import sqlalchemy as sa
 
@@ -11,6 +9,7 @@ from app.extensions import db, redis
 from app.models import BulkOperation, NotificationDelivery
 from jobs import bulk
 from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
+from tests.support.html import attrs, first, one, texts
 
 
 @pytest.fixture
@@ -50,7 +49,8 @@ def enqueues(monkeypatch):
 
 
 def _rows(page: str) -> list[int]:
-    return [int(i) for i in re.findall(r'<tr id="dlq-(\d+)"', page)]
+    """The delivery ids of the DLQ table's rows, in order."""
+    return [int(row_id.removeprefix("dlq-")) for row_id in attrs(page, "#dlq-rows tbody tr", "id")]
 
 
 def _status(delivery) -> str:
@@ -61,15 +61,16 @@ def _status(delivery) -> str:
 def test_the_dlq_lists_failed_rows_and_filters_them(client, operator, dlq):
     everything = client.get("/console/dlq").get_data(as_text=True)
     assert sorted(_rows(everything)) == sorted([d.id for d in dlq["refused"]] + [dlq["rejected"].id])
-    assert 'id="dlq-matching">4</span>' in everything and "(the whole queue)" in everything
-    assert '<option value="refused">refused (3)</option>' in everything
+    assert texts(everything, "#dlq-matching") == ["4"]
+    assert texts(everything, "#bulk-title") == ["4 failed deliveries match (the whole queue)"]
+    assert one(everything, '#error_kind option[value="refused"]').get_text() == "refused (3)"
 
     by_kind = client.get("/console/dlq?error_kind=rejected").get_data(as_text=True)
     by_type = client.get("/console/dlq?type=comment&provider=smtp").get_data(as_text=True)
 
     assert _rows(by_kind) == [dlq["rejected"].id]
     assert sorted(_rows(by_type)) == sorted(d.id for d in dlq["refused"])
-    assert client.get("/console/dlq?until=2000-01-01T00:00").get_data(as_text=True).count('<tr id="dlq-') == 0
+    assert _rows(client.get("/console/dlq?until=2000-01-01T00:00").get_data(as_text=True)) == []
     assert client.get("/console/dlq?since=soon").status_code == 422
 
 
@@ -116,18 +117,19 @@ def test_replay_all_matching_runs_as_a_job_with_a_progress_bar(client, csrf, ope
     assert enqueues["bulk"] == [operation.id] and (operation.status, operation.total) == ("queued", 3)
     assert operation.filters["error_kind"] == "refused"
     fragment = client.get(f"/console/dlq/operations/{operation.id}/progress").get_data(as_text=True)
-    assert 'hx-trigger="every 1s"' in fragment and "0 of 3" in fragment
+    assert first(fragment)["hx-trigger"] == "every 1s" and texts(fragment, ".ops-progress__count") == ["0 of 3"]
 
     redis.client().flushdb()
     bulk.run_bulk_operation(operation.id)
     redis.client().flushdb()
 
     fragment = client.get(f"/console/dlq/operations/{operation.id}/progress").get_data(as_text=True)
-    assert "hx-trigger" not in fragment and "3 of 3" in fragment and 'value="100"' in fragment
+    assert "hx-trigger" not in fragment and texts(fragment, ".ops-progress__count") == ["3 of 3"]
+    assert one(fragment, "progress")["value"] == "100"
     assert all(_status(d) == "pending" for d in dlq["refused"]) and _status(dlq["rejected"]) == "failed"
     assert [e.action for e in audit_rows() if e.action.startswith("dlq.")] == ["dlq.replay_all", "dlq.replay_all.done"]
     page = client.get("/console/dlq").get_data(as_text=True)
-    assert f'id="operation-{operation.id}"' in page and _rows(page) == [dlq["rejected"].id]
+    assert one(page, f"#bulk-operations > #operation-{operation.id}") and _rows(page) == [dlq["rejected"].id]
 
 
 def test_discard_all_needs_a_reason_and_an_empty_match_is_refused(client, csrf, operator, dlq, enqueues):

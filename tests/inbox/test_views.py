@@ -10,6 +10,7 @@ from app.extensions import db
 from app.web.templating import reltime
 from tests.factories import AnnouncementFactory, NotificationFactory, UserFactory
 from tests.inbox.conftest import state
+from tests.support.html import attrs, first, one, parse, texts
 
 
 def _now():
@@ -17,9 +18,8 @@ def _now():
 
 
 def _badge(html: str) -> str:
-    match = re.search(r'<span id="inbox-badge"[^>]*>([^<]*)</span>', html)
-    assert match, "no badge in the response"
-    return match.group(1)
+    """The badge's text: the count, "99+" or empty."""
+    return one(html, "span#inbox-badge").get_text()
 
 
 # --- pages ----------------------------------------------------------------------------------------
@@ -36,8 +36,9 @@ def test_page_lists_rows_marks_unread_and_escapes_titles(client, member):
     AnnouncementFactory(title="Maintenance tonight")
     html = client.get("/inbox").get_data(as_text=True)
     assert "&lt;img src=x onerror=alert(1)&gt;" in html and "<img src=x" not in html
-    assert html.count('class="item item--unread"') == 1
-    assert html.count("Unread: ") == 2  # the unread notification and the unread announcement
+    assert len(parse(html).select("#notification-list > li.item--unread")) == 1
+    # The unread notification and the unread announcement.
+    assert texts(html, ".item__title > .visually-hidden") == ["Unread:", "Unread:"]
     assert "Maintenance tonight" in html
     assert _badge(html) == "2"
 
@@ -45,7 +46,8 @@ def test_page_lists_rows_marks_unread_and_escapes_titles(client, member):
 def test_times_are_in_the_users_zone_with_relative_text(client, member):
     NotificationFactory(user_id=member.id, created_at=_now() - timedelta(minutes=5))
     html = client.get("/inbox").get_data(as_text=True)
-    assert re.search(r'<time datetime="[^"]+" title="[^"]+ JST" data-relative>5 min ago</time>', html)
+    stamp = one(html, "#notification-list time[data-relative]")
+    assert stamp["datetime"] and re.fullmatch(r".+ JST", stamp["title"]) and stamp.get_text() == "5 min ago"
 
 
 def test_empty_states_say_what_to_do(client, member):
@@ -65,17 +67,19 @@ def test_load_more_is_a_plain_link_and_an_htmx_append(client, member, htmx):
     for n in range(25):
         NotificationFactory(user_id=member.id, title=f"N{n:02d}", created_at=_now() - timedelta(minutes=n))
     first = client.get("/inbox").get_data(as_text=True)
-    href = re.search(r'<a class="button" href="([^"]+)" hx-get="\1"', first).group(1).replace("&amp;", "&")
-    assert "cursor=" in href and "offset" not in href
+    more = one(first, "#load-more a.button")
+    href = more["href"]
+    assert more["hx-get"] == href and "cursor=" in href and "offset" not in href
 
     full = client.get(href).get_data(as_text=True)
     assert "<html" in full and "N20" in full and "N19" not in full and "Back to the newest" in full
 
     fragment = client.get(href, headers=htmx()).get_data(as_text=True)
     assert "<html" not in fragment and "Announcements" not in fragment
-    assert [m for m in re.findall(r">(N\d\d)<", fragment)] == [f"N{n}" for n in range(20, 25)]
-    assert 'id="load-more" class="load-more" hx-swap-oob="true"' in fragment
-    assert "That's everything." in fragment and "data-first-new" in fragment
+    assert texts(fragment, "li.item .item__link") == [f"N{n}" for n in range(20, 25)]
+    assert one(fragment, "#load-more")["hx-swap-oob"] == "true"
+    assert texts(fragment, "#load-more .load-more__end") == ["That's everything."]
+    assert [row.has_attr("data-first-new") for row in parse(fragment).select("li.item")] == [True] + [False] * 4
 
 
 def test_archived_filter_shows_only_archived_rows(client, member):
@@ -93,7 +97,8 @@ def test_badge_fragment_text_is_the_count_or_99_plus_or_empty(client, member):
     assert _badge(client.get("/inbox/badge").get_data(as_text=True)) == ""
     NotificationFactory.create_batch(3, user_id=member.id)
     fragment = client.get("/inbox/badge").get_data(as_text=True)
-    assert _badge(fragment) == "3" and 'aria-label="3 unread"' in fragment and "hx-swap-oob" not in fragment
+    assert _badge(fragment) == "3" and one(fragment, "#inbox-badge")["aria-label"] == "3 unread"
+    assert "hx-swap-oob" not in fragment
     db.session.execute(
         sa.text("""
         INSERT INTO notifications (user_id, type, title, body, dedupe_key)
@@ -112,9 +117,11 @@ def test_mark_read_over_htmx_returns_the_row_and_the_badge_out_of_band(client, m
     response = client.post(f"/inbox/notifications/{row.id}/read", headers=htmx())
     html = response.get_data(as_text=True)
     assert response.status_code == 200
-    assert html.lstrip().startswith(f'<li id="notification-{row.id}"') and "item--unread" not in html
-    assert re.search(r'<span id="inbox-badge"[^>]*hx-swap-oob="true"', html) and _badge(html) == "1"
-    assert 'id="inbox-status" hx-swap-oob="innerHTML">Marked “Hello” read.' in html
+    top = first(html)
+    assert (top.name, top["id"]) == ("li", f"notification-{row.id}") and "item--unread" not in html
+    assert one(html, "span#inbox-badge")["hx-swap-oob"] == "true" and _badge(html) == "1"
+    status = one(html, "#inbox-status")
+    assert (status["hx-swap-oob"], status.get_text()) == ("innerHTML", "Marked “Hello” read.")
     assert published == [[member.id]]
     assert state(row.id).read_at is not None
 
@@ -136,17 +143,19 @@ def test_actions_without_javascript_redirect_back(client, member, csrf, publishe
 def test_archive_and_unarchive(client, member, htmx, published):
     row = NotificationFactory(user_id=member.id, title="Old news")
     html = client.post(f"/inbox/notifications/{row.id}/archive", headers=htmx()).get_data(as_text=True)
-    assert "item--archived" in html and "Move to inbox" in html and _badge(html) == ""
+    assert "item--archived" in attrs(html, f"#notification-{row.id}", "class")[0].split()
+    assert "Move to inbox" in html and _badge(html) == ""
     assert "Old news" in client.get("/inbox?filter=archived").get_data(as_text=True)
     html = client.post(f"/inbox/notifications/{row.id}/unarchive", headers=htmx()).get_data(as_text=True)
-    assert "item--archived" not in html and ">Archive<" in html
+    assert "item--archived" not in html and "Archive" in texts(html, f"#notification-{row.id} .item__actions button")
     assert state(row.id).archived_at is None and state(row.id).read_at is not None
 
 
 def test_announcement_read_returns_its_fragment(client, member, htmx, published):
     item = AnnouncementFactory(title="Welcome")
     html = client.post(f"/inbox/announcements/{item.id}/read", headers=htmx()).get_data(as_text=True)
-    assert html.lstrip().startswith(f'<li id="announcement-{item.id}"') and "item--unread" not in html
+    top = first(html)
+    assert (top.name, top["id"]) == ("li", f"announcement-{item.id}") and "item--unread" not in html
     assert _badge(html) == "" and published == [[member.id]]
 
 
@@ -154,7 +163,8 @@ def test_read_all_refreshes_the_list_and_a_second_time_changes_nothing(client, m
     NotificationFactory.create_batch(3, user_id=member.id)
     AnnouncementFactory()
     html = client.post("/inbox/read-all", data={"filter": "unread"}, headers=htmx()).get_data(as_text=True)
-    assert html.lstrip().startswith('<div id="inbox-content"') and "all caught up" in html
+    top = first(html)
+    assert (top.name, top["id"]) == ("div", "inbox-content") and "all caught up" in html
     assert _badge(html) == "" and published == [[member.id]]
     again = client.post("/inbox/read-all", headers=htmx()).get_data(as_text=True)
     assert "Nothing was unread." in again and published == [[member.id]]
@@ -164,7 +174,7 @@ def test_read_all_without_javascript_redirects(client, member, csrf, published):
     NotificationFactory(user_id=member.id)
     response = client.post("/inbox/read-all", data={"next": "/inbox"}, headers=csrf())
     assert response.status_code == 303 and response.headers["Location"] == "/inbox"
-    assert client.get("/inbox/badge").get_data(as_text=True).count("badge--empty") == 1
+    assert attrs(client.get("/inbox/badge").get_data(as_text=True), "#inbox-badge", "class") == ["badge badge--empty"]
 
 
 def test_read_all_rejects_an_unknown_filter(client, member, htmx):
@@ -257,7 +267,8 @@ def test_rows_with_off_site_links_have_no_open_button(client, member):
     NotificationFactory(user_id=member.id, link_path="javascript:alert(1)")
     safe = NotificationFactory(user_id=member.id, link_path="/preferences")
     html = client.get("/inbox").get_data(as_text=True)
-    assert html.count("/open") == 1 and f"/inbox/notifications/{safe.id}/open" in html
+    assert html.count("/open") == 1
+    assert one(html, f'#notification-{safe.id} form[action="/inbox/notifications/{safe.id}/open"]')
     assert "javascript:" not in html
 
 

@@ -8,6 +8,7 @@ import pytest
 from app.extensions import db
 from app.models import User
 from tests.preferences.conftest import stored
+from tests.support.html import attrs, first, one, parse, texts
 
 
 def _toggle(client, headers, type_, channel, enabled):
@@ -16,13 +17,20 @@ def _toggle(client, headers, type_, channel, enabled):
 
 def test_page_shows_each_cell_with_its_source_and_locks_mandatory_ones(client, member):
     html = client.get("/preferences").get_data(as_text=True)
-    assert 'id="type-comment"' in html and 'id="type-security"' in html
-    assert re.search(r'id="switch-comment-push"[^>]*aria-checked="false"', html, re.S)
-    assert re.search(r'id="switch-reservation_approved-email"[^>]*aria-checked="true"', html, re.S)
-    assert html.count("pref-cell cell--locked") == 3
+    assert {"type-comment", "type-security"} <= set(attrs(html, ".pref-table tbody tr", "id"))
+    assert one(html, "#switch-comment-push")["aria-checked"] == "false"
+    assert one(html, "#switch-reservation_approved-email")["aria-checked"] == "true"
+    assert attrs(html, "td.pref-cell.cell--locked", "id") == [
+        "pref-security-in_app",
+        "pref-security-email",
+        "pref-security-push",
+    ]
     assert 'id="switch-security-' not in html  # no control at all for a mandatory type
-    assert "Your choice" not in re.sub(r'<span class="source source--user">Your choice</span>', "", html)
-    assert 'value="Asia/Tokyo" selected' in html
+    # Nothing is the user's choice yet: only the legend says "Your choice".
+    page = parse(html)
+    one(page, ".panel__header .source--user").decompose()
+    assert "Your choice" not in str(page)
+    assert attrs(html, "#timezone option[selected]", "value") == ["Asia/Tokyo"]
 
 
 def test_sign_in_required(client):
@@ -33,15 +41,19 @@ def test_a_change_stores_only_the_deviation_and_returning_deletes_it(client, mem
     response = _toggle(client, htmx(), "comment", "push", "on")
     html = response.get_data(as_text=True)
     assert response.status_code == 200
-    assert html.lstrip().startswith('<td id="pref-comment-push"') and 'aria-checked="true"' in html
-    assert "Your choice" in html and "Push for Comment is now on." in html
+    cell = first(html)
+    assert (cell.name, cell["id"]) == ("td", "pref-comment-push")
+    assert one(cell, "#switch-comment-push")["aria-checked"] == "true"
+    assert texts(cell, ".pref-cell__source") == ["Your choice"]
+    assert texts(html, "#prefs-status") == ["Push for Comment is now on."]
     assert stored(member.id) == [("comment", "push", True)]
 
     _toggle(client, htmx(), "comment", "push", "on")  # the same value again: still one row
     assert stored(member.id) == [("comment", "push", True)]
 
     html = _toggle(client, htmx(), "comment", "push", "off").get_data(as_text=True)
-    assert stored(member.id) == [] and "Default" in html and "(the default)" in html
+    assert stored(member.id) == [] and texts(html, "#pref-comment-push .pref-cell__source") == ["Default"]
+    assert texts(html, "#prefs-status") == ["Push for Comment is now off (the default)."]
 
 
 def test_turning_off_a_default_on_channel_stores_false(client, member, htmx):
@@ -111,7 +123,8 @@ def test_save_quiet_hours_and_time_zone(client, member, csrf):
     user = _user(member.id)
     assert (user.timezone, user.quiet_hours_start, user.quiet_hours_end) == ("Europe/Berlin", time(22), time(7, 30))
     html = client.get(response.headers["Location"]).get_data(as_text=True)
-    assert "Saved." in html and 'value="22:00"' in html and 'value="Europe/Berlin" selected' in html
+    assert "Saved." in html and one(html, "#quiet_start")["value"] == "22:00"
+    assert attrs(html, "#timezone option[selected]", "value") == ["Europe/Berlin"]
 
 
 def test_turning_quiet_hours_off_clears_both_times(client, member, csrf):
@@ -136,17 +149,19 @@ def test_invalid_schedule_gets_422_with_the_reason_and_changes_nothing(client, m
     response = _schedule(client, csrf(), **form)
     html = response.get_data(as_text=True)
     assert response.status_code == 422 and field in html and "Nothing was saved." in html
-    assert 'aria-invalid="true"' in html and "<html" in html
+    assert parse(html).select('#schedule [aria-invalid="true"]') and "<html" in html
     user = _user(member.id)
     assert (user.timezone, user.quiet_hours_start, user.quiet_hours_end) == ("Asia/Tokyo", None, None)
 
 
 def test_schedule_over_htmx_returns_the_section(client, member, htmx):
     bad = _schedule(client, htmx(), timezone="Nowhere", quiet="off")
-    assert bad.status_code == 422 and bad.get_data(as_text=True).lstrip().startswith('<section id="schedule"')
+    section = first(bad.get_data(as_text=True))
+    assert bad.status_code == 422 and (section.name, section["id"]) == ("section", "schedule")
     good = _schedule(client, htmx(), timezone="America/New_York", quiet="on", quiet_start="21:00", quiet_end="06:00")
     html = good.get_data(as_text=True)
-    assert good.status_code == 200 and html.lstrip().startswith('<section id="schedule"')
+    section = first(html)
+    assert good.status_code == 200 and (section.name, section["id"]) == ("section", "schedule")
     assert "Saved." in html and ("EST" in html or "EDT" in html)
 
 
@@ -159,7 +174,7 @@ def test_inbox_times_follow_the_new_time_zone(client, member, csrf):
     from tests.factories import NotificationFactory
 
     NotificationFactory(user_id=member.id)
-    assert " JST" in client.get("/inbox").get_data(as_text=True)
+    assert re.fullmatch(r".+ JST", one(client.get("/inbox").get_data(as_text=True), "time[data-relative]")["title"])
     _schedule(client, csrf(), timezone="Europe/London", quiet="off")
     html = client.get("/inbox").get_data(as_text=True)
-    assert " JST" not in html and re.search(r'title="[^"]+ (GMT|BST)"', html)
+    assert " JST" not in html and re.fullmatch(r".+ (GMT|BST)", one(html, "time[data-relative]")["title"])

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from click.testing import CliRunner
-from py_vapid import Vapid
 
-from app.cli.vapid import generate_command
 from app.extensions import db
-from app.message_templates import preview
 from app.models import PushSubscription
-from app.push import payload
 from jobs.delivery import deliver_batch
 from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
 from tests.support.delivery import reload
@@ -134,32 +128,3 @@ def test_unreachable_push_service_is_transient(app, vapid, push_service):
     assert deliver_batch("push", [delivery.id])["pending"] == 1
     row = reload(delivery)
     assert (row.attempts, row.status) == (1, "pending") and "ConnectionError" in row.last_error
-
-
-def test_payload_is_cut_under_the_limit_without_breaking_characters():
-    body = "日本語のテキスト" * 400  # 9,600 bytes of three-byte characters
-    text = payload.fit_payload("Title", body, "https://x.test/a", "t:1")
-    assert len(text.encode("utf-8")) <= payload.PUSH_LIMIT
-    data = json.loads(text)
-    assert data["body"].endswith("…") and data["title"] == "Title" and data["url"] == "https://x.test/a"
-    assert len(text.encode("utf-8")) > payload.PUSH_LIMIT - 10  # as much as fits
-    assert payload.fit_payload("a", "b", None, "t") == payload.push_payload("a", "b", None, "t")
-    assert preview.push_payload is payload.push_payload  # the console preview shows what is sent
-
-
-def test_topic_is_sanitized():
-    assert payload.topic("comment:123") == "comment-123"
-    assert payload.topic("a b/ç" * 20) == ("a-b--" * 20)[:32]
-
-
-def test_vapid_generate_prints_and_writes_a_usable_pair(app, tmp_path):
-    out = tmp_path / "vapid.env"
-    result = CliRunner().invoke(generate_command, ["--out", str(out)])
-    assert result.exit_code == 0, result.output
-    lines = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
-    assert set(lines) == {"VAPID_PUBLIC_KEY", "VAPID_PRIVATE_KEY"}
-    assert out.read_text() == result.stdout and oct(out.stat().st_mode & 0o777) == "0o600"
-    signed = Vapid.from_string(lines["VAPID_PRIVATE_KEY"]).sign({"sub": "mailto:a@b.c", "aud": "https://p.test"})
-    assert f"k={lines['VAPID_PUBLIC_KEY']}" in signed["Authorization"]
-    again = CliRunner().invoke(generate_command, ["--out", str(out)])
-    assert again.exit_code != 0 and "refusing" in again.output

@@ -15,7 +15,7 @@ from app.extensions import db
 from app.inbox import queries
 from app.live.publish import BROADCAST_CHANNEL, user_channel
 from app.realtime import hub as hub_module
-from app.realtime.hub import Hub, parse_toast
+from app.realtime.hub import MAX_TOASTS_PER_FRAME, Hub, parse_toast
 from tests.realtime.helpers import frame_count
 
 
@@ -78,6 +78,29 @@ def hub(app):
     hub.shutdown(timeout=1)
 
 
+class HandClock:
+    """A clock that moves only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clocked(app, monkeypatch):
+    """A hub on a hand-driven clock with no flusher threads: frames go out when the test calls flush_due()."""
+    monkeypatch.setitem(app.config, "REALTIME_FLUSH_THREADS", 0)
+    clock = HandClock()
+    hub = Hub(app, clock=clock)
+    yield hub, clock
+    hub.shutdown(timeout=1)
+
+
 def serve_in_thread(hub, conn) -> threading.Thread:
     def serve():
         try:
@@ -99,48 +122,57 @@ def wait_until(predicate, timeout=3.0):
     return False
 
 
-def test_a_burst_for_one_user_costs_one_count_per_window(app, hub, counting):
+def test_a_burst_for_one_user_costs_one_count_per_window(app, clocked, counting):
+    hub, clock = clocked
     ws = FakeSocket()
     conn = hub.connect(41, ws)
-    assert hub.listening.wait(3)
-    serve_in_thread(hub, conn)
-    assert wait_until(lambda: len(counting.calls) >= 1)  # the resync after subscribing
-    time.sleep(0.15)
-    start = len(counting.calls)
-    began = time.monotonic()
-    while time.monotonic() - began < 0.5:
+    hub.notify(41)
+    assert hub.flush_due() == 1 and len(counting.calls) == 1  # the first event goes out at once
+    counted_at = [clock()]
+    for _ in range(100):  # 100 events over 0.5 s, one every 5 ms
+        clock.advance(0.005)
         hub.notify(41, {"title": "burst"})
-        time.sleep(0.005)
-    time.sleep(0.3)  # let the trailing window flush
-    burst_calls = [at for _, at in counting.calls[start:]]
-    # About 100 notifications in 0.5 s: leading edge + one per 100 ms window (+1 for timing slack).
-    assert 2 <= len(burst_calls) <= 7
-    gaps = [b - a for a, b in zip(burst_calls, burst_calls[1:], strict=False)]
-    assert all(gap >= 0.095 for gap in gaps), gaps
-    # The last frame carries the last count: nothing after the burst is left unsent.
+        if hub.flush_due():
+            counted_at.append(clock())
+    clock.advance(0.1)
+    assert hub.flush_due() == 1  # the trailing window: nothing after the burst is left unsent
+    counted_at.append(clock())
+    # One recount per 100 ms window: the leading edge, then the first event after each window ends
+    # (105, 210, 315 and 420 ms: events come every 5 ms), then the trailing window after the burst.
+    assert len(counting.calls) == len(counted_at) == 6
+    assert all(b - a >= 0.1 - 1e-9 for a, b in zip(counted_at, counted_at[1:], strict=False))
+    conn.write_pending()
     assert frame_count(ws.sent[-1]) == len(counting.calls)
+    assert ws.sent[-1].count("burst") == MAX_TOASTS_PER_FRAME  # the toasts of a window, at most five
 
 
-def test_each_user_is_coalesced_separately_and_both_tabs_get_the_frame(app, hub, counting):
+def test_each_user_is_coalesced_separately_and_both_tabs_get_the_frame(app, clocked, counting):
+    hub, clock = clocked
     tabs = [FakeSocket(), FakeSocket()]
     other = FakeSocket()
     conns = [hub.connect(51, tabs[0]), hub.connect(51, tabs[1]), hub.connect(52, other)]
-    for conn in conns:
-        serve_in_thread(hub, conn)
-    assert hub.listening.wait(3)
-    hub.notify_all()  # the view's greet is not part of this test; the resync may have come before all three
-    assert wait_until(lambda: all(ws.sent for ws in (*tabs, other)))
-    time.sleep(0.15)
-    before = len(counting.calls)
     hub.notify(51, {"title": "<b>for 51</b>"})
     hub.notify(52)
-    assert wait_until(lambda: len(counting.calls) >= before + 2)
-    assert wait_until(lambda: all("for 51" in ws.sent[-1] for ws in tabs))
+    assert hub.flush_due() == 2 and len(counting.calls) == 2  # one recount per user, not per tab
+    for conn in conns:
+        conn.write_pending()
     frame = tabs[0].sent[-1]
     assert "&lt;b&gt;for 51&lt;/b&gt;" in frame and "<b>" not in frame
     assert 'hx-swap-oob="true"' in frame and 'id="toasts" hx-swap-oob="beforeend"' in frame
     assert tabs[0].sent[-1] == tabs[1].sent[-1]
     assert "toast" not in other.sent[-1]
+    hub.notify(51)  # within 51's window: waits; 52 has its own window
+    hub.notify(52)
+    assert hub.flush_due() == 0
+    clock.advance(0.1)
+    assert hub.flush_due() == 2
+
+
+def test_the_flusher_threads_deliver_frames_by_themselves(app, hub, counting):
+    ws = FakeSocket()
+    serve_in_thread(hub, hub.connect(53, ws))
+    hub.notify(53, {"title": "hello"})
+    assert wait_until(lambda: any("hello" in frame for frame in ws.sent))
 
 
 def test_dispatch_reads_user_and_broadcast_channels(app, hub, monkeypatch):
@@ -162,10 +194,11 @@ def test_dispatch_reads_user_and_broadcast_channels(app, hub, monkeypatch):
     assert seen == [(12, {"title": "Hi"}), "all", "all"]
 
 
-def test_events_for_users_without_a_local_socket_cost_nothing(app, hub, counting):
+def test_events_for_users_without_a_local_socket_cost_nothing(app, clocked, counting):
+    hub, clock = clocked
     hub.notify(999)
-    time.sleep(0.2)
-    assert counting.calls == []
+    clock.advance(1)
+    assert hub.flush_due() == 0 and counting.calls == []
 
 
 @pytest.mark.parametrize(
@@ -243,7 +276,8 @@ def test_create_app_starts_no_realtime_threads():
             db.engine.dispose()
 
 
-def test_a_database_error_drops_the_batch_and_the_flusher_carries_on(app, hub, monkeypatch):
+def test_a_database_error_drops_the_batch_and_the_flusher_carries_on(app, clocked, monkeypatch):
+    hub, clock = clocked
     calls = []
 
     def database_down(user_id):
@@ -252,11 +286,14 @@ def test_a_database_error_drops_the_batch_and_the_flusher_carries_on(app, hub, m
 
     monkeypatch.setattr(queries, "badge_count", database_down)
     ws = FakeSocket()
-    serve_in_thread(hub, hub.connect(95, ws))
+    conn = hub.connect(95, ws)
     hub.notify(95)
-    assert wait_until(lambda: calls)
-    assert ws.sent == []
+    assert hub.flush_due() == 1 and calls == [95]
+    conn.write_pending()
+    assert ws.sent == []  # nothing counted, nothing sent
     monkeypatch.setattr(queries, "badge_count", lambda user_id: 7)
-    time.sleep(0.15)  # past the coalescing window
+    clock.advance(0.1)  # past the coalescing window
     hub.notify(95)
-    assert wait_until(lambda: any(frame_count(frame) == 7 for frame in ws.sent))
+    assert hub.flush_due() == 1
+    conn.write_pending()
+    assert [frame_count(frame) for frame in ws.sent] == [7]

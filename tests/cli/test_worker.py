@@ -12,14 +12,6 @@ from app.queueing import enqueue_deliveries, get_queue
 from tests.factories import NotificationTypeFactory
 
 
-@pytest.fixture(autouse=True)
-def clean_redis(app):
-    with app.app_context():
-        redis.client().flushdb()
-        yield
-        redis.client().flushdb()
-
-
 @pytest.mark.committed  # the engine records on its own connection: real commits
 def test_simple_worker_burst_round_trip(app, smtp_sink, make_delivery, monkeypatch):
     monkeypatch.setitem(app.config, "DELIVERY_BATCH_SIZE", 3)

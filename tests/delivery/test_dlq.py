@@ -14,7 +14,15 @@ from app.refusal import Refused
 from jobs import bulk
 from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
 
-pytestmark = pytest.mark.usefixtures("clean_redis")
+
+@pytest.fixture
+def operator():
+    return UserFactory(role="operator")
+
+
+@pytest.fixture
+def promo():
+    return NotificationTypeFactory(type="promo", label="Offers", default_email=True)
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 import sqlalchemy as sa
 
 from app.extensions import db, redis
@@ -10,14 +9,6 @@ from app.queueing import get_queue
 from app.sweeper import LOCK_KEY, sweep_once
 from tests.factories import NotificationTypeFactory
 from tests.support.delivery import reload
-
-
-@pytest.fixture(autouse=True)
-def clean_redis(app):
-    with app.app_context():
-        redis.client().flushdb()
-        yield
-        redis.client().flushdb()
 
 
 def set_row(delivery, sql: str):

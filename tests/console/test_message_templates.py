@@ -15,6 +15,7 @@ from app.extensions import db
 from app.models import MessageTemplate, NotificationType, TemplateVersion
 from app.push.payload import PUSH_LIMIT
 from tests.factories import NotificationTypeFactory
+from tests.support.html import attrs, one, parse, texts
 
 URL = "/console/templates/comment/{channel}/{locale}"
 INJECTIONS = [
@@ -45,9 +46,12 @@ def test_editor_page_renders_a_preview_with_debounced_htmx(client, operator):
     response = client.get(URL.format(channel="email", locale="en"))
     assert response.status_code == 200
     page = response.get_data(as_text=True)
-    assert 'hx-trigger="keyup changed delay:400ms"' in page
-    assert 'hx-post="/console/templates/comment/email/en/preview"' in page
-    assert "<iframe" in page and "sandbox" in page and "srcdoc=" in page
+    for name in ("subject", "body_text", "body_html", "user_locale", "sample"):
+        field = one(page, f"#template-form #{name}")
+        assert field["hx-trigger"] == "keyup changed delay:400ms", name
+        assert field["hx-post"] == "/console/templates/comment/email/en/preview", name
+    frame = one(page, "#template-preview iframe")
+    assert frame.has_attr("sandbox") and frame.has_attr("srcdoc")
     csp = response.headers["Content-Security-Policy"]
     assert "style-src 'self' 'unsafe-inline'" in csp and "script-src 'self';" in csp
     assert "frame-ancestors 'none'" in csp
@@ -61,19 +65,18 @@ def test_email_preview_renders_sample_data_in_a_sandboxed_iframe(client, csrf, o
         body_text="Room {{ data.room }}",
         body_html="<p>Room <b>{{ data.room }}</b> for {{ user.name }}</p>",
     )
-    assert 'id="preview-subject">Hi Ada Lovelace<' in page
-    frame = re.search(r"<iframe[^>]*>", page).group(0)
-    assert " sandbox " in frame and "allow-scripts" not in frame
-    document = html.unescape(re.search(r'srcdoc="([^"]*)"', frame).group(1))
+    assert texts(page, "#preview-subject") == ["Hi Ada Lovelace"]
+    assert attrs(page, "iframe", "sandbox") == [""]  # sandboxed, nothing allowed (no allow-scripts)
+    document = one(page, "iframe")["srcdoc"]
     assert "<p>Room <b>4B</b> for Ada Lovelace</p>" in document
     assert "Unsubscribe from Comment e-mails" in document  # the real e-mail layout
-    assert "Room 4B" in page  # the text part
+    assert one(page, "#preview-text").get_text().startswith("Room 4B")  # the text part
 
 
 def test_values_are_escaped_in_the_html_body(client, csrf, operator):
     sample = json.dumps({"user": {"name": "<script>alert(1)</script>"}, "notification": {}, "data": {}})
     page = preview(client, csrf, body_html="<p>{{ user.name }}</p>", sample=sample)
-    document = html.unescape(re.search(r'srcdoc="([^"]*)"', page).group(1))
+    document = one(page, "iframe")["srcdoc"]
     assert "<script>alert(1)</script>" not in document
     assert "&lt;script&gt;" in document
 
@@ -116,38 +119,40 @@ def test_bad_sample_json_is_reported_with_its_line(client, csrf, operator):
     assert "sample data, line 2" in page
 
 
+def _chain(page: str) -> list[tuple[str, str]]:
+    """Each step of the locale chain: its locale and the text of its tag."""
+    steps = parse(page).select(".console-chain__steps > li")
+    return [(one(step, "code").get_text(), one(step, ".tag").get_text()) for step in steps]
+
+
 def test_locale_fallback_chain(client, csrf, operator):
     db.session.add_all(
         [MessageTemplate(type="comment", channel="email", locale=loc, subject=loc) for loc in ("pt", "en")]
     )
     db.session.flush()
     page = preview(client, csrf, locale="en", subject="Hi", user_locale="pt-BR")
-    steps = re.findall(r"<code>([a-z-]+)</code>\s*<span class=\"tag[^\"]*\">(\w+)</span>", page)
-    assert steps == [("pt-br", "missing"), ("pt", "used"), ("en", "exists")]
-    assert "the <code>pt</code> template — not this one" in page
+    assert _chain(page) == [("pt-br", "missing"), ("pt", "used"), ("en", "exists")]
+    assert texts(page, ".console-chain > p") == ["A user with locale pt-BR gets: the pt template — not this one."]
+    assert texts(page, ".console-chain > p code") == ["pt-BR", "pt"]
     page = preview(client, csrf, locale="de", subject="Hi", user_locale="de-AT")
-    assert re.findall(r"<code>([a-z-]+)</code>\s*<span class=\"tag[^\"]*\">(\w+)</span>", page) == [
-        ("de-at", "missing"),
-        ("de", "used"),
-        ("en", "exists"),
-    ]
+    assert _chain(page) == [("de-at", "missing"), ("de", "used"), ("en", "exists")]
 
 
 def test_push_payload_size_against_the_limit(client, csrf, operator):
     page = preview(client, csrf, channel="push", subject="{{ notification.title }}", body_text="Short body")
-    match = re.search(r'id="push-size"[^>]*>([\d,]+) of 3,993 bytes', page)
+    match = re.fullmatch(r"([\d,]+) of 3,993 bytes", one(page, "#push-size").get_text())
     assert match and 0 < int(match.group(1).replace(",", "")) < 200
-    assert '"title":"Reservation #310 was approved"' in html.unescape(page)
+    assert '"title":"Reservation #310 was approved"' in one(page, "details pre").get_text()
     long = preview(client, csrf, channel="push", subject="T", body_text="é" * 2100)
     assert "over the 3,993-byte push limit" in long
-    assert int(re.search(r'id="push-size"[^>]*>([\d,]+) of', long).group(1).replace(",", "")) > PUSH_LIMIT
+    assert int(re.match(r"([\d,]+) of", one(long, "#push-size").get_text()).group(1).replace(",", "")) > PUSH_LIMIT
 
 
 def test_in_app_preview_shows_title_and_body(client, csrf, operator):
     page = preview(
         client, csrf, channel="in_app", subject="New comment by {{ user.name }}", body_text="{{ data.room }}"
     )
-    assert 'id="preview-subject">New comment by Ada Lovelace<' in page and 'id="preview-text">4B<' in page
+    assert texts(page, "#preview-subject") == ["New comment by Ada Lovelace"] and texts(page, "#preview-text") == ["4B"]
 
 
 def test_save_keeps_versions_and_restore(client, csrf, operator, audit_rows):
@@ -160,7 +165,7 @@ def test_save_keeps_versions_and_restore(client, csrf, operator, audit_rows):
     versions = db.session.scalars(sa.select(TemplateVersion).order_by(TemplateVersion.id)).all()
     assert [v.subject for v in versions] == ["v1"]  # the unchanged third save kept nothing
     page = client.get(url).get_data(as_text=True)
-    assert "Earlier versions" in page and "<pre>one</pre>" in page
+    assert "Earlier versions" in page and texts(page, ".console-versions pre") == ["v1", "one"]
 
     response = client.post(f"/console/templates/{template.id}/versions/{versions[0].id}/restore", headers=csrf())
     assert response.status_code == 302
