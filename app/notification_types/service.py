@@ -63,20 +63,20 @@ def create_type(
     """Create a notification type (a new key has no preferences, so mandatory needs no confirmation)."""
     _check_key(key)
     _check_type(label, priority)
-    item = NotificationType(
-        type=key,
-        label=label.strip(),
-        description=description.strip(),
-        default_in_app=default_in_app,
-        default_email=default_email,
-        default_push=default_push,
-        mandatory=mandatory,
-        priority=priority,
-    )
+    item = NotificationType(type=key)
+    _set_fields(item, label, description, default_in_app, default_email, default_push, mandatory, priority)
     db.session.add(item)
     db.session.flush()
     audit.record(actor, "type.create", "notification_type", key, after=audit.snapshot(item, TYPE_FIELDS))
     return item
+
+
+def _set_fields(item: NotificationType, label: str, description: str, default_in_app: bool, default_email: bool,
+                default_push: bool, mandatory: bool, priority: str) -> None:  # fmt: skip
+    """Write the editable fields (trimmed) that create and update share."""
+    item.label, item.description = label.strip(), description.strip()
+    item.default_in_app, item.default_email, item.default_push = default_in_app, default_email, default_push
+    item.mandatory, item.priority = mandatory, priority
 
 
 def _referencing_columns() -> list[tuple[str, str]]:
@@ -138,16 +138,7 @@ def update_type(
         if overrides:
             raise NeedsConfirmation(overrides)
     before = audit.snapshot(item, TYPE_FIELDS)
-    for name, value in dict(
-        label=label.strip(),
-        description=description.strip(),
-        default_in_app=default_in_app,
-        default_email=default_email,
-        default_push=default_push,
-        mandatory=mandatory,
-        priority=priority,
-    ).items():
-        setattr(item, name, value)
+    _set_fields(item, label, description, default_in_app, default_email, default_push, mandatory, priority)
     db.session.flush()
     if new_key != key:
         _rename_type(key, new_key)

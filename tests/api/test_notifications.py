@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 
 import pytest
 import sqlalchemy as sa
@@ -14,6 +13,7 @@ from app.live.publish import user_channel
 from app.queueing import get_queue
 from tests.api.conftest import count, send_body
 from tests.factories import NotificationTypeFactory, PreferenceFactory, UserFactory
+from tests.support.redis_watch import next_message
 
 
 def test_one_recipient_gets_a_row_and_an_email_delivery(api, comment_type, recipient):
@@ -193,16 +193,6 @@ def test_deliveries_go_to_the_types_priority_queue(api, recipient):
     assert queue.count == before + 1
     job = queue.jobs[-1]
     assert job.func_name == "jobs.delivery.deliver_batch" and job.args[0] == "email"
-
-
-def next_message(pubsub, timeout: float = 2.0):
-    """Return the next published message (subscribe confirmations skipped), or None."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        message = pubsub.get_message(timeout=0.1)
-        if message is not None:
-            return message
-    return None
 
 
 def test_badge_event_is_published_for_visible_new_rows(api, app, comment_type, recipient):
