@@ -1,5 +1,19 @@
-"""WSGI entry point: `gunicorn wsgi:app` and `flask --app wsgi …`."""
+"""WSGI entry point: `gunicorn wsgi:app` and `flask --app wsgi …` (web app, worker and sweeper alike).
+
+Before anything is served the settings are checked (app/config.py check): a missing or published
+SECRET_KEY, a value out of range or a combination that cannot work stops the process with exit
+code 3, which also makes gunicorn stop instead of restarting the worker forever.
+"""
+
+import sys
 
 from app import create_app
+from app.config import check, refuse_to_start
+from app.providers.registry import registered_names
 
 app = create_app()
+
+_problems = check(app.config, registered_names())
+if _problems:
+    refuse_to_start(_problems, sys.stderr.write)
+    sys.exit(3)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flask import Flask
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app.config import Config
 
@@ -16,6 +17,9 @@ def create_app(test_config: dict | None = None) -> Flask:
     app.config.from_object(Config())
     if test_config:
         app.config.update(test_config)
+    hops = app.config["TRUSTED_PROXY_HOPS"]
+    if hops:  # behind that many reverse proxies: the client's address and scheme are what the nearest ones saw
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]
 
     from app import cli, extensions, unitofwork
     from app.api.views import bp as api_bp

@@ -1,9 +1,166 @@
-"""Environment-driven configuration: every setting a deployment may change is read here."""
+"""Environment-driven configuration: every setting a deployment may change is declared and read here.
+
+SETTINGS is the one list: each setting's variable, default, type and accepted range, and what it
+does (README's configuration table lists the same names; tests/test_config.py keeps them in step).
+Config reads them once when the app is created; check() is the start-up check that the web app,
+the worker and the sweeper run (wsgi.py) before serving anything: a value of the wrong type, out of
+range, a combination that cannot work, or a secret anybody knows is a refusal that names the
+setting and what it accepts.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from limits import parse_many
+
+from app.keyspace import NAMESPACE_PATTERN, derive_namespace
+
+TRUE_WORDS = {"1", "true", "yes", "on"}
+FALSE_WORDS = {"0", "false", "no", "off", ""}
+
+# Secrets that are published (in this repository, tutorials, or as words nobody should use).
+KNOWN_SECRETS = {
+    "dev-insecure-change-me",
+    "test-secret",
+    "bench-secret",
+    "secret",
+    "changeme",
+    "change-me",
+    "development",
+    "dev",
+    "your-secret-key",
+    "supersecret",
+}
+SECRET_MIN_BYTES = 32
+
+
+class ConfigError(Exception):
+    """The settings cannot work; the message lists every problem."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable: its config key, default, type, accepted range and meaning."""
+
+    name: str
+    default: object
+    kind: str  # str | int | float | bool | rate
+    low: float | None = None
+    high: float | None = None
+    help: str = ""
+    key: str | None = None  # the app.config key when it differs from the variable's name
+
+    @property
+    def config_key(self) -> str:
+        return self.key or self.name
+
+    def accepts(self) -> str:
+        """Describe the accepted values, for error messages."""
+        if self.kind == "bool":
+            return "true or false (1/0, yes/no, on/off)"
+        if self.kind == "rate":
+            return 'a rate such as "5 per minute" or "100/hour" (several joined by ";")'
+        if self.kind in ("int", "float"):
+            noun = "an integer" if self.kind == "int" else "a number"
+            if self.low is not None and self.high is not None:
+                return f"{noun} from {_num(self.low)} to {_num(self.high)}"
+            if self.low is not None:
+                return f"{noun} of at least {_num(self.low)}"
+            return noun
+        return "text"
+
+    def parse(self, raw: str) -> object:
+        """Return raw as this setting's type (raises ValueError)."""
+        if self.kind == "bool":
+            word = raw.strip().lower()
+            if word in TRUE_WORDS:
+                return True
+            if word in FALSE_WORDS:
+                return False
+            raise ValueError(raw)
+        if self.kind == "int":
+            return int(raw.strip().replace("_", ""))
+        if self.kind == "float":
+            value = float(raw.strip())
+            if value != value or value in (float("inf"), float("-inf")):
+                raise ValueError(raw)
+            return value
+        return raw
+
+
+def _num(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
+PUBLIC_PUSH_SERVICES = "fcm.googleapis.com,updates.push.services.mozilla.com,web.push.apple.com,*.notify.windows.com"
+DAY = 86_400.0
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("HATO_DEV", False, "bool", help="dev mode (set by make run/test/bench): demo seed allowed, dev secrets accepted", key="DEV_MODE"),
+    Setting("DATABASE_URL", "postgresql://127.0.0.1:5432/hato", "str", help="PostgreSQL, standard postgresql://… form"),
+    Setting("DB_POOL_SIZE", 10, "int", 1, 1000, "SQLAlchemy pool size per process"),
+    Setting("DB_MAX_OVERFLOW", 20, "int", 0, 1000, "extra connections beyond the pool"),
+    Setting("DB_POOL_PRE_PING", False, "bool", help="also send a test query on each checkout"),
+    Setting("REDIS_URL", "redis://127.0.0.1:6379/0", "str", help="Redis for jobs, pub/sub and rate limits"),
+    Setting("REDIS_NAMESPACE", "", "str", help="prefix of every Redis key, channel, queue and job id (default: derived from DATABASE_URL)"),
+    Setting("SECRET_KEY", "", "str", help=f"signs sessions, CSRF and unsubscribe tokens; at least {SECRET_MIN_BYTES} bytes"),
+    Setting("BASE_URL", "http://127.0.0.1:5000", "str", help="public origin: links, websocket Origin check, secure cookies on https"),
+    Setting("WS_ALLOWED_ORIGINS", "", "str", help="extra comma-separated origins the websocket accepts"),
+    Setting("WS_MAX_SOCKETS_PER_USER", 8, "int", 1, 1000, "open websockets per user across web processes (the oldest closes with 4008)"),
+    Setting("SESSION_MAX_AGE_HOURS", 720.0, "float", 0.1, 24 * 366, "absolute session lifetime, however active"),
+    Setting("TRUSTED_PROXY_HOPS", 0, "int", 0, 10, "reverse proxies whose X-Forwarded-For/-Proto are trusted"),
+    Setting("API_MAX_BODY_BYTES", 256 * 1024, "int", 1024, 100 * 1024 * 1024, "largest JSON API request body"),
+    Setting("API_RATE_LIMIT", "6000 per minute", "rate", help="JSON API rate limit per key"),
+    Setting("LOGIN_RATE_LIMIT", "5 per minute", "rate", help="failed sign-ins per (account, client address)"),
+    Setting("LOGIN_CLIENT_RATE_LIMIT", "25 per 5 minutes", "rate", help="failed sign-ins per client address, across accounts"),
+    Setting("LOGIN_ACCOUNT_RATE_LIMIT", "50 per hour", "rate", help="failed sign-ins per account; never holds a client that has not failed"),
+    Setting("RATELIMIT_ENABLED", True, "bool", help="switch all rate limits off"),
+    Setting("METRICS_TOKEN", "", "str", help="bearer token /metrics requires; unset: only this host, unproxied"),
+    Setting("METRICS_CACHE_SECONDS", 10.0, "float", 0, 3600, "seconds a /metrics body is reused per process"),
+    Setting("SMTP_URL", "smtp://127.0.0.1:8025", "str", help="primary e-mail provider"),
+    Setting("SMTP_FALLBACK_URL", "", "str", help="second SMTP provider used for failover"),
+    Setting("SMTP_TIMEOUT", 10.0, "float", 0.1, 600, "seconds per SMTP operation"),
+    Setting("MAIL_FROM", "Hato <hato@localhost>", "str", help="sender address"),
+    Setting("VAPID_PUBLIC_KEY", "", "str", help="Web Push public key"),
+    Setting("VAPID_PRIVATE_KEY", "", "str", help="Web Push private key"),
+    Setting("VAPID_SUBJECT", "mailto:ops@localhost", "str", help="contact sent to push services (mailto: or https:)"),
+    Setting("DEFAULT_LOCALE", "en", "str", help="template locale fallback"),
+    Setting("DEFAULT_TIMEZONE", "UTC", "str", help="time zone for users without one"),
+    Setting("RETRY_BASE_SECONDS", 2.0, "float", 0.01, DAY, "first retry delay"),
+    Setting("RETRY_CAP_SECONDS", 600.0, "float", 0.1, 7 * DAY, "longest retry delay, and the longest Retry-After honoured"),
+    Setting("RETRY_MAX_ATTEMPTS", 8, "int", 1, 100, "attempts before a delivery goes to the DLQ"),
+    Setting("DELIVERY_BATCH_SIZE", 100, "int", 1, 10_000, "deliveries claimed per job"),
+    Setting("DELIVERY_LEASE_SECONDS", 120, "int", 1, DAY, "how long a claimed delivery stays leased to a worker"),
+    Setting("LEASE_MARGIN_SECONDS", 5.0, "float", 0.5, 600, "a worker stops sending this long before its lease ends"),
+    Setting("FANOUT_BATCH_SIZE", 10_000, "int", 1, 1_000_000, "users per campaign fanout statement"),
+    Setting("BULK_BATCH_SIZE", 1_000, "int", 1, 100_000, "rows per DLQ replay/discard step"),
+    Setting("SWEEP_INTERVAL_SECONDS", 5.0, "float", 0.1, 3600, "how often the sweeper runs"),
+    Setting("SWEEP_REQUEUE_AFTER_SECONDS", 30.0, "float", 1, DAY, "a due pending delivery untouched this long is re-enqueued"),
+    Setting("SWEEP_LIMIT", 5000, "int", 1, 1_000_000, "rows handled per sweep"),
+    Setting("EMAIL_PROVIDER", "smtp", "str", help="e-mail provider by registry name"),
+    Setting("PUSH_PROVIDER", "webpush", "str", help="push provider by registry name"),
+    Setting("PUSH_TIMEOUT", 10.0, "float", 0.1, 300, "seconds for one push target's whole exchange"),
+    Setting("PUSH_ALLOW_HTTP_ENDPOINTS", False, "bool", help="accept http:// push endpoints on any port (local testing only)"),
+    Setting("PUSH_ALLOWED_HOSTS", PUBLIC_PUSH_SERVICES, "str", help="push services subscriptions may point at (comma list, *. wildcards)"),
+    Setting("PUSH_ALLOW_PRIVATE_ADDRESSES", False, "bool", help="allow loopback/private push endpoint addresses (local testing only)"),
+    Setting("PUSH_MAX_SUBSCRIPTIONS_PER_USER", 10, "int", 1, 1000, "push subscriptions kept per user (the oldest goes)"),
+    Setting("PUSH_SUBSCRIBE_RATE_LIMIT", "20 per hour", "rate", help="subscribe calls per user"),
+    Setting("BREAKER_FAILURES", 5, "int", 1, 1_000_000, "transient failures in the window that open a provider's breaker"),
+    Setting("BREAKER_WINDOW_SECONDS", 30.0, "float", 0.1, DAY, "the breaker's failure window"),
+    Setting("BREAKER_COOLDOWN_SECONDS", 30.0, "float", 0.1, DAY, "wait before the half-open probe"),
+    Setting("BREAKER_PROBE_TIMEOUT_SECONDS", 30.0, "float", 0.1, DAY, "a lost probe is replaced after this"),
+    Setting("RATE_LIMIT_MAX_WAIT_SECONDS", 1.0, "float", 0, 60, "longest sleep for a provider token; longer waits go back to the ledger"),
+    Setting("TEMPLATE_RENDER_SECONDS", 0.5, "float", 0.01, 60, "time budget to render one message in a send job"),
+    Setting("TEMPLATE_PREVIEW_SECONDS", 1.0, "float", 0.01, 60, "time budget of one console preview"),
+)  # fmt: skip
+
+# Token buckets per provider, by name (PROVIDER_RATE_SMTP=50): messages per second and bucket size.
+DYNAMIC_PREFIXES = ("PROVIDER_RATE_", "PROVIDER_BURST_")
 
 
 def sqlalchemy_url(url: str) -> str:
@@ -14,40 +171,47 @@ def sqlalchemy_url(url: str) -> str:
     return url
 
 
-def _bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def _float(name: str, default: float) -> float:
-    return float(os.environ.get(name, default))
-
-
-def _int(name: str, default: int) -> int:
-    return int(os.environ.get(name, default))
-
-
 class Config:
-    """Settings read once from the environment when the app is created."""
+    """Settings read once from the environment (default: os.environ) when the app is created.
 
-    def __init__(self) -> None:
-        env = os.environ
-        self.DATABASE_URL = env.get("DATABASE_URL", "postgresql://127.0.0.1:5432/hato")
+    A value that cannot be read keeps its default and is recorded in CONFIG_PROBLEMS, so that
+    check() reports every problem at once instead of the first traceback.
+    """
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        env = os.environ if env is None else env
+        problems: list[str] = []
+        for setting in SETTINGS:
+            value = setting.default
+            raw = env.get(setting.name)
+            if raw is not None:
+                try:
+                    value = setting.parse(raw)
+                except ValueError:
+                    problems.append(f"{setting.name}={raw!r} is not {setting.accepts()}")
+            setattr(self, setting.config_key, value)
+        for name, raw in env.items():
+            if name.startswith(DYNAMIC_PREFIXES):
+                try:
+                    setattr(self, name, float(raw))
+                except ValueError:
+                    problems.append(f"{name}={raw!r} is not a number")
+        self.CONFIG_PROBLEMS = problems
+        self._derive()
+
+    def _derive(self) -> None:
+        """Settings computed from others, and Flask's own."""
+        self.BASE_URL = self.BASE_URL.rstrip("/")
         self.SQLALCHEMY_DATABASE_URI = sqlalchemy_url(self.DATABASE_URL)
         self.SQLALCHEMY_ENGINE_OPTIONS = {
             # Off by default: app/dbpool.py spots closed connections on checkout without a round trip.
-            "pool_pre_ping": _bool("DB_POOL_PRE_PING", False),
-            "pool_size": _int("DB_POOL_SIZE", 10),
-            "max_overflow": _int("DB_MAX_OVERFLOW", 20),
+            "pool_pre_ping": self.DB_POOL_PRE_PING,
+            "pool_size": self.DB_POOL_SIZE,
+            "max_overflow": self.DB_MAX_OVERFLOW,
         }
-        self.REDIS_URL = env.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-        self.SECRET_KEY = env.get("SECRET_KEY", "dev-insecure-change-me")
-        self.BASE_URL = env.get("BASE_URL", "http://127.0.0.1:5000").rstrip("/")
-        self.WS_ALLOWED_ORIGINS = [
-            o.strip().rstrip("/") for o in env.get("WS_ALLOWED_ORIGINS", "").split(",") if o.strip()
-        ]
+        # Installations sharing a Redis server never hear each other (app/keyspace.py).
+        self.REDIS_NAMESPACE = self.REDIS_NAMESPACE or derive_namespace(self.DATABASE_URL)
+        self.WS_ALLOWED_ORIGINS = [o.strip().rstrip("/") for o in self.WS_ALLOWED_ORIGINS.split(",") if o.strip()]
         secure = urlsplit(self.BASE_URL).scheme == "https"
         self.SESSION_COOKIE_SECURE = secure
         self.REMEMBER_COOKIE_SECURE = secure
@@ -57,52 +221,139 @@ class Config:
         self.REMEMBER_COOKIE_SAMESITE = "Lax"
         self.WTF_CSRF_TIME_LIMIT = None  # the token lives as long as the session
         self.MAX_CONTENT_LENGTH = 2 * 1024 * 1024
-        self.API_MAX_BODY_BYTES = _int("API_MAX_BODY_BYTES", 256 * 1024)
-        self.API_RATE_LIMIT = env.get("API_RATE_LIMIT", "6000 per minute")
         # IETF RateLimit header names; Flask-Limiter's reset value is an epoch, so it keeps the X- name
         # and the API adds RateLimit-Reset in seconds (app/api/views.py).
         self.RATELIMIT_HEADER_LIMIT = "RateLimit-Limit"
         self.RATELIMIT_HEADER_REMAINING = "RateLimit-Remaining"
         self.RATELIMIT_HEADER_RESET = "X-RateLimit-Reset"
-        self.LOGIN_RATE_LIMIT = env.get("LOGIN_RATE_LIMIT", "5 per minute")
-        self.RATELIMIT_ENABLED = _bool("RATELIMIT_ENABLED", True)
-        self.SMTP_URL = env.get("SMTP_URL", "smtp://127.0.0.1:8025")
-        self.SMTP_FALLBACK_URL = env.get("SMTP_FALLBACK_URL", "")
-        self.SMTP_TIMEOUT = _float("SMTP_TIMEOUT", 10.0)
-        self.MAIL_FROM = env.get("MAIL_FROM", "Hato <hato@localhost>")
-        self.VAPID_PUBLIC_KEY = env.get("VAPID_PUBLIC_KEY", "")
-        self.VAPID_PRIVATE_KEY = env.get("VAPID_PRIVATE_KEY", "")
-        self.VAPID_SUBJECT = env.get("VAPID_SUBJECT", "mailto:ops@localhost")
-        self.DEFAULT_LOCALE = env.get("DEFAULT_LOCALE", "en")
-        self.DEFAULT_TIMEZONE = env.get("DEFAULT_TIMEZONE", "UTC")
-        self.RETRY_BASE_SECONDS = _float("RETRY_BASE_SECONDS", 2.0)
-        self.RETRY_CAP_SECONDS = _float("RETRY_CAP_SECONDS", 600.0)
-        self.RETRY_MAX_ATTEMPTS = _int("RETRY_MAX_ATTEMPTS", 8)
-        self.DELIVERY_BATCH_SIZE = _int("DELIVERY_BATCH_SIZE", 100)
-        # Campaign fanout: users per INSERT … SELECT (one transaction each); DLQ bulk actions: rows per batch.
-        self.FANOUT_BATCH_SIZE = _int("FANOUT_BATCH_SIZE", 10_000)
-        self.BULK_BATCH_SIZE = _int("BULK_BATCH_SIZE", 1_000)
-        self.DELIVERY_LEASE_SECONDS = _int("DELIVERY_LEASE_SECONDS", 120)
-        self.SWEEP_INTERVAL_SECONDS = _float("SWEEP_INTERVAL_SECONDS", 5.0)
-        # A due pending row is re-enqueued by the sweeper when nobody touched it for this long.
-        self.SWEEP_REQUEUE_AFTER_SECONDS = _float("SWEEP_REQUEUE_AFTER_SECONDS", 30.0)
-        self.SWEEP_LIMIT = _int("SWEEP_LIMIT", 5000)
-        # Provider per channel, by registry name (app/providers): smtp | fake; push has none yet.
-        self.EMAIL_PROVIDER = env.get("EMAIL_PROVIDER", "smtp")
-        self.PUSH_PROVIDER = env.get("PUSH_PROVIDER", "webpush")
-        self.PUSH_TIMEOUT = _float("PUSH_TIMEOUT", 10.0)
-        # http:// push endpoints on this machine (a local push service in tests); never in production.
-        self.PUSH_ALLOW_HTTP_ENDPOINTS = _bool("PUSH_ALLOW_HTTP_ENDPOINTS", False)
-        # Circuit breaker per provider (app/providers/breaker.py): opens after BREAKER_FAILURES transient
-        # failures within BREAKER_WINDOW_SECONDS; one probe after BREAKER_COOLDOWN_SECONDS.
-        self.BREAKER_FAILURES = _int("BREAKER_FAILURES", 5)
-        self.BREAKER_WINDOW_SECONDS = _float("BREAKER_WINDOW_SECONDS", 30.0)
-        self.BREAKER_COOLDOWN_SECONDS = _float("BREAKER_COOLDOWN_SECONDS", 30.0)
-        self.BREAKER_PROBE_TIMEOUT_SECONDS = _float("BREAKER_PROBE_TIMEOUT_SECONDS", 30.0)
-        # Token bucket per provider (app/providers/ratelimit.py): PROVIDER_RATE_<NAME> messages per second,
-        # PROVIDER_BURST_<NAME> bucket size (default: one second's worth), e.g. PROVIDER_RATE_SMTP=50.
-        # A worker sleeps for a token up to RATE_LIMIT_MAX_WAIT_SECONDS, else the rows wait in the ledger.
-        self.RATE_LIMIT_MAX_WAIT_SECONDS = _float("RATE_LIMIT_MAX_WAIT_SECONDS", 1.0)
-        for name, value in env.items():
-            if name.startswith(("PROVIDER_RATE_", "PROVIDER_BURST_")):
-                setattr(self, name, float(value))
+
+
+def _url_problem(name: str, value: str, schemes: Iterable[str], *, optional: bool = False) -> str | None:
+    if optional and not value:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme not in schemes or not (parts.netloc or parts.path):
+        return f"{name}={value!r} is not a URL starting with {' or '.join(s + '://' for s in schemes)}"
+    return None
+
+
+def _secret_problems(config: Mapping) -> list[str]:
+    key = config.get("SECRET_KEY") or ""
+    if not key:
+        return [
+            "SECRET_KEY is not set: generate one with `python -c 'import secrets; print(secrets.token_urlsafe(48))'`"
+        ]
+    if config.get("DEV_MODE"):
+        return []  # make run / make test / make bench set their own
+    if key.strip().lower() in KNOWN_SECRETS:
+        return ["SECRET_KEY is a published default: anyone could sign an admin session with it; generate a new one"]
+    if len(key.encode()) < SECRET_MIN_BYTES:
+        return [f"SECRET_KEY is {len(key.encode())} bytes; it needs at least {SECRET_MIN_BYTES} (random)"]
+    return []
+
+
+def _is_rate(value: object) -> bool:
+    """Whether Flask-Limiter can read value (its own parser, so the check and the use never disagree)."""
+    try:
+        return bool(parse_many(str(value)))
+    except ValueError:
+        return False
+
+
+def _range_problems(config: Mapping) -> list[str]:
+    problems = []
+    for setting in SETTINGS:
+        value = config.get(setting.config_key)
+        if setting.kind in ("int", "float") and isinstance(value, int | float) and not isinstance(value, bool):
+            if (setting.low is not None and value < setting.low) or (setting.high is not None and value > setting.high):
+                problems.append(f"{setting.name}={_num(value)} is out of range: {setting.accepts()}")
+        elif setting.kind == "rate" and not _is_rate(value):
+            problems.append(f"{setting.name}={value!r} is not {setting.accepts()}")
+    for name, value in config.items():
+        if isinstance(name, str) and name.startswith(DYNAMIC_PREFIXES) and isinstance(value, int | float) and value < 0:
+            problems.append(f"{name}={_num(value)} is out of range: a number of at least 0")
+    return problems
+
+
+def _value_problems(config: Mapping) -> list[str]:
+    problems = [
+        _url_problem("DATABASE_URL", config["DATABASE_URL"], ("postgresql", "postgres")),
+        _url_problem("REDIS_URL", config["REDIS_URL"], ("redis", "rediss", "unix")),
+        _url_problem("BASE_URL", config["BASE_URL"], ("http", "https")),
+        _url_problem("SMTP_URL", config["SMTP_URL"], ("smtp", "smtps")),
+        _url_problem("SMTP_FALLBACK_URL", config["SMTP_FALLBACK_URL"], ("smtp", "smtps"), optional=True),
+    ]
+    for origin in config["WS_ALLOWED_ORIGINS"]:
+        problems.append(_url_problem("WS_ALLOWED_ORIGINS", origin, ("http", "https")))
+    if not NAMESPACE_PATTERN.match(config["REDIS_NAMESPACE"]):
+        problems.append(f"REDIS_NAMESPACE={config['REDIS_NAMESPACE']!r} must be 1-64 letters, digits, '_', '.' or '-'")
+    if not config["VAPID_SUBJECT"].startswith(("mailto:", "https://")):
+        problems.append(f"VAPID_SUBJECT={config['VAPID_SUBJECT']!r} must start with mailto: or https://")
+    try:
+        ZoneInfo(config["DEFAULT_TIMEZONE"])
+    except (ZoneInfoNotFoundError, ValueError):
+        problems.append(f"DEFAULT_TIMEZONE={config['DEFAULT_TIMEZONE']!r} is not an IANA time zone (e.g. Asia/Tokyo)")
+    for name in ("MAIL_FROM", "DEFAULT_LOCALE", "EMAIL_PROVIDER", "PUSH_PROVIDER"):
+        if not str(config[name]).strip():
+            problems.append(f"{name} is empty")
+    if config.get("METRICS_TOKEN") and len(config["METRICS_TOKEN"]) < 16:
+        problems.append("METRICS_TOKEN is shorter than 16 characters: use a random token")
+    return [p for p in problems if p]
+
+
+def _combination_problems(config: Mapping) -> list[str]:
+    problems = []
+    lease, margin = config["DELIVERY_LEASE_SECONDS"], config["LEASE_MARGIN_SECONDS"]
+    if lease <= margin:
+        problems.append(
+            f"DELIVERY_LEASE_SECONDS={_num(lease)} must be more than LEASE_MARGIN_SECONDS={_num(margin)}: a worker "
+            "stops sending that long before its lease ends, so every batch would release all its rows unsent"
+        )
+    else:
+        # One send must fit in what the lease leaves, or the sweeper may hand a row still being sent to
+        # another worker. Push counts only when it is configured.
+        timeouts = {"SMTP_TIMEOUT": config["SMTP_TIMEOUT"]}
+        if config["VAPID_PRIVATE_KEY"]:
+            timeouts["PUSH_TIMEOUT"] = config["PUSH_TIMEOUT"]
+        name, slowest = max(timeouts.items(), key=lambda item: item[1])
+        if lease - margin < slowest:
+            problems.append(
+                f"DELIVERY_LEASE_SECONDS={_num(lease)} leaves {_num(lease - margin)} s per batch after "
+                f"LEASE_MARGIN_SECONDS, less than one send may take ({name}={_num(slowest)}): a row could be sent twice"
+            )
+    if config["RETRY_BASE_SECONDS"] > config["RETRY_CAP_SECONDS"]:
+        problems.append("RETRY_BASE_SECONDS is larger than RETRY_CAP_SECONDS: the first retry would wait past the cap")
+    if bool(config["VAPID_PUBLIC_KEY"]) != bool(config["VAPID_PRIVATE_KEY"]):
+        problems.append("VAPID_PUBLIC_KEY and VAPID_PRIVATE_KEY go together: set both or neither")
+    if config["SMTP_FALLBACK_URL"] and config["SMTP_FALLBACK_URL"] == config["SMTP_URL"]:
+        problems.append("SMTP_FALLBACK_URL is the same server as SMTP_URL: failover would go nowhere")
+    return problems
+
+
+def check(config: Mapping, providers: Iterable[str] = ()) -> list[str]:
+    """Return every reason these settings cannot run (empty when they can).
+
+    providers: the registered provider names to check EMAIL_PROVIDER / PUSH_PROVIDER against; the
+    caller passes them because config sits below the providers layer.
+    """
+    problems = list(config.get("CONFIG_PROBLEMS", ()))
+    problems += _secret_problems(config)
+    problems += _range_problems(config)
+    problems += _value_problems(config)
+    problems += _combination_problems(config)
+    known = sorted(providers)
+    for key in ("EMAIL_PROVIDER", "PUSH_PROVIDER"):
+        unknown = [n.strip() for n in str(config[key]).split(",") if n.strip() and n.strip() not in known]
+        if known and unknown:
+            problems.append(
+                f"{key}={config[key]!r}: no provider called {', '.join(unknown)}; known: {', '.join(known)}"
+            )
+    return problems
+
+
+def refuse_to_start(problems: list[str], write: Callable[[str], object]) -> None:
+    """Write the refusal, one problem per line."""
+    write("Hato is refusing to start: its settings cannot work.\n")
+    for problem in problems:
+        write(f"  - {problem}\n")
+    write("Fix the environment (README: Configuration) and start it again.\n")

@@ -13,7 +13,7 @@ from flask_sqlalchemy import SQLAlchemy
 from flask_wtf import CSRFProtect
 from sqlalchemy import MetaData
 
-from app import dbpool, ratelimit_storage
+from app import dbpool, keyspace, ratelimit_storage
 
 # Deterministic constraint names so Alembic migrations stay reviewable.
 NAMING_CONVENTION = {
@@ -73,5 +73,6 @@ def init_app(app: Flask) -> None:
     sock.init_app(app)
     app.config.setdefault("RATELIMIT_STORAGE_URI", limiter_storage_uri(app.config["REDIS_URL"]))
     app.config.setdefault("RATELIMIT_HEADERS_ENABLED", True)
+    app.config.setdefault("RATELIMIT_KEY_PREFIX", keyspace.key("limits", config=app.config))
     limiter.init_app(app)
     redis.init_app(app)

@@ -7,7 +7,9 @@ standard, which drops tabs and newlines anywhere and reads "\\" as "/", so "/\\t
 The same shape must hold after percent-decoding, round after round (so "/%252F%252Fevil" is judged
 like "//evil" and "/%09/evil" like "/\\t/evil"), for any code on the way that decodes once too often;
 the decoded bytes must be valid UTF-8 (overlong forms such as "%C0%AF" for "/" are invalid) without
-control characters. An encoded space later in the path ("/search?q=a%20b") is an ordinary link and
+control characters. Nor may the path turn into one that leaves after Unicode compatibility folding
+(NFKC, which some proxies and frameworks apply): "/\\uff0f\\uff0fevil" (fullwidth solidi) is refused
+too. An encoded space later in the path ("/search?q=a%20b") is an ordinary link and
 stays accepted. tests/test_links.py checks the rule against a WHATWG parser with generated inputs and
 a list of known bypasses.
 """
@@ -15,6 +17,7 @@ a list of known bypasses.
 from __future__ import annotations
 
 import re
+import unicodedata
 from urllib.parse import unquote, urlsplit
 
 from app.limits import LINK_MAX
@@ -22,8 +25,10 @@ from app.limits import LINK_MAX
 # As sent: whitespace, C0 and C1 controls, DEL, and the backslash browsers read as a slash.
 _RAW_FORBIDDEN_CHARS = r"\s\x00-\x1f\x7f-\x9f\\"
 _RAW_FORBIDDEN = re.compile(f"[{_RAW_FORBIDDEN_CHARS}]")
+# Solidi that NFKC folds to "/" or "\\": fullwidth solidus, fullwidth reverse solidus, small reverse solidus.
+_FOLDING_SLASHES = "\uff0f\uff3c\ufe68"
 # The rule's shape as a JSON Schema pattern, for the API's spec: what same_site_path checks before decoding.
-SHAPE_PATTERN = f"^/([^/{_RAW_FORBIDDEN_CHARS}][^{_RAW_FORBIDDEN_CHARS}]*)?$"
+SHAPE_PATTERN = f"^/([^/{_FOLDING_SLASHES}{_RAW_FORBIDDEN_CHARS}][^{_RAW_FORBIDDEN_CHARS}]*)?$"
 # After decoding: controls, which URL parsers drop or mangle on the way to a browser.
 _DECODED_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _DECODE_ROUNDS = 3
@@ -33,7 +38,10 @@ def _stays_on_site(path: str, forbidden: re.Pattern) -> bool:
     if not path.startswith("/") or path[1:2] in ("/", "\\") or forbidden.search(path):
         return False
     parts = urlsplit(path)
-    return not (parts.scheme or parts.netloc)
+    if parts.scheme or parts.netloc:
+        return False
+    # Some proxies and frameworks fold Unicode (NFKC): "/\uff0f\uff0fevil" would become "///evil".
+    return unicodedata.normalize("NFKC", path)[1:2] not in ("/", "\\")
 
 
 def same_site_path(target: object) -> str | None:

@@ -11,6 +11,7 @@ rows are committed, and the sweeper enqueues them later.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -22,6 +23,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
+from app import keyspace
 from app.extensions import redis
 from app.unitofwork import Effect, after_commit
 
@@ -54,10 +56,16 @@ def delivery_queue(priority: str, from_campaign: bool = False) -> str:
 
 
 def get_queue(name: str, connection=None) -> Queue:
-    """Return the RQ queue called name, with the JSON serializer (never pickle)."""
+    """Return this installation's RQ queue for the logical name, with the JSON serializer (never pickle)."""
     if name not in QUEUE_NAMES:
         raise ValueError(f"unknown queue {name!r}")
-    return Queue(name, connection=connection or redis.client(), serializer=JSONSerializer)
+    return Queue(keyspace.queue_name(name), connection=connection or redis.client(), serializer=JSONSerializer)
+
+
+def logical_queue_name(rq_name: str) -> str:
+    """Return high/default/low for one of this installation's RQ queue names (others unchanged)."""
+    prefix = keyspace.queue_name("")
+    return rq_name[len(prefix) :] if rq_name.startswith(prefix) else rq_name
 
 
 def chunks(ids: Sequence[int], size: int) -> Iterable[list[int]]:
@@ -79,7 +87,14 @@ def enqueue_deliveries(queue_name: str, channel: str, delivery_ids: Sequence[int
     try:
         with queue.connection.pipeline() as pipe:
             jobs = [
-                Queue.prepare_data(DELIVER_BATCH_JOB, args=(channel, batch), timeout=600, result_ttl=60)
+                # Job ids carry the namespace too: RQ keeps job hashes per Redis database, not per queue.
+                Queue.prepare_data(
+                    DELIVER_BATCH_JOB,
+                    args=(channel, batch),
+                    timeout=600,
+                    result_ttl=60,
+                    job_id=keyspace.job_id(uuid.uuid4().hex),
+                )  # fmt: skip
                 for batch in chunks(list(delivery_ids), size)
             ]
             queue.enqueue_many(jobs, pipeline=pipe)
@@ -154,7 +169,7 @@ class EnqueueRowJob(Effect):
 
     @property
     def job_id(self) -> str:
-        return f"{self.id_prefix}-{self.row_id}"
+        return keyspace.job_id(f"{self.id_prefix}-{self.row_id}")
 
     def merge_key(self):
         return ("row-job", self.func, self.row_id)
@@ -247,21 +262,24 @@ def redis_state() -> RedisState:
     try:
         connection = redis.client()
         queues = []
+        ours: dict[str, Worker] = {}
         for name in QUEUE_NAMES:
             queue = get_queue(name, connection)
             queues.append(QueueState(name, queue.count, _oldest_age(queue), queue.failed_job_registry.count,
                                      queue.started_job_registry.count))  # fmt: skip
+            # Only the workers listening on this installation's queues (a shared Redis has others).
+            ours.update((w.name, w) for w in Worker.all(queue=queue, serializer=JSONSerializer))
         workers = [
             WorkerState(
                 w.name,
                 str(w.get_state()),
-                w.queue_names(),
+                [logical_queue_name(q) for q in w.queue_names()],
                 w.get_current_job_id(),
                 w.last_heartbeat,
                 w.successful_job_count,
                 w.failed_job_count,
             )  # fmt: skip
-            for w in Worker.all(connection=connection, serializer=JSONSerializer)
+            for w in ours.values()
         ]
     except RedisError as exc:
         log.warning("queue state unavailable: %s", exc)

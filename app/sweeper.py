@@ -18,6 +18,7 @@ import uuid
 from flask import current_app
 from redis.exceptions import RedisError
 
+from app import keyspace
 from app.announcements.live import announce_due
 from app.campaigns.fanout import start_due
 from app.delivery import service
@@ -28,17 +29,21 @@ from app.unitofwork import commit
 
 log = logging.getLogger(__name__)
 
-LOCK_KEY = "hato:sweeper:lock"
 # A queue holding at most this many jobs counts as drained: rows not touched for a while whose
 # queue is drained are taken as lost and enqueued again.
 IDLE_QUEUE_JOBS = 10
+
+
+def lock_key() -> str:
+    """The key only the sweeper holding it may sweep under."""
+    return keyspace.key("sweeper", "lock")
 
 
 def _acquire_lock(ttl_seconds: float) -> str | None:
     """Take the sweeper lock; return its token, "" when Redis is down (the ledger still guards), or None."""
     token = uuid.uuid4().hex
     try:
-        got = redis.client().set(LOCK_KEY, token, nx=True, px=max(int(ttl_seconds * 1000), 1000))
+        got = redis.client().set(lock_key(), token, nx=True, px=max(int(ttl_seconds * 1000), 1000))
     except RedisError as exc:
         log.warning("sweeper lock unavailable (%s); sweeping without it", exc)
         return ""
@@ -53,7 +58,7 @@ def _release_lock(token: str) -> None:
         redis.client().eval(
             "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0",
             1,
-            LOCK_KEY,
+            lock_key(),
             token,
         )
     except RedisError as exc:

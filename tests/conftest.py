@@ -23,18 +23,34 @@ from werkzeug.serving import make_server
 os.environ.setdefault("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/hato_test")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("SECRET_KEY", "test-secret")
+os.environ.setdefault("HATO_DEV", "1")  # dev mode, as `make test` sets it (app/config.py DEV_MODE)
 
 from app import create_app, unitofwork  # noqa: E402
+from app.auth import sessions  # noqa: E402
 from app.extensions import db, limiter  # noqa: E402
 from tests.factories import TEST_PASSWORD  # noqa: E402
 from tests.support.databases import recreate_database  # noqa: E402
 from tests.support.waiting import free_port  # noqa: E402
 
-# A local push service answers on http://127.0.0.1 in the tests (production endpoints are https).
-TEST_CONFIG = {"TESTING": True, "SERVER_NAME": None, "PUSH_ALLOW_HTTP_ENDPOINTS": True}
+# A local push service answers on http://127.0.0.1 in the tests (production endpoints are https, on the
+# public push services, never at a loopback or private address: tests/security/test_push_ssrf.py).
+TEST_CONFIG = {
+    "TESTING": True,
+    "SERVER_NAME": None,
+    "METRICS_CACHE_SECONDS": 0,  # every scrape recomputed, so tests see their own rows
+    "PUSH_ALLOW_HTTP_ENDPOINTS": True,
+    "PUSH_ALLOWED_HOSTS": "127.0.0.1,localhost",
+    "PUSH_ALLOW_PRIVATE_ADDRESSES": True,
+}
 
 # Shared fixtures (SMTP sink, push service, ledger rows) live in tests/support and are available everywhere.
-pytest_plugins = ["tests.support.smtp", "tests.support.push", "tests.support.delivery", "tests.support.redis_watch"]
+pytest_plugins = [
+    "tests.support.smtp",
+    "tests.support.push",
+    "tests.support.delivery",
+    "tests.support.redis_watch",
+    "tests.support.websockets",
+]
 
 
 @pytest.fixture(scope="session")
@@ -202,6 +218,7 @@ def login_as(client):
         with client.session_transaction() as sess:
             sess["_user_id"] = str(user.id)
             sess["_fresh"] = True
+            sess.update(sessions.stamp(user.id, user.session_version))  # as a sign-in stamps it (issue 14)
         return user
 
     return _login

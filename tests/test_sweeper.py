@@ -6,7 +6,7 @@ import sqlalchemy as sa
 
 from app.extensions import db, redis
 from app.queueing import get_queue
-from app.sweeper import LOCK_KEY, sweep_once
+from app.sweeper import lock_key, sweep_once
 from tests.factories import NotificationTypeFactory
 from tests.support.delivery import reload
 
@@ -71,11 +71,11 @@ def test_due_rows_are_batched(app, make_delivery, monkeypatch):
 def test_another_sweepers_lock_makes_this_one_wait(app, make_delivery):
     row = make_delivery()
     set_row(row, "updated_at = now() - interval '1 hour'")
-    redis.client().set(LOCK_KEY, "someone-else", px=10_000)
+    redis.client().set(lock_key(), "someone-else", px=10_000)
 
     assert sweep_once() == {"locked": True}
     assert reload(row).updated_at < db.session.execute(sa.text("SELECT now()")).scalar_one()
-    assert redis.client().get(LOCK_KEY) == b"someone-else"
+    assert redis.client().get(lock_key()) == b"someone-else"
 
 
 def test_old_idempotency_keys_are_pruned(app):

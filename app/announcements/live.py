@@ -18,13 +18,18 @@ from datetime import datetime
 import sqlalchemy as sa
 from redis.exceptions import RedisError
 
+from app import keyspace
 from app.extensions import db, redis
 from app.live.publish import publish_broadcast
 from app.unitofwork import Effect, after_commit, commit
 
 log = logging.getLogger(__name__)
 
-WATERMARK_KEY = "hato:announcements:watermark"
+
+def watermark_key() -> str:
+    """The time up to which announcement changes have been broadcast."""
+    return keyspace.key("announcements", "watermark")
+
 
 # statement_timestamp(), not now(): a caller's long transaction must not freeze the clock.
 # Announcements are few (one row per broadcast), so the expiry half needs no index.
@@ -60,7 +65,7 @@ class AnnounceDue(Effect):
         if self.announce and not publish_broadcast():
             return False
         try:
-            redis.client().set(WATERMARK_KEY, self.until.isoformat())
+            redis.client().set(watermark_key(), self.until.isoformat())
         except RedisError as exc:
             log.warning("could not store the announcement watermark: %s", exc)
         return True
@@ -74,7 +79,7 @@ class AnnounceDue(Effect):
 def announce_due(now: datetime | None = None) -> dict:
     """Publish one broadcast badge event if an announcement went live or expired since the last run."""
     try:
-        raw = redis.client().get(WATERMARK_KEY)
+        raw = redis.client().get(watermark_key())
     except RedisError as exc:
         log.warning("announcement watermark unavailable (next run retries): %s", exc)
         return {"announced": False, "redis": "down"}

@@ -1,10 +1,16 @@
-"""Who is calling the API: the bearer key of this request (never a cookie), and its rate-limit bucket."""
+"""Who is calling the API: the bearer key of this request (never a cookie), what it may do, its rate-limit bucket."""
 
 from __future__ import annotations
 
+from functools import wraps
+
 from flask import request
 
+from app.api.schemas import ApiError
+from app.api_keys.scopes import SCOPES
 from app.api_keys.service import KEY_PREFIX, ApiKeyIdentity, authenticate
+
+INSUFFICIENT_SCOPE = "urn:hato:problem:insufficient_scope"
 
 
 def bearer_token() -> str | None:
@@ -29,3 +35,32 @@ def rate_limit_key() -> str:
     """Flask-Limiter bucket: the API key's prefix, or the client address for unauthenticated calls."""
     key = current_key()
     return f"api-key:{key.prefix}" if key else f"api-ip:{request.remote_addr}"
+
+
+def requires(scope: str):
+    """Declare the scope a view needs: without it the key gets 403 insufficient_scope (RFC 6750 section 3.1).
+
+    Checked before the body is read or an Idempotency-Key is claimed, so a refused call changes nothing.
+    """
+    if scope not in SCOPES:
+        raise ValueError(f"unknown scope {scope!r}")
+
+    def decorate(view):
+        @wraps(view)
+        def wrapped(*args, **kwargs):
+            key = current_key()
+            if key is None or not key.allows(scope):
+                raise ApiError(
+                    403,
+                    f"This API key lacks the scope {scope!r}; an admin can add it on the console's API keys page.",
+                    headers={"WWW-Authenticate": f'Bearer realm="hato", error="insufficient_scope", scope="{scope}"'},
+                    type=INSUFFICIENT_SCOPE,
+                    title="Insufficient scope",
+                    scope=scope,
+                )
+            return view(*args, **kwargs)
+
+        wrapped.required_scope = scope  # read by the tests and kept in step with the OpenAPI document
+        return wrapped
+
+    return decorate

@@ -14,6 +14,9 @@ Everything happens in the request's one transaction:
 Only successful (2xx) responses are stored; a request that fails (validation, unknown recipient,
 crash, a process killed mid-request) rolls back, which takes its claim and lock with it, so the
 client may retry with the same key at once. Records live 24 h; the sweeper prunes old rows.
+
+A response that is a secret (a sign-in link) is withheld: only its status is stored, never its body,
+and a replay gets 409 `already_issued` instead, so the table holds nothing that signs anyone in.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ MAX_KEY_LENGTH = 255
 # Printable ASCII without surrounding spaces; a quoted sf-string ("…") is fine and kept as sent.
 KEY_PATTERN = r"^[!-~]([ -~]*[!-~])?$"
 KEY_RE = re.compile(KEY_PATTERN)
+ALREADY_ISSUED = "urn:hato:problem:already_issued"
 
 # `held` is false while another transaction holds the key (in flight: 409). With the lock held, a
 # conflict means a committed record: a replay, or a mismatch. A record older than the retention, or
@@ -87,6 +91,7 @@ class KeyClaim:
 
     id: int
     stored: bool = False
+    withheld: bool = False  # keep the status only, never the body
 
 
 def header_key() -> str | None:
@@ -157,20 +162,24 @@ def json_response(status: int, body: BaseModel | None = None) -> Response:
 
 
 def store(response: Response) -> Response:
-    """Keep response as the replay for the request's Idempotency-Key (if it has one), in its transaction."""
+    """Keep response as the replay for the request's Idempotency-Key (if it has one), in its transaction.
+
+    For a view declared @idempotent(withheld=…) only the status is kept, never the body.
+    """
     held: KeyClaim | None = getattr(request, "hato_idempotency_claim", None)
     if held is not None:
-        body = response.get_data(as_text=True) or None
+        body = None if held.withheld else (response.get_data(as_text=True) or None)
         db.session.execute(COMPLETE_SQL, {"id": held.id, "status": response.status_code, "body": body})
         held.stored = True
     return response
 
 
-def idempotent(model: type[BaseModel] | None = None):
+def idempotent(model: type[BaseModel] | None = None, withheld: str | None = None):
     """Parse the JSON body as model (passed as `payload`) and apply Idempotency-Key around the view.
 
     The view must store() its response and commit; if it raises instead, its work and its claim are
-    rolled back together.
+    rolled back together. withheld names what the view's answer is (say "sign-in link"): its body is
+    never stored, and a replay is a 409 saying it cannot be shown again.
     """
 
     def decorate(view):
@@ -185,7 +194,16 @@ def idempotent(model: type[BaseModel] | None = None):
             canonical = payload.model_dump_json().encode() if payload is not None else b""
             outcome = claim(current_key().id, key, request_hash(request.method, request.path, canonical))
             if isinstance(outcome, Response):
+                if withheld is not None:  # whatever the record holds (rows from before this rule included)
+                    raise ApiError(
+                        409,
+                        f"A {withheld} was already issued for this Idempotency-Key and cannot be shown again; "
+                        "send a new Idempotency-Key to get a new one.",
+                        type=ALREADY_ISSUED,
+                        title=f"The {withheld} was already issued",
+                    )
                 return outcome
+            outcome.withheld = withheld is not None
             request.hato_idempotency_claim = outcome  # per request, not per app context (g)
             try:
                 return view(*args, **kwargs)

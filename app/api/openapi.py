@@ -10,6 +10,7 @@ from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 
 from app.api import schemas
 from app.api.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
+from app.api_keys.scopes import SCOPES
 from app.pagination import MAX_ID
 from app.web.errors import MESSAGES
 
@@ -46,6 +47,7 @@ class Operation:
     params: tuple[dict, ...] = ()
     idempotent: bool = False
     public: bool = False
+    scope: str | None = None  # the scope its key needs (the view's @auth.requires, checked by the tests)
     description: str = ""
     tags: tuple[str, ...] = field(default=("notifications",))
 
@@ -74,7 +76,7 @@ IDEMPOTENCY_KEY = {
     "with a different request: 422; while the first is still running: 409.",
 }
 
-AUTHED_ERRORS = (401, 429, 503)
+AUTHED_ERRORS = (401, 403, 429, 503)
 BODY_ERRORS = (400, 413, 415, 422)
 
 OPERATIONS = (
@@ -87,6 +89,7 @@ OPERATIONS = (
         (*BODY_ERRORS, 409),
         body=schemas.NotificationIn,
         idempotent=True,
+        scope="notifications:write",
         description="Writes one notification per recipient (a repeat of the same dedupe key is not an "
         "error) and its e-mail/push deliveries as the recipient's preferences allow. Unknown "
         "type or recipients: 422 and nothing is written.",
@@ -99,6 +102,9 @@ OPERATIONS = (
         {200: schemas.NotificationOut},
         (404,),
         params=(NOTIFICATION_ID,),
+        scope="notifications:read",
+        description="Only the API key that created the notification can read it; for any other key the "
+        "answer is 404, as if the id did not exist.",
     ),
     Operation(
         "put",
@@ -110,6 +116,7 @@ OPERATIONS = (
         body=schemas.UserIn,
         params=(EXTERNAL_ID,),
         idempotent=True,
+        scope="users:write",
         tags=("users",),
     ),
     Operation(
@@ -121,6 +128,7 @@ OPERATIONS = (
         (400, 403, 404, 409, 422),
         params=(EXTERNAL_ID,),
         idempotent=True,
+        scope="users:write",
         tags=("users",),
         description="Deletes the user, their notifications, deliveries, preferences, push "
         "subscriptions and sign-in links, and the e-mail suppressions of their address "
@@ -135,9 +143,12 @@ OPERATIONS = (
         (400, 403, 404, 409, 422),
         params=(EXTERNAL_ID,),
         idempotent=True,
+        scope="links:create",
         tags=("users",),
         description="Valid for 5 minutes, works once, signs in only that user. Opening it shows a "
-        "confirmation button, so link scanners that follow it do not use it up.",
+        "confirmation button, so link scanners that follow it do not use it up. The link is never "
+        "stored: a replay of the same Idempotency-Key answers 409 (already issued) instead of showing it "
+        "again; send a new key for a new link.",
     ),
     Operation(
         "get",
@@ -202,6 +213,9 @@ def _operation(op: Operation, refs: dict) -> dict:
         spec["requestBody"] = {"required": True, "content": _json(refs[(op.body, "validation")])}
     if op.public:
         spec["security"] = []
+    elif op.scope is not None:
+        # OpenAPI 3.1 lets a bearer requirement list role names: here, the key's scope.
+        spec["security"] = [{"bearerAuth": [op.scope]}]
     return spec
 
 
@@ -233,7 +247,10 @@ def spec(base_url: str) -> dict:
                 "bearerAuth": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "An API key from `flask api-keys create NAME`.",
+                    "description": "An API key from `flask api-keys create NAME --scope …` or the console. "
+                    "Each operation lists the scope its key needs; without it the answer is 403 with "
+                    '`WWW-Authenticate: Bearer error="insufficient_scope"`. Scopes: '
+                    + " ".join(f"`{name}`: {text}" for name, text in SCOPES.items()),
                 }
             },
         },

@@ -294,6 +294,7 @@ class Problem(BaseModel):
     detail: str
     errors: list[FieldError] | None = None
     unknown_recipients: list[str] | None = None
+    scope: str | None = Field(None, description="The scope the API key lacks (403 insufficient_scope).")
 
 
 class ApiError(Exception):

@@ -1,8 +1,9 @@
 """The JSON API for product services under /v1: bearer API key, application/json, problem+json errors.
 
 The session cookie is never accepted as authentication (so no CSRF token either); every limit
-is per API key. Views parse, call one service, store their response for the Idempotency-Key and
-commit once; the Redis work the services registered follows the commit (app/unitofwork.py).
+is per API key, and every endpoint declares the scope its key needs (auth.requires). Views parse,
+call one service, store their response for the Idempotency-Key and commit once; the Redis work the
+services registered follows the commit (app/unitofwork.py).
 """
 
 from __future__ import annotations
@@ -146,6 +147,7 @@ def openapi_document():
 
 
 @bp.post("/notifications")
+@auth.requires("notifications:write")
 @idempotent(schemas.NotificationIn)
 def create_notifications(payload: schemas.NotificationIn):
     """Write one notification per recipient; its deliveries and badge events follow the commit."""
@@ -158,6 +160,7 @@ def create_notifications(payload: schemas.NotificationIn):
         link_path=payload.link,
         data=payload.data,
         dedupe_key=dedupe_key,
+        api_key_id=auth.current_key().id,
     )
     response = store(json_response(202, schemas.NotificationAccepted.of(payload.type, dedupe_key, result)))
     commit()
@@ -165,15 +168,18 @@ def create_notifications(payload: schemas.NotificationIn):
 
 
 @bp.get("/notifications/<int:notification_id>")
+@auth.requires("notifications:read")
 def get_notification(notification_id: int):
-    """One notification with its per-channel delivery state."""
-    row = notification_with_deliveries(notification_id)
+    """One notification this key created, with its per-channel delivery state."""
+    # Another key's row answers exactly like a missing one: ids are a sequence, and 403 would confirm them.
+    row = notification_with_deliveries(notification_id, api_key_id=auth.current_key().id)
     if row is None:
         raise ApiError(404, "There is no notification with this id.")
     return json_response(200, schemas.NotificationOut.model_validate(row))
 
 
 @bp.put("/users/<external_id>")
+@auth.requires("users:write")
 @idempotent(schemas.UserIn)
 def put_user(external_id: str, payload: schemas.UserIn):
     """Create the recipient (201) or update the fields sent (200)."""
@@ -184,6 +190,7 @@ def put_user(external_id: str, payload: schemas.UserIn):
 
 
 @bp.delete("/users/<external_id>")
+@auth.requires("users:write")
 @idempotent()
 def delete_user(external_id: str):
     """Erase the recipient and everything about them."""
@@ -194,9 +201,10 @@ def delete_user(external_id: str):
 
 
 @bp.post("/users/<external_id>/login-links")
-@idempotent()
+@auth.requires("links:create")
+@idempotent(withheld="sign-in link")
 def create_login_link(external_id: str):
-    """A one-time sign-in URL (5 minutes, single use) for a member."""
+    """A one-time sign-in URL (5 minutes, single use) for a member; a replay never shows it again."""
     token, expires_at = links.create_for_member(external_id)
     url = current_app.config["BASE_URL"] + url_for("auth.login_link", token=token)
     response = store(json_response(201, schemas.LoginLinkOut(url=url, expires_at=expires_at)))

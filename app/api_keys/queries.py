@@ -1,4 +1,4 @@
-"""API key reads: every key with its prefix, last use and who created it (the keys themselves are never stored)."""
+"""API key reads: each key's prefix, scopes, last use and creator (the keys themselves are never stored)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from app.extensions import db
 
 API_KEYS_SQL = sa.text(
     """
-SELECT k.id, k.name, k.prefix, k.created_at, k.last_used_at, k.revoked_at, u.email AS created_by
+SELECT k.id, k.name, k.prefix, k.scopes, k.created_at, k.last_used_at, k.revoked_at, u.email AS created_by
 FROM api_keys k LEFT JOIN users u ON u.id = k.created_by
 ORDER BY k.revoked_at IS NOT NULL, k.created_at DESC, k.id DESC
 LIMIT 500
@@ -17,7 +17,7 @@ LIMIT 500
 
 
 def api_keys() -> list:
-    """Return the API keys (live ones first) with prefix, last use and who created them."""
+    """Return the API keys (live ones first) with prefix, scopes, last use and who created them."""
     return list(db.session.execute(API_KEYS_SQL).mappings())
 
 

@@ -1,10 +1,11 @@
 """API keys: create (shown once), revoke, and authenticate a bearer token; only a hash and a prefix are stored.
 
 Keys are 256 random bits, so a fast hash is enough (slow KDFs are for human passwords). A request
-looks its key up by the prefix (unique index) and compares hashes in constant time. `last_used_at`
+looks its key up by the prefix (unique index) and compares hashes in constant time; the same lookup
+loads the key's scopes (app/api_keys/scopes.py), so checking them costs no query. `last_used_at`
 is written at most once a minute per key, never once per request, and a verified key is remembered
-for CACHE_SECONDS so most requests need no lookup at all. Creating and revoking are audited, whether
-an operator does it in the console or the CLI does.
+for CACHE_SECONDS so most requests need no lookup at all. Creating, changing scopes and revoking are
+audited, whether an operator does it in the console or the CLI does.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import hashlib
 import hmac
 import secrets
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
+from app.api_keys.scopes import DEFAULT_SCOPES, normalize
 from app.audit import service as audit
 from app.extensions import db
 from app.limits import API_KEY_NAME_MAX
@@ -35,8 +38,8 @@ CACHE_SECONDS = 2.0
 
 CREATE_SQL = sa.text(
     """
-INSERT INTO api_keys (name, prefix, key_hash, created_by)
-VALUES (:name, :prefix, :key_hash, :created_by)
+INSERT INTO api_keys (name, prefix, key_hash, created_by, scopes)
+VALUES (:name, :prefix, :key_hash, :created_by, CAST(:scopes AS text[]))
 RETURNING id
 """
 )
@@ -45,9 +48,13 @@ REVOKE_SQL = sa.text(
     "UPDATE api_keys SET revoked_at = now() WHERE prefix = :prefix AND revoked_at IS NULL RETURNING id"
 )
 
+# FOR UPDATE: two admins editing one key at once each audit the true `before`, and neither edit is lost.
+SCOPES_SQL = sa.text("SELECT scopes FROM api_keys WHERE prefix = :prefix AND revoked_at IS NULL FOR UPDATE")
+SET_SCOPES_SQL = sa.text("UPDATE api_keys SET scopes = CAST(:scopes AS text[]) WHERE prefix = :prefix")
+
 LOOKUP_SQL = sa.text(
     f"""
-SELECT id, name, prefix, key_hash,
+SELECT id, name, prefix, key_hash, scopes,
        last_used_at IS NULL OR last_used_at < now() - interval '{TOUCH_INTERVAL_SECONDS} seconds' AS stale
 FROM api_keys
 WHERE prefix = :prefix AND revoked_at IS NULL
@@ -70,6 +77,11 @@ class ApiKeyIdentity:
     id: int
     name: str
     prefix: str
+    scopes: frozenset[str] = frozenset()
+
+    def allows(self, scope: str) -> bool:
+        """Whether the key was given scope."""
+        return scope in self.scopes
 
 
 _verified: dict[str, tuple[ApiKeyIdentity, float]] = {}  # key hash -> (identity, monotonic expiry)
@@ -90,22 +102,25 @@ def key_prefix(key: str) -> str:
     return key[:PREFIX_LENGTH]
 
 
-def create_api_key(actor, name: str) -> str:
-    """Create a key named name for a product service; return the key itself (shown once, never stored)."""
+def create_api_key(actor, name: str, scopes: Iterable[str] = DEFAULT_SCOPES) -> str:
+    """Create a key named name with scopes; return the key itself (shown once, never stored)."""
     name = name.strip()
     if not name or len(name) > API_KEY_NAME_MAX or "\x00" in name:
         raise Refused(f"The key's name must have 1 to {API_KEY_NAME_MAX} characters.")
+    scopes = list(normalize(scopes))
     for _ in range(3):
         key = generate_key()
         params = {"name": name, "prefix": key_prefix(key), "key_hash": hash_key(key),
-                  "created_by": getattr(actor, "id", None)}  # fmt: skip
+                  "created_by": getattr(actor, "id", None), "scopes": scopes}  # fmt: skip
         try:
             with db.session.begin_nested():
                 db.session.execute(CREATE_SQL, params)
         except IntegrityError:
             continue  # a 48-bit prefix collision: draw another key
         prefix = params["prefix"]
-        audit.record(actor, "api_key.create", "api_key", prefix, after={"name": name, "prefix": prefix})
+        audit.record(
+            actor, "api_key.create", "api_key", prefix, after={"name": name, "prefix": prefix, "scopes": scopes}
+        )
         return key
     raise RuntimeError("could not draw a unique API key prefix")
 
@@ -116,6 +131,20 @@ def revoke_api_key(actor, prefix: str) -> None:
     if db.session.execute(REVOKE_SQL, {"prefix": prefix}).first() is None:
         raise Refused("That key does not exist or is already revoked.")
     audit.record(actor, "api_key.revoke", "api_key", prefix, before={"revoked": False}, after={"revoked": True})
+
+
+def set_scopes(actor, prefix: str, scopes: Iterable[str]) -> bool:
+    """Give the live key with prefix exactly these scopes; return whether anything changed (audited if so)."""
+    scopes = list(normalize(scopes))
+    before = db.session.execute(SCOPES_SQL, {"prefix": prefix}).scalar()
+    if before is None:
+        raise Refused("That key does not exist or is revoked.")
+    if list(before) == scopes:
+        return False
+    db.session.execute(SET_SCOPES_SQL, {"prefix": prefix, "scopes": scopes})
+    forget(prefix)  # this process at once; the others within CACHE_SECONDS
+    audit.record(actor, "api_key.scopes", "api_key", prefix, before={"scopes": list(before)}, after={"scopes": scopes})
+    return True
 
 
 def authenticate(token: str) -> ApiKeyIdentity | None:
@@ -131,7 +160,7 @@ def authenticate(token: str) -> ApiKeyIdentity | None:
     if row.stale:
         db.session.execute(TOUCH_SQL, {"id": row.id})
         commit()  # its own small unit of work, before the request's
-    identity = ApiKeyIdentity(row.id, row.name, row.prefix)
+    identity = ApiKeyIdentity(row.id, row.name, row.prefix, frozenset(row.scopes))
     _verified[digest] = (identity, time.monotonic() + CACHE_SECONDS)
     return identity
 

@@ -58,6 +58,7 @@ ACTIONS = (
     "suppression.lift",
     "api_key.create",
     "api_key.revoke",
+    "api_key.scopes",
     "user.create",
     "user.update",
     "user.role",

@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, redirect, render_template, request, session, url_for
+from flask import Blueprint, flash, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_required, login_user, logout_user
 from flask_wtf import FlaskForm
 from werkzeug.security import check_password_hash, generate_password_hash
 from wtforms import EmailField, PasswordField
 from wtforms.validators import DataRequired, Length
 
-from app.auth import links
+from app.auth import links, sessions, throttle
 from app.extensions import limiter
 from app.extensions import login as login_manager
 from app.limits import EMAIL_MAX, PASSWORD_MAX
 from app.links import same_site_path
+from app.live.publish import publish_session_end
 from app.unitofwork import commit
 from app.users.queries import user_by_email, user_by_id
+from app.users.service import end_sessions
 
 bp = Blueprint("auth", __name__)
 
-# Compared against when the e-mail is unknown, so both failures take the same time.
+# Checked against when there is no stored hash (unknown e-mail, no password set): every failure costs one scrypt.
 _DUMMY_HASH = generate_password_hash("not-a-real-password", method="scrypt")
 
 
@@ -32,8 +34,9 @@ class LoginForm(FlaskForm):
 
 @login_manager.user_loader
 def load_user(user_id: str):
-    """Return the signed-in user for the session cookie."""
-    return user_by_id(int(user_id)) if user_id.isdigit() else None
+    """Return the signed-in user for the session cookie, unless the session was ended or is too old."""
+    user = user_by_id(int(user_id)) if user_id.isdigit() else None
+    return user if user is not None and sessions.is_current(user) else None
 
 
 def safe_next(target: str | None) -> str:
@@ -41,46 +44,78 @@ def safe_next(target: str | None) -> str:
     return same_site_path(target) or url_for("inbox.index")
 
 
-def _account_key() -> str:
-    return "login-account:" + request.form.get("email", "").strip().lower()
+def _refused(form):
+    throttle.note_failure()
+    return render_template("auth/login.html", form=form, failed=True), 401
 
 
-def _failed(response) -> bool:
-    return response.status_code == 401
-
-
-def _login_limit() -> str:
-    return current_app.config["LOGIN_RATE_LIMIT"]
-
-
+# Failed attempts only (app/auth/throttle.py): per (account, address), per address, and a per-account ceiling.
 @bp.route("/login", methods=["GET", "POST"])
-@limiter.limit(_login_limit, methods=["POST"], deduct_when=_failed, error_message="Too many sign-in attempts.")
-@limiter.limit(_login_limit, methods=["POST"], key_func=_account_key, deduct_when=_failed)
+@limiter.limit(
+    throttle.account_client_limit,
+    methods=["POST"],
+    key_func=throttle.account_client_key,
+    deduct_when=throttle.failed,
+    error_message=throttle.TOO_MANY,
+)
+@limiter.limit(
+    throttle.client_limit,
+    methods=["POST"],
+    key_func=throttle.client_key,
+    deduct_when=throttle.failed,
+    error_message=throttle.TOO_MANY,
+)
 def login():
     """Show the sign-in form; on a right password start a fresh session."""
     if current_user.is_authenticated and request.method == "GET":
         return redirect(safe_next(request.args.get("next")))
+    if request.method == "POST":
+        throttle.check_account_ceiling()
     form = LoginForm()
     if not form.validate_on_submit():
-        status = 401 if request.method == "POST" and not form.errors.get("csrf_token") else 200
-        return render_template("auth/login.html", form=form, failed=request.method == "POST"), status
+        if request.method == "POST" and not form.errors.get("csrf_token"):
+            return _refused(form)
+        return render_template("auth/login.html", form=form, failed=request.method == "POST")
     user = user_by_email(form.email.data)
-    if user is None:
-        check_password_hash(_DUMMY_HASH, form.password.data)
-    if user is None or not user.check_password(form.password.data):
-        return render_template("auth/login.html", form=form, failed=True), 401
+    # One scrypt check whoever it is (stranger, member without a password, member with one): same time.
+    stored = user.password_hash if user is not None else None
+    matches = check_password_hash(stored or _DUMMY_HASH, form.password.data)
+    if not (matches and stored):
+        return _refused(form)
     session.clear()  # a new session on sign-in (no fixation)
     login_user(user)
+    sessions.start(user)
     return redirect(safe_next(request.args.get("next")))
 
 
 @bp.post("/logout")
 @login_required
 def logout():
-    """End the session."""
+    """End the session and close its sockets (4001) in whichever process holds them."""
+    user_id, sid = current_user.id, sessions.current_sid()
     logout_user()
     session.clear()
+    if sid is not None:
+        publish_session_end(user_id, sid=sid)
     return redirect(url_for("auth.login"))
+
+
+@bp.get("/account/sign-ins")
+@login_required
+def sign_ins():
+    """This session's sign-in time and lifetime, and the button that ends every other session."""
+    return render_template("auth/sign_ins.html", signed_in_at=sessions.signed_in_at(), expires_at=sessions.expires_at())
+
+
+@bp.post("/logout/everywhere")
+@login_required
+def logout_everywhere():
+    """End every other session of this user (their next request is refused, their sockets close); keep this one."""
+    version = end_sessions(current_user, keep_sid=sessions.current_sid())
+    commit()
+    sessions.restamp(version)
+    flash("Every other session is signed out. This browser stays signed in.", "success")
+    return redirect(url_for("auth.sign_ins"))
 
 
 @bp.route("/login/link/<token>", methods=["GET", "POST"])
@@ -95,5 +130,7 @@ def login_link(token: str):
         return render_template("auth/login_link_invalid.html"), 410
     commit()
     session.clear()  # a new session on sign-in (no fixation)
-    login_user(user_by_id(user_id))
+    user = user_by_id(user_id)
+    login_user(user)
+    sessions.start(user)
     return redirect(url_for("inbox.index"))

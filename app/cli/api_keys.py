@@ -1,4 +1,4 @@
-"""`flask --app wsgi api-keys create NAME | list | revoke PREFIX`: keys for product services, audited as the CLI."""
+"""`flask --app wsgi api-keys create NAME [--scope …] | list | revoke PREFIX`: keys for product services, audited."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import click
 from flask.cli import AppGroup
 
 from app.api_keys import queries, service
+from app.api_keys.scopes import DEFAULT_SCOPES, SCOPES, normalize
 from app.refusal import Refused
 from app.unitofwork import commit
 
@@ -14,16 +15,25 @@ api_keys_cli = AppGroup("api-keys", help="Manage API keys for product services."
 
 @api_keys_cli.command("create")
 @click.argument("name")
-def create_key_command(name: str) -> None:
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    type=click.Choice(list(SCOPES)),
+    default=DEFAULT_SCOPES,
+    show_default=True,
+    help="What the key may do; repeat for more than one. " + " ".join(f"{k}: {v}" for k, v in SCOPES.items()),
+)
+def create_key_command(name: str, scopes: tuple[str, ...]) -> None:
     """Create a key and print it once (only its hash is stored)."""
     try:
-        key = service.create_api_key(None, name)
+        key = service.create_api_key(None, name, scopes)
     except Refused as exc:
         raise click.BadParameter(str(exc), param_hint="NAME") from exc
     commit()
     click.echo(key)
-    click.echo(f"Key {service.key_prefix(key)}… ({name.strip()}) created. Store it now: it cannot be shown again.",
-               err=True)  # fmt: skip
+    click.echo(f"Key {service.key_prefix(key)}… ({name.strip()}) created with {', '.join(normalize(scopes))}. "
+               "Store it now: it cannot be shown again.", err=True)  # fmt: skip
 
 
 @api_keys_cli.command("revoke")
@@ -40,7 +50,7 @@ def revoke_key_command(prefix: str) -> None:
 
 @api_keys_cli.command("list")
 def list_keys_command() -> None:
-    """List keys, live ones first: prefix, name, created, last used, revoked."""
+    """List keys, live ones first: prefix, name, created, last used, state, scopes."""
     rows = queries.api_keys()
     if not rows:
         click.echo("No API keys yet: flask --app wsgi api-keys create NAME")
@@ -50,4 +60,5 @@ def list_keys_command() -> None:
         state = f"revoked {row['revoked_at']:%Y-%m-%d}" if row["revoked_at"] else "live"
         click.echo(
             f"{row['prefix']}…  {row['name']:<24} created {row['created_at']:%Y-%m-%d}  last used {used}  {state}"
+            f"  scopes {','.join(row['scopes'])}"
         )

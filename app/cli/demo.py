@@ -1,4 +1,4 @@
-"""`flask --app wsgi demo seed`: the demo data `make run` loads (safe to repeat), and its logins.
+"""`flask --app wsgi demo seed`: the demo data `make run` loads (safe to repeat), and its logins; dev mode only.
 
 The seed article's four types, members, an operator, an admin, notifications and announcements.
 """
@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import click
 import sqlalchemy as sa
+from flask import current_app
 from flask.cli import AppGroup
 from sqlalchemy.dialects.postgresql import insert
 
@@ -216,7 +217,13 @@ def seed() -> None:
 
 @demo_cli.command("seed")
 def demo_seed_command() -> None:
-    """Load the demo data (safe to run again) and print the demo logins."""
+    """Load the demo data (safe to run again) and print the demo logins. Dev mode only (HATO_DEV=1)."""
+    if not current_app.config.get("DEV_MODE"):
+        # The demo admin's password is in this file: on a real database it would be anyone's way in.
+        raise click.ClickException(
+            "demo seed creates an admin whose password is published; it runs only in dev mode "
+            "(HATO_DEV=1, which make run sets). Nothing was changed."
+        )
     seed()
     commit()
     click.echo("Demo data loaded. Sign in with:")

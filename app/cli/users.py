@@ -1,4 +1,4 @@
-"""`flask --app wsgi users create EMAIL --password P [--role R] [--external-id X] [--name N]`."""
+"""`flask --app wsgi users create EMAIL [--password P] [--role R] [--external-id X] [--name N]`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,14 @@ users_cli = AppGroup("users", help="Manage accounts.")
 
 @users_cli.command("create")
 @click.argument("email")
-@click.option("--password", required=True, help="At least 8 characters.")
+# Asked for (hidden, twice) when left out: a password on the command line stays in shell history and `ps`.
+@click.option(
+    "--password",
+    prompt=True,
+    hide_input=True,
+    confirmation_prompt=True,
+    help="At least 8 characters; asked for (hidden) when left out.",
+)
 @click.option("--role", type=click.Choice(ROLES), default="member", show_default=True)
 @click.option("--external-id", default=None, help="The product's id for this user.")
 @click.option("--name", "display_name", default="", help="Display name.")

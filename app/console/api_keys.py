@@ -1,4 +1,4 @@
-"""API key pages (admins only): list with prefix and last use, create (the key is shown once), revoke."""
+"""API key pages (admins only): list, create (the key is shown once), set scopes, revoke; all audited."""
 
 from __future__ import annotations
 
@@ -6,15 +6,17 @@ from flask import flash, redirect, render_template, url_for
 from flask_login import current_user
 
 from app.api_keys import queries, service
+from app.api_keys.scopes import SCOPES
 from app.auth.access import admin_required
 from app.console.blueprint import bp
-from app.console.forms import ApiKeyForm
+from app.console.forms import ApiKeyForm, ApiKeyScopesForm
 from app.refusal import Refused
 from app.unitofwork import commit
 
 
 def _page(form: ApiKeyForm, new_key: str | None = None, status: int = 200):
-    return render_template("console/api_keys.html", keys=queries.api_keys(), form=form, new_key=new_key), status
+    keys = queries.api_keys()
+    return render_template("console/api_keys.html", keys=keys, form=form, new_key=new_key, scopes=SCOPES), status
 
 
 @bp.get("/api-keys")
@@ -32,12 +34,31 @@ def create_api_key():
     if not form.validate_on_submit():
         return _page(form, status=422)
     try:
-        key = service.create_api_key(current_user, form.name.data)
+        key = service.create_api_key(current_user, form.name.data, form.scopes.data)
     except Refused as exc:
         form.form_errors.append(str(exc))
         return _page(form, status=422)
     commit()
     return _page(ApiKeyForm(formdata=None), new_key=key, status=201)
+
+
+@bp.post("/api-keys/<prefix>/scopes")
+@admin_required
+def set_api_key_scopes(prefix: str):
+    """Give a live key exactly the ticked scopes (audited); the key's next request sees them."""
+    form = ApiKeyScopesForm()
+    if not form.validate_on_submit():
+        flash(" ".join(form.scopes.errors) or "Choose at least one scope.", "error")
+        return redirect(url_for("console.api_keys"))
+    try:
+        changed = service.set_scopes(current_user, prefix, form.scopes.data)
+    except Refused as exc:
+        flash(str(exc), "error")
+    else:
+        commit()
+        scopes = ", ".join(form.scopes.data)
+        flash(f"Key {prefix}… now has: {scopes}." if changed else f"Key {prefix}… already had: {scopes}.", "success")
+    return redirect(url_for("console.api_keys", _anchor=f"key-{prefix}"))
 
 
 @bp.post("/api-keys/<prefix>/revoke")

@@ -10,7 +10,7 @@ from app.limits import EMAIL_MAX, TYPE_KEY_MAX
 from app.notification_types import queries as type_queries
 from app.pagination import parse_id_cursor
 from app.timezones import parse_local
-from app.web.headers import preview_csp
+from app.web.headers import sent_content_csp
 
 
 def log_filters(args) -> ledger_queries.LogFilters:
@@ -65,6 +65,7 @@ def delivery(delivery_id: int):
     response = make_response(
         render_template("console/deliveries_detail.html", d=row, attempts=ledger_queries.attempts(delivery_id))
     )
-    # Rendered HTML is shown in a sandboxed srcdoc iframe, which inherits this page's CSP.
-    response.headers["Content-Security-Policy"] = preview_csp()
+    # Rendered HTML is shown in a sandboxed srcdoc iframe, which inherits this page's CSP: inline
+    # styles, but nothing fetched from elsewhere (app/web/headers.py sent_content_csp).
+    response.headers["Content-Security-Policy"] = sent_content_csp()
     return response

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from flask_wtf import FlaskForm
-from wtforms import BooleanField, DateTimeLocalField, RadioField, SelectField, StringField, TextAreaField
+from wtforms import (
+    BooleanField,
+    DateTimeLocalField,
+    RadioField,
+    SelectField,
+    SelectMultipleField,
+    StringField,
+    TextAreaField,
+)
 from wtforms.validators import DataRequired, Length, Optional, Regexp, ValidationError
+from wtforms.widgets import CheckboxInput, ListWidget
 
+from app.api_keys.scopes import DEFAULT_SCOPES, SCOPES
 from app.limits import (
     API_KEY_NAME_MAX,
     DESCRIPTION_MAX,
@@ -75,7 +85,24 @@ class RoleForm(FlaskForm):
     role = SelectField("Role", choices=list(ROLES))
 
 
-class ApiKeyForm(FlaskForm):
-    """A name for a new API key (which product service uses it)."""
+class ApiKeyScopesForm(FlaskForm):
+    """What an API key may do: one checkbox per scope (app/api_keys/scopes.py)."""
+
+    scopes = SelectMultipleField(
+        "Scopes",
+        choices=dict(SCOPES),
+        validators=[DataRequired(message="Choose at least one scope.")],
+        widget=ListWidget(prefix_label=False),
+        option_widget=CheckboxInput(),
+    )
+
+
+class ApiKeyForm(ApiKeyScopesForm):
+    """A name for a new API key (which product service uses it) and its scopes (sending only, unless ticked)."""
 
     name = StringField("Name", validators=[DataRequired(), Length(max=API_KEY_NAME_MAX)])
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if self.scopes.data is None:  # a blank form (not a submitted one) starts at the default
+            self.scopes.data = list(DEFAULT_SCOPES)

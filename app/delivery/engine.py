@@ -6,6 +6,8 @@ Each send is recorded and committed on its own right after the provider answers 
 statement, see service.send_ledger), so a worker killed with SIGKILL can re-send at most the one
 message that was in flight. Sends go through app/providers/routing.py (token bucket, circuit
 breaker, failover); when it says "wait", the rest of the batch returns to pending without a try.
+Push targets are also gated per push service (Router.admit): a row whose every subscription sits on a
+paused or failing push service waits for it without a try; the rest of the batch goes on.
 What differs between e-mail and push is the channel's business (app/delivery/channels).
 """
 
@@ -22,10 +24,6 @@ from app.providers import providers_for
 from app.providers.routing import Route, Router
 from app.unitofwork import commit
 
-# Stop taking new rows this long before the lease ends, so the sweeper never hands a row we are
-# still working on to another worker.
-LEASE_MARGIN_SECONDS = 5.0
-
 
 def backoff_from(config: Mapping) -> policy.Backoff:
     """The retry schedule from RETRY_BASE_SECONDS / RETRY_CAP_SECONDS / RETRY_MAX_ATTEMPTS."""
@@ -36,7 +34,9 @@ def deliver_batch(channel_name: str, delivery_ids: list[int], config: Mapping) -
     """Claim, re-check, render, send and record a batch of deliveries on one channel; return the counts."""
     channel = channel_for(channel_name)
     lease_seconds = float(config["DELIVERY_LEASE_SECONDS"])
-    deadline = time.monotonic() + lease_seconds - LEASE_MARGIN_SECONDS
+    # Stop taking new rows LEASE_MARGIN_SECONDS before the lease ends, so the sweeper never hands a row
+    # we are still working on to another worker (app/config.py refuses a lease at or below the margin).
+    deadline = time.monotonic() + lease_seconds - float(config["LEASE_MARGIN_SECONDS"])
     try:
         claim = service.claim(channel.name, sorted({int(i) for i in delivery_ids}), lease_seconds)
         commit()
@@ -67,6 +67,7 @@ def _send_all(channel: Channel, rows, router: Router, claim: service.Claim, dead
     templates = queries.templates_for(channel.name, {row.type for row in rows})
     backoff = backoff_from(config)
     states: dict[str, int] = {}
+    held: list[tuple[int, datetime]] = []
     commit()  # end the read transaction: the send loop holds no locks while it waits on a provider
     with router, service.send_ledger() as ledger:
         for index, row in enumerate(rows):
@@ -81,11 +82,19 @@ def _send_all(channel: Channel, rows, router: Router, claim: service.Claim, dead
                 commit()
                 states["waiting"] = len(rows) - index
                 break
-            result = sending.attempt(row, channel, route.provider, templates, config, targets.get(row.user_id, ()))
-            router.report(route.provider, result.outcome, result.retry_after)
+            open_targets, held_until = router.admit(route.provider, targets.get(row.user_id, ()))
+            if held_until and not open_targets:  # all of the user's push services paused or failing: no try spent
+                held.append((row.id, datetime.fromtimestamp(held_until, UTC)))
+                continue
+            result = sending.attempt(row, channel, route.provider, templates, config, open_targets)
+            router.report(route.provider, result.outcome, result.retry_after, result.outcomes)
             state = service.record_result(result, claim.lease, backoff, ledger)
             channel.record_outcome(ledger, result)
             states[state] = states.get(state, 0) + 1
+    if held:
+        service.postpone(held, claim.lease)
+        commit()
+        states["held"] = len(held)
     return states
 
 

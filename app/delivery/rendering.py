@@ -1,8 +1,9 @@
-"""Render operator templates in a Jinja sandbox, with the locale fallback chain.
+"""Render operator templates in the bounded Jinja sandbox, with the locale fallback chain.
 
-Two sandboxes: the HTML body autoescapes; subject and text do not (they are not HTML). Unsafe
-attribute access raises at once instead of rendering as an empty Undefined, so every sandbox
-escape attempt is a RenderError, which the engine treats as permanent.
+Two sandboxes from app.delivery.sandbox: the HTML body autoescapes; subject and text do not (they
+are not HTML). Every escape attempt and every size, number or time limit the template blows is a
+RenderError, which the engine treats as permanent. One message renders within
+TEMPLATE_RENDER_SECONDS; the console preview sets its own, shorter budget with time_budget().
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from flask import current_app
-from jinja2 import TemplateError, Undefined
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+from flask import current_app, has_app_context
+from jinja2 import TemplateError
+from jinja2.sandbox import SecurityError
 from markupsafe import Markup, escape
 
 from app.delivery.queries import BatchRow, Template
+from app.delivery.sandbox import make_environment, time_budget
 from app.links import same_site_path
 
 # A template that renders megabytes is a mistake or an attack; either way it is not sent.
@@ -26,13 +28,10 @@ class RenderError(Exception):
     """The template could not be rendered (syntax error, sandbox violation, too large)."""
 
 
-class _StrictSandbox(ImmutableSandboxedEnvironment):
-    def unsafe_undefined(self, obj, attribute):
-        raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe")
-
-
-_TEXT_ENV = _StrictSandbox(autoescape=False, undefined=Undefined, keep_trailing_newline=True)
-_HTML_ENV = _StrictSandbox(autoescape=True, undefined=Undefined)
+_TEXT_ENV = make_environment(html=False)
+_HTML_ENV = make_environment(html=True)
+# Outside an app (a script, a unit test), one message still renders within this many seconds.
+DEFAULT_RENDER_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -55,12 +54,21 @@ def _compile(html: bool, source: str):
     return (_HTML_ENV if html else _TEXT_ENV).from_string(source)
 
 
+def _render_seconds() -> float:
+    if has_app_context():
+        return current_app.config.get("TEMPLATE_RENDER_SECONDS", DEFAULT_RENDER_SECONDS)
+    return DEFAULT_RENDER_SECONDS
+
+
 def render_string(source: str, context: dict, html: bool = False) -> str:
     """Render one operator template string in the sandbox; any failure is a RenderError."""
     try:
-        result = _compile(html, source).render(context)
+        with time_budget(_render_seconds()):
+            result = _compile(html, source).render(context)
     except (TemplateError, SecurityError, ArithmeticError, TypeError, ValueError, LookupError) as exc:
         raise RenderError(f"{type(exc).__name__}: {exc}") from exc
+    except (RecursionError, MemoryError) as exc:  # a macro calling itself; a value the limits missed
+        raise RenderError(f"{type(exc).__name__}: the template is too deep or too large") from exc
     if len(result) > MAX_RENDERED_CHARS:
         raise RenderError(f"rendered output is larger than {MAX_RENDERED_CHARS} characters")
     return result
@@ -96,7 +104,15 @@ def template_context(row: BatchRow, base_url: str, unsubscribe_url: str) -> dict
 
 
 def render_email(row: BatchRow, template: Template | None, base_url: str, unsubscribe_url: str) -> Rendered:
-    """Render subject, text and HTML for row; with no template, use the notification's own words."""
+    """Render subject, text and HTML for row; with no template, use the notification's own words.
+
+    The three parts share one time budget, so a message costs at most TEMPLATE_RENDER_SECONDS.
+    """
+    with time_budget(_render_seconds()):
+        return _render_email(row, template, base_url, unsubscribe_url)
+
+
+def _render_email(row: BatchRow, template: Template | None, base_url: str, unsubscribe_url: str) -> Rendered:
     context = template_context(row, base_url, unsubscribe_url)
     link = context["notification"]["link"]
     subject = row.title

@@ -11,7 +11,7 @@ from app.delivery import rendering
 from app.delivery.channels.base import Channel
 from app.delivery.queries import BatchRow, Template
 from app.limits import ERROR_TEXT_MAX
-from app.providers import Message, Provider, ProviderError
+from app.providers import Message, Provider, ProviderError, TargetOutcome
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class Result:
     retry_after: float | None = None
     reached: tuple[str, ...] = ()
     invalidated: tuple[str, ...] = ()
+    outcomes: tuple[TargetOutcome, ...] = ()  # each target's own outcome (Web Push), for its scope's gate
 
 
 def prepare(row: BatchRow, channel: Channel, provider: Provider, templates: dict[tuple[str, str], Template],
@@ -62,6 +63,7 @@ def send(row: BatchRow, message: Message, provider: Provider) -> Result:
         body=message.text,
         reached=receipt.reached,
         invalidated=receipt.invalidated,
+        outcomes=receipt.outcomes,
     )
 
 
@@ -87,4 +89,5 @@ def _failed(
         body=message.text,
         retry_after=exc.retry_after,
         invalidated=exc.invalidated,
+        outcomes=exc.outcomes,
     )

@@ -204,8 +204,9 @@ def record_result(result: Result, lease: datetime, backoff: Backoff, conn) -> st
         if backoff.exhausted(attempts):
             status, error_kind = "failed", "exhausted"
         else:
-            # A provider's own "retry after" is a floor under the backoff.
-            status, delay = "pending", max(backoff.delay(attempts), result.retry_after or 0.0)
+            # A provider's own "retry after" is a floor under the backoff, but never beyond its cap: the
+            # hint may come from whoever runs the endpoint (issue 14), and a row must come round again.
+            status, delay = "pending", min(max(backoff.delay(attempts), result.retry_after or 0.0), backoff.cap)
     conn.execute(
         RECORD_SQL,
         {

@@ -20,7 +20,17 @@ def _invalid():
     return render_template("delivery/unsubscribe.html", state="invalid"), 404
 
 
+def _invalid_token(response) -> bool:
+    return response.status_code == 404
+
+
+# Only invalid tokens count, per client address and across GET and POST: someone guessing tokens stops,
+# while a mail provider that posts many people's real one-click unsubscribes from one address does not.
+_guessing_limit = limiter.shared_limit("30 per minute", scope="unsubscribe", deduct_when=_invalid_token)
+
+
 @bp.get("/unsubscribe/<token>")
+@_guessing_limit
 def unsubscribe_confirm(token: str):
     """Show what the link would turn off, with a button that POSTs to the same URL."""
     target = read_token(token)
@@ -33,7 +43,7 @@ def unsubscribe_confirm(token: str):
 
 @bp.post("/unsubscribe/<token>")
 @csrf.exempt
-@limiter.limit("30 per minute")
+@_guessing_limit
 def unsubscribe(token: str):
     """Turn e-mail off for the token's (user, type); idempotent; mandatory types stay on."""
     target = read_token(token)

@@ -93,6 +93,7 @@ def cmd_run() -> int:
             redis_label = f"embedded (var/redis.db): {env['REDIS_URL']}"
         say(f"Redis: {redis_label}")
         env.setdefault("SECRET_KEY", dev_secret_key())
+        env["HATO_DEV"] = "1"  # dev mode: the demo seed is allowed, the start-up check accepts dev secrets
         env.setdefault("BASE_URL", BASE_URL)
         env.setdefault("SMTP_URL", DEFAULT_SMTP_URL)
         env["PYTHONUNBUFFERED"] = "1"
@@ -215,6 +216,7 @@ def cmd_test(pytest_args: list[str]) -> int:
             DATABASE_URL=db_url,
             REDIS_URL=redis_url,
             HATO_TEST="1",
+            HATO_DEV="1",
             SECRET_KEY=TEST_SECRET_KEY,
             CHROMIUM_PATH=chromium,
         )
@@ -242,6 +244,7 @@ def cmd_bench() -> int:
         ensure_database(db_url, BENCH_DB)
         env = dict(os.environ, DATABASE_URL=db_url, REDIS_URL=redis_url, PYTHONUNBUFFERED="1")
         env.setdefault("SECRET_KEY", "bench-secret")
+        env["HATO_DEV"] = "1"
         subprocess.run(flask_argv("db", "upgrade"), cwd=ROOT, env=env, check=True)
         for name in modules:
             say(f"=== tests.perf.{name} ===")
@@ -285,7 +288,12 @@ def cmd_env() -> int:
             "# no Redis answers on 127.0.0.1:6379; `make test` uses an embedded one "
             "(var/redis-test.db) only while it runs"
         )
-    exports.update(HATO_TEST="1", SECRET_KEY=TEST_SECRET_KEY, CHROMIUM_PATH=os.environ.get("CHROMIUM_PATH") or CHROMIUM)
+    exports.update(
+        HATO_TEST="1",
+        HATO_DEV="1",
+        SECRET_KEY=TEST_SECRET_KEY,
+        CHROMIUM_PATH=os.environ.get("CHROMIUM_PATH") or CHROMIUM,
+    )
     for key, value in exports.items():
         print(f"export {key}={shlex.quote(value)}")
     return 0

@@ -10,20 +10,25 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from itertools import chain
 
 import redis as redis_lib
 from flask import current_app
 from redis.exceptions import RedisError
 
+from app import keyspace
 from app.extensions import redis
 
 log = logging.getLogger(__name__)
 
-PRESENCE_KEY = "hato:presence"
 DEFAULT_TTL_SECONDS = 60.0
 CHUNK = 1000
+
+
+def presence_key(config: Mapping | None = None) -> str:
+    """Return the sorted set of user id -> last heartbeat."""
+    return keyspace.key("presence", config=config)
 
 
 def ttl_seconds() -> float:
@@ -36,17 +41,24 @@ def _chunks(items: list, size: int = CHUNK):
         yield items[start : start + size]
 
 
-def touch(client: redis_lib.Redis, user_ids: Iterable[int], ttl: float, now: float | None = None) -> None:
+def touch(
+    client: redis_lib.Redis,
+    user_ids: Iterable[int],
+    ttl: float,
+    now: float | None = None,
+    config: Mapping | None = None,
+) -> None:
     """Mark these users as seen now and forget heartbeats older than ttl (raises RedisError)."""
+    key = presence_key(config)
     now = time.time() if now is None else now
     ids = sorted({int(user_id) for user_id in user_ids})
     with client.pipeline(transaction=False) as pipe:
         for chunk in _chunks(ids):
-            pipe.zadd(PRESENCE_KEY, {user_id: now for user_id in chunk})
-        pipe.zremrangebyscore(PRESENCE_KEY, "-inf", f"({now - ttl}")
+            pipe.zadd(key, {user_id: now for user_id in chunk})
+        pipe.zremrangebyscore(key, "-inf", f"({now - ttl}")
         if ids:
             # If every web process dies the whole set expires instead of lingering.
-            pipe.expire(PRESENCE_KEY, int(ttl) + 1)
+            pipe.expire(key, int(ttl) + 1)
         pipe.execute()
 
 
@@ -56,10 +68,11 @@ def online_user_ids(user_ids: Iterable[int]) -> set[int]:
     if not ids:
         return set()
     cutoff = time.time() - ttl_seconds()
+    key = presence_key()
     try:
         with redis.client().pipeline(transaction=False) as pipe:
             for chunk in _chunks(ids):
-                pipe.zmscore(PRESENCE_KEY, chunk)
+                pipe.zmscore(key, chunk)
             scores = chain.from_iterable(pipe.execute())
     except RedisError as exc:
         # Without Redis there is no pub/sub either, so nobody could be told anyway.

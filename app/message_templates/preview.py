@@ -2,7 +2,8 @@
 
 Nothing here renders on its own: every string goes through app.delivery.rendering (the same
 sandbox, the same e-mail layout and the same locale chain that real sends use), so what the
-operator sees is what users get, and an injection attempt fails here exactly as it would there.
+operator sees is what users get, and an injection attempt or a template that blows a size or
+time limit fails here exactly as it would there.
 """
 
 from __future__ import annotations
@@ -167,7 +168,16 @@ def build_preview(
     sample_text: str | None,
     existing_locales: set[str],
 ) -> Preview:
-    """Render the editor's parts for channel with the sample; collect every problem."""
+    """Render the editor's parts for channel with the sample; collect every problem.
+
+    The whole preview (every part, then the e-mail) renders within TEMPLATE_PREVIEW_SECONDS: it runs
+    in a web thread on every keystroke, so a template that loops for long is a problem, not a wait.
+    """
+    with rendering.time_budget(current_app.config["TEMPLATE_PREVIEW_SECONDS"]):
+        return _build_preview(type_, channel, locale, parts, user_locale, sample_text, existing_locales)
+
+
+def _build_preview(type_, channel, locale, parts, user_locale, sample_text, existing_locales) -> Preview:
     config = current_app.config
     user_locale = (user_locale or locale).strip() or locale
     preview = Preview(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.extensions import db
@@ -26,6 +26,8 @@ class ApiKey(db.Model):
     last_used_at: Mapped[datetime | None] = mapped_column(_tz)
     revoked_at: Mapped[datetime | None] = mapped_column(_tz)
     created_by: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="SET NULL"))
+    # What the key may do (app/api_keys/scopes.py); new keys get notifications:write only.
+    scopes: Mapped[list[str]] = mapped_column(ARRAY(sa.Text), server_default=sa.text("'{notifications:write}'::text[]"))
 
 
 class IdempotencyKey(db.Model):

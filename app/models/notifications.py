@@ -56,6 +56,8 @@ class Notification(db.Model):
     created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
     data: Mapped[dict] = mapped_column(JSONB, server_default=sa.text("'{}'::jsonb"))
     campaign_id: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("campaigns.id", ondelete="SET NULL"))
+    # The API key that created the row: only that key may read it back (GET /v1/notifications/<id>).
+    api_key_id: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("api_keys.id", ondelete="SET NULL"))
     archived_at: Mapped[datetime | None] = mapped_column(_tz)
     # False when the user turned in-app off for the type: the row anchors e-mail/push deliveries but is
     # born read (so it never enters the unread index) and is hidden from every inbox list.

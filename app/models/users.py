@@ -34,6 +34,8 @@ class User(UserMixin, db.Model):
     quiet_hours_start: Mapped[time | None] = mapped_column(sa.Time)
     quiet_hours_end: Mapped[time | None] = mapped_column(sa.Time)
     created_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), server_default=sa.func.now())
+    # Bumped to end every session at once (sign out everywhere, password or role change).
+    session_version: Mapped[int] = mapped_column(sa.Integer, server_default="0")
 
     def set_password(self, password: str) -> None:
         """Store a scrypt hash of password."""

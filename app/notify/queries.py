@@ -22,7 +22,7 @@ SELECT n.id, u.external_id AS recipient, n.type, n.title, n.body, n.link_path AS
        n.dedupe_key, n.in_app, n.read_at, n.archived_at, n.created_at
 FROM notifications n
 JOIN users u ON u.id = n.user_id
-WHERE n.id = :id
+WHERE n.id = :id AND n.api_key_id = :api_key_id
 """
 )
 
@@ -42,11 +42,12 @@ def existing_notifications(user_ids: Sequence[int], dedupe_key: str) -> dict[int
     return {row.user_id: (row.id, row.in_app) for row in rows}
 
 
-def notification_with_deliveries(notification_id: int) -> dict | None:
-    """Return the notification and its per-channel delivery state, or None if there is no such row."""
+def notification_with_deliveries(notification_id: int, *, api_key_id: int) -> dict | None:
+    """Return the notification api_key_id created, with its per-channel delivery state; None for any other id."""
     if not is_id(notification_id):
         return None
-    row = db.session.execute(NOTIFICATION_SQL, {"id": notification_id}).mappings().first()
+    params = {"id": notification_id, "api_key_id": api_key_id}
+    row = db.session.execute(NOTIFICATION_SQL, params).mappings().first()
     if row is None:
         return None
     deliveries = db.session.execute(DELIVERIES_SQL, {"id": notification_id}).mappings().all()

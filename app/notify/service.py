@@ -24,11 +24,14 @@ from app.notify import queries
 from app.preferences.queries import EFFECTIVE_SEND_SQL
 from app.queueing import delivery_queue, enqueue_deliveries_after_commit
 
+
 # Needs CTEs `recipients(user_id, email)` and `prefs(user_id, channel, enabled)` (the recipients'
 # preference rows for :type) before it. Writes the rows for :type and exposes them as `inserted` (new
 # notifications) and `deliveries` (their ledger rows). Campaign fanout reuses it with its own
-# `recipients` (a keyset batch of users) and `prefs` (read by the batch's user-id range).
-NOTIFY_CTES = f"""
+# `recipients` (a keyset batch of users) and `prefs` (read by the batch's user-id range). api_key_id is
+# the SQL for the creating API key's id.
+def _notify_ctes(api_key_id: str) -> str:
+    return f"""
 cells AS (
   SELECT r.user_id, r.email, c.channel, {EFFECTIVE_SEND_SQL} AS send
   FROM recipients r
@@ -40,9 +43,9 @@ inserted AS (
   -- With in-app off the row is still written (it anchors the deliveries) but is born read,
   -- so it never enters the unread index, and in_app = false hides it from every list.
   INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, data, campaign_id,
-                             in_app, read_at)
+                             api_key_id, in_app, read_at)
   SELECT c.user_id, :type, :title, :body, :link_path, :dedupe_key, CAST(:data AS jsonb),
-         CAST(:campaign_id AS bigint), c.send, CASE WHEN c.send THEN NULL ELSE now() END
+         CAST(:campaign_id AS bigint), {api_key_id}, c.send, CASE WHEN c.send THEN NULL ELSE now() END
   FROM cells c
   WHERE c.channel = 'in_app'
   ON CONFLICT (user_id, dedupe_key) DO NOTHING
@@ -64,6 +67,10 @@ deliveries AS (
   ) s
   RETURNING id, notification_id, channel, status
 )"""
+
+
+# Campaign rows come from no API key; the ingest records the calling key (only it may read the row back).
+NOTIFY_CTES = _notify_ctes("NULL")
 
 # How callers name recipients: the product's external ids (API) or user ids (campaigns).
 WANTED_SQL = {
@@ -92,7 +99,7 @@ prefs AS (
   SELECT p.user_id, p.channel, p.enabled FROM notification_preferences p
   WHERE p.type = :type AND p.user_id IN (SELECT user_id FROM recipients)
 ),
-{NOTIFY_CTES}
+{_notify_ctes("CAST(:api_key_id AS bigint)")}
 -- One row per recipient, then one per new pending delivery: two lists, so nothing is joined to the
 -- data-modifying CTEs' output (the planner guesses one row for them; a join could go quadratic).
 SELECT 'recipient' AS kind, w.ord, w.ref, w.user_id, i.id, i.in_app, NULL AS channel,
@@ -167,6 +174,7 @@ def notify(
     by: Literal["external_id", "user_id"] = "external_id",
     campaign_id: int | None = None,
     strict: bool = True,
+    api_key_id: int | None = None,
 ) -> NotifyResult:
     """Write one notification per recipient and its e-mail/push deliveries, in the caller's transaction.
 
@@ -191,6 +199,7 @@ def notify(
         "dedupe_key": dedupe_key,
         "data": json.dumps(data or {}, separators=(",", ":")),
         "campaign_id": campaign_id,
+        "api_key_id": api_key_id,
     }
     rows = db.session.execute(NOTIFY_SQL[by], params).all()
     result = _result(rows, type_, dedupe_key, strict)

@@ -7,13 +7,22 @@ a fraction of the truth, and prometheus-client's multiprocess mode only adds up 
 collector reads the totals from it: every process (and every host) answers the same numbers, and
 they survive restarts. Cost: two GROUP BY scans per scrape, fine at a 15-60 s scrape interval; a
 rollup table is the next step if delivery_attempts grows past tens of millions of rows.
+
+Who may scrape: with METRICS_TOKEN set, a request bearing it; without, only a client on this host that
+came straight in (loopback, no proxy in between), so a public deployment never serves the figures to
+the Internet. The body is kept METRICS_CACHE_SECONDS per process, so a flood of scrapes costs one pair
+of scans per interval, not one per request.
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import logging
+import threading
+import time
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, current_app, request
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from redis.exceptions import RedisError
@@ -123,13 +132,65 @@ class LedgerCollector:
         yield transitions
 
 
-@bp.get("/metrics")
-def metrics():
-    """Prometheus text exposition of the delivery metrics."""
+class CachedBody:
+    """The last exposition and when it was made; one scrape computes it while the others wait."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.body = b""
+        self.made_at = float("-inf")
+
+    def get(self, max_age: float) -> bytes:
+        """Return a body at most max_age seconds old, computing it if needed."""
+        with self.lock:
+            if max_age <= 0 or time.monotonic() - self.made_at > max_age:
+                self.body = _exposition()
+                self.made_at = time.monotonic()
+            return self.body
+
+
+def _exposition() -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(LedgerCollector())
     try:
-        body = generate_latest(registry)
+        return generate_latest(registry)
     finally:
         db.session.rollback()
+
+
+def _direct_loopback_client() -> bool:
+    """True for a client on this host with no proxy in between (ProxyFix keeps the original address)."""
+    original = request.environ.get("werkzeug.proxy_fix.orig", {}).get("REMOTE_ADDR")
+    address = original or request.environ.get("REMOTE_ADDR") or ""
+    if "HTTP_X_FORWARDED_FOR" in request.environ or "HTTP_FORWARDED" in request.environ:
+        return False
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def _refusal() -> Response | None:
+    """None when this request may read the metrics, else the 401/403 to send."""
+    token = current_app.config["METRICS_TOKEN"]
+    if token:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
+            return None
+        return Response("A bearer token is required.\n", 401, {"WWW-Authenticate": 'Bearer realm="metrics"'},
+                        mimetype="text/plain")  # fmt: skip
+    if _direct_loopback_client():
+        return None
+    return Response("Metrics are served to this host only; set METRICS_TOKEN to scrape from elsewhere.\n", 403,
+                    mimetype="text/plain")  # fmt: skip
+
+
+@bp.get("/metrics")
+def metrics():
+    """Prometheus text exposition of the delivery metrics, for the token holder or this host."""
+    refused = _refusal()
+    if refused is not None:
+        return refused
+    cache = current_app.extensions.setdefault("hato_metrics_cache", CachedBody())
+    body = cache.get(float(current_app.config["METRICS_CACHE_SECONDS"]))
     return Response(body, headers={"Content-Type": CONTENT_TYPE_LATEST, "Cache-Control": "no-store"})

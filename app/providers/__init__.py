@@ -16,6 +16,7 @@ from app.providers.base import (
     Provider,
     ProviderError,
     Receipt,
+    TargetOutcome,
     TransientError,
     register,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "Provider",
     "ProviderError",
     "Receipt",
+    "TargetOutcome",
     "TransientError",
     "provider_for",
     "provider_names",

@@ -24,6 +24,15 @@ class Message:
 
 
 @dataclass(frozen=True)
+class TargetOutcome:
+    """How one target of a message fared (Web Push: one subscription), for its scope's breaker and pause."""
+
+    scope: str  # who answered (Web Push: the push service's host:port), see Router.admit
+    outcome: str  # sent | transient | permanent
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True)
 class Receipt:
     """What a provider answers for an accepted message."""
 
@@ -32,6 +41,8 @@ class Receipt:
     # Web Push: endpoints that accepted the message, and endpoints the push service says are gone.
     reached: tuple[str, ...] = ()
     invalidated: tuple[str, ...] = ()
+    # Each target's own outcome when the provider sends to several (Web Push); empty otherwise.
+    outcomes: tuple[TargetOutcome, ...] = ()
 
 
 class ProviderError(Exception):
@@ -40,13 +51,19 @@ class ProviderError(Exception):
     transient = True
 
     def __init__(
-        self, message: str, kind: str = "error", retry_after: float | None = None, invalidated: tuple[str, ...] = ()
+        self,
+        message: str,
+        kind: str = "error",
+        retry_after: float | None = None,
+        invalidated: tuple[str, ...] = (),
+        outcomes: tuple[TargetOutcome, ...] = (),
     ) -> None:
         super().__init__(message)
         self.kind = kind
         # Seconds the provider asked us to wait (HTTP 429 Retry-After, an SMTP 421 hint); None if not said.
         self.retry_after = retry_after
         self.invalidated = invalidated
+        self.outcomes = outcomes  # as Receipt.outcomes
 
 
 class TransientError(ProviderError):

@@ -5,6 +5,11 @@ half_open after BREAKER_COOLDOWN_SECONDS, when exactly one caller gets to probe 
 vanished is replaced after BREAKER_PROBE_TIMEOUT_SECONDS); half_open → closed on a success, back to
 open on a failure. Each transition is one Lua script (no two workers can both take the probe),
 logged, and counted in Redis for /metrics. The clock is an argument, so tests drive it by hand.
+
+A breaker may be scoped to one target origin of a provider (`scope`, e.g. webpush's push service
+host:port): its state is its own, it expires once idle (whoever runs an endpoint can mint hosts, so
+their breakers must not pile up in Redis), and /metrics counts its transitions under "<name>:origins"
+rather than a series per host.
 """
 
 from __future__ import annotations
@@ -15,10 +20,26 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from app import keyspace
+
 log = logging.getLogger(__name__)
 
-REGISTRY_KEY = "hato:breakers"  # names of every provider that has a breaker
-TRANSITIONS_KEY = "hato:breaker:transitions"  # "name|from|to" -> count
+
+def registry_key() -> str:
+    """The set of names of every provider that has a breaker."""
+    return keyspace.key("breakers")
+
+
+def transitions_key() -> str:
+    """The hash "name|from|to" -> count."""
+    return keyspace.key("breaker", "transitions")
+
+
+def state_key(name: str) -> str:
+    """The state hash of one breaker."""
+    return keyspace.key("breaker", name)
+
+
 STATES = ("closed", "open", "half_open")
 
 # KEYS[1] state hash; ARGV now, cooldown, probe timeout. Returns {allowed, retry_at, transition}.
@@ -100,12 +121,16 @@ class Permit:
 class CircuitBreaker:
     """allow() before a send; success() / failure() after it."""
 
-    def __init__(self, client, name: str, settings: Settings, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, client, name: str, settings: Settings, clock: Callable[[], float] = time.time, scope: str | None = None
+    ) -> None:
         self.client = client
         self.name = name
+        self.scope = scope
         self.settings = settings
         self.clock = clock
-        self.keys = [f"hato:breaker:{name}", f"hato:breaker:{name}:failures"]
+        label = name if scope is None else f"{name}:{scope}"
+        self.keys = [state_key(label), state_key(label) + ":failures"]
         self._allow = client.register_script(ALLOW_LUA)
         self._failure = client.register_script(FAILURE_LUA)
         self._success = client.register_script(SUCCESS_LUA)
@@ -138,22 +163,29 @@ class CircuitBreaker:
         if not transition:
             return
         before, after = transition.split(">")
-        log.warning("circuit breaker %s: %s -> %s", self.name, before, after)
+        who = self.name if self.scope is None else f"{self.name} for {self.scope!r}"
+        log.warning("circuit breaker %s: %s -> %s", who, before, after)
         pipe = self.client.pipeline()
-        pipe.sadd(REGISTRY_KEY, self.name)
-        pipe.hincrby(TRANSITIONS_KEY, f"{self.name}|{before}|{after}", 1)
+        if self.scope is None:
+            pipe.sadd(registry_key(), self.name)
+            pipe.hincrby(transitions_key(), f"{self.name}|{before}|{after}", 1)
+        else:
+            s = self.settings
+            # Outlives an open + probe cycle (refreshed on every transition), then a closed scope leaves no key.
+            pipe.pexpire(self.keys[0], int((2 * (s.cooldown + s.probe_timeout) + s.window) * 1000) + 1000)
+            pipe.hincrby(transitions_key(), f"{self.name}:origins|{before}|{after}", 1)
         pipe.execute()
 
 
 def snapshot(client) -> tuple[dict[str, str], dict[tuple[str, str, str], int]]:
     """Every known breaker's state and the transition counts, for /metrics."""
-    names = sorted(n.decode() if isinstance(n, bytes) else n for n in client.smembers(REGISTRY_KEY))
+    names = sorted(n.decode() if isinstance(n, bytes) else n for n in client.smembers(registry_key()))
     states = {}
     for name in names:
-        value = client.hget(f"hato:breaker:{name}", "state")
+        value = client.hget(state_key(name), "state")
         states[name] = (value.decode() if isinstance(value, bytes) else value) or "closed"
     counts = {}
-    for field, value in client.hgetall(TRANSITIONS_KEY).items():
+    for field, value in client.hgetall(transitions_key()).items():
         field = field.decode() if isinstance(field, bytes) else field
         counts[tuple(field.split("|"))] = int(value)
     return states, counts

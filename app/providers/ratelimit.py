@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from app import keyspace
+
 # KEYS[1] the bucket hash {tokens, ts}, KEYS[2] the pause key; ARGV rate/s, burst.
 # Returns the milliseconds to wait: 0 means a token was taken.
 TAKE_LUA = """
@@ -65,11 +67,12 @@ def limit_for(name: str, config: Mapping) -> Limit | None:
 class TokenBucket:
     """take() a token for one send; a positive answer is how many seconds until one is due."""
 
-    def __init__(self, client, name: str, limit: Limit | None) -> None:
+    def __init__(self, client, name: str, limit: Limit | None, config: Mapping | None = None) -> None:
         self.client = client
         self.name = name
         self.limit = limit or Limit(0, 0)  # unlimited: only a provider's own pause holds it back
-        self.keys = [f"hato:bucket:{name}", f"hato:bucket:{name}:pause"]
+        # config: whose namespace (app/keyspace.py); the current app's by default.
+        self.keys = [keyspace.key("bucket", name, config=config), keyspace.key("bucket", name, "pause", config=config)]
         self._script = client.register_script(TAKE_LUA)
 
     def take(self) -> float:

@@ -30,6 +30,12 @@ def provider_for(channel: str, config: Mapping) -> Provider | None:
     return providers[0] if providers else None
 
 
+def registered_names() -> list[str]:
+    """Every provider name a channel may be configured with."""
+    _load_builtin()
+    return sorted(FACTORIES)
+
+
 def _load_builtin() -> None:
     # Imported on first use, so importing app.providers stays light; each module registers itself.
     from app.providers import fake, smtp, webpush  # noqa: F401

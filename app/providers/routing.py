@@ -5,6 +5,13 @@ once its bucket gives a token. A short wait for a token (up to RATE_LIMIT_MAX_WA
 here; a longer one, or every breaker open, comes back as "wait until": the engine then returns the
 rows to pending for that time without counting an attempt. If Redis does not answer, routing fails
 open (first provider, unlimited) and says so in the log: the ledger still guards every row.
+
+A provider that sends one message to several targets run by different parties (Web Push: each
+subscription's push service) names each target's scope (`scope_of`, host:port). Each scope has its
+own Gate, a pause and a breaker: admit() drops the targets whose scope is paused or open, and each
+target's answer is reported to its own scope only. So a member's endpoint that answers 429 with a
+ten-year Retry-After, or fails on purpose, holds back only that endpoint's push service, for at
+most RETRY_CAP_SECONDS, and never opens the provider's breaker for everyone.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
-from app.providers import Provider
+from app.providers import Provider, TargetOutcome
 from app.providers.breaker import CircuitBreaker, Permit, Settings
 from app.providers.ratelimit import TokenBucket, limit_for
 
@@ -32,6 +39,24 @@ class Route:
     provider: Provider | None
     wait_until: float = 0.0
     spacing: float = 0.0
+
+
+class Gate:
+    """The pause and circuit breaker of one scope of a provider (Web Push: one push service, host:port)."""
+
+    def __init__(self, client, provider: str, scope: str, settings: Settings, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.breaker = CircuitBreaker(client, provider, settings, clock, scope=scope)
+        # No rate of its own (the provider's bucket paces the channel): it only carries the scope's pause.
+        self.bucket = TokenBucket(client, f"{provider}:{scope}", None)
+
+    def held_until(self) -> float:
+        """0.0 when the scope may be sent to now, else when to ask again (epoch seconds)."""
+        wait = self.bucket.take()  # the pause first: an open breaker's probe is not spent on a paused scope
+        if wait > 0:
+            return self.clock() + wait
+        permit = self.breaker.allow()
+        return 0.0 if permit.allowed else permit.retry_at
 
 
 class Router:
@@ -49,7 +74,11 @@ class Router:
         self.clock = clock
         self.sleep = sleep
         self.max_wait = float(config.get("RATE_LIMIT_MAX_WAIT_SECONDS", 1.0))
-        settings = Settings.from_config(config)
+        # No pause lasts longer than the longest retry delay, whatever a provider's Retry-After says.
+        self.cap = float(config.get("RETRY_CAP_SECONDS", 600))
+        self.client = client
+        self.settings = settings = Settings.from_config(config)
+        self._gates: dict[tuple[str, str], Gate] = {}
         self.breakers = {p.name: CircuitBreaker(client, p.name, settings, clock) for p in providers}
         self.buckets = {p.name: TokenBucket(client, p.name, limit_for(p.name, config)) for p in providers}
         self._stack = ExitStack()
@@ -80,16 +109,60 @@ class Router:
             return Route(self._enter(provider))
         return Route(None, min(retry_at))
 
-    def report(self, provider: Provider, outcome: str, retry_after: float | None = None) -> None:
-        """Tell the breaker and bucket how a send went (outcome sent | transient | permanent)."""
+    def admit(self, provider: Provider, targets: tuple) -> tuple[tuple, float]:
+        """The targets whose scope may be sent to now, and, when some are held, the earliest time one
+        of them may be tried again (at most RETRY_CAP_SECONDS ahead; 0.0 when none is held)."""
+        scope_of = getattr(provider, "scope_of", None)
+        if scope_of is None:
+            return targets, 0.0
+        verdicts: dict[str, float] = {}  # one look per scope: a half-open scope's probe covers all its targets
+        admitted = []
+        for target in targets:
+            scope = scope_of(target)
+            if scope not in verdicts:
+                verdicts[scope] = self._guard(self._gate(provider.name, scope).held_until, 0.0)
+            if not verdicts[scope]:
+                admitted.append(target)
+        held = [until for until in verdicts.values() if until]
+        return tuple(admitted), min(min(held), self.clock() + self.cap) if held else 0.0
+
+    def report(
+        self,
+        provider: Provider,
+        outcome: str,
+        retry_after: float | None = None,
+        targets: tuple[TargetOutcome, ...] = (),
+    ) -> None:
+        """Tell the breaker and bucket how a send went (outcome sent | transient | permanent); with
+        targets (each target's own outcome), each answer goes to its own scope's gate instead."""
         breaker = self.breakers[provider.name]
-        if outcome == "sent":
+        if targets:
+            for target in targets:
+                self._report_scope(provider.name, target)
+            if outcome == "sent":  # the provider works; one party's failures say nothing about the others
+                self._guard(breaker.success, None)
+        elif outcome == "sent":
             self._guard(breaker.success, None)
         elif retry_after:
             # "Slow down" is not an outage: pause the bucket for everyone, leave the breaker alone.
-            self._guard(lambda: self.buckets[provider.name].pause(retry_after), None)
+            self._guard(lambda: self.buckets[provider.name].pause(min(retry_after, self.cap)), None)
         elif outcome == "transient":
             self._guard(breaker.failure, None)
+
+    def _report_scope(self, provider: str, target: TargetOutcome) -> None:
+        gate = self._gate(provider, target.scope)
+        if target.outcome == "sent":
+            self._guard(gate.breaker.success, None)
+        elif target.retry_after:
+            self._guard(lambda: gate.bucket.pause(min(target.retry_after, self.cap)), None)
+        elif target.outcome == "transient":
+            self._guard(gate.breaker.failure, None)
+
+    def _gate(self, provider: str, scope: str) -> Gate:
+        key = (provider, scope)
+        if key not in self._gates:
+            self._gates[key] = Gate(self.client, provider, scope, self.settings, self.clock)
+        return self._gates[key]
 
     def _enter(self, provider: Provider) -> Provider:
         if provider.name not in self._open:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from flask import Blueprint, current_app, jsonify, request, send_from_directory
 from flask_login import current_user, login_required
 
+from app.extensions import limiter
+from app.providers.endpoints import EndpointPolicy, EndpointRefused
 from app.push import service
 from app.unitofwork import commit
 from app.web.errors import problem
@@ -12,20 +14,40 @@ from app.web.errors import problem
 bp = Blueprint("push", __name__)
 
 
-def _allow_local_http() -> bool:
-    # Production endpoints are https; a local push service (tests, make run) runs on http://127.0.0.1.
-    return bool(current_app.config["PUSH_ALLOW_HTTP_ENDPOINTS"])
+def _subscriber_key() -> str:
+    # Per user: each subscribe may make the workers POST to a new host, so one account gets a budget.
+    return f"push-subscribe:{current_user.get_id() if current_user.is_authenticated else request.remote_addr}"
+
+
+def _subscribe_limit() -> str:
+    return current_app.config["PUSH_SUBSCRIBE_RATE_LIMIT"]
 
 
 @bp.post("/push/subscriptions")
+@limiter.limit(_subscribe_limit, key_func=_subscriber_key, error_message="Too many push subscriptions; try later.")
 @login_required
 def subscribe():
-    """Save the browser's PushSubscription for the signed-in user (JSON {endpoint, keys})."""
+    """Save the browser's PushSubscription for the signed-in user (JSON {endpoint, keys}).
+
+    400 for a malformed subscription, 422 for an endpoint that is not a push service this server sends
+    to, 409 for an endpoint another user subscribed (it stays theirs).
+    """
     try:
-        subscription = service.parse_subscription(request.get_json(silent=True), _allow_local_http())
+        policy = EndpointPolicy.from_config(current_app.config)
+        subscription = service.parse_subscription(request.get_json(silent=True), policy)
     except service.SubscriptionError as exc:
         return problem(400, str(exc))
-    subscription_id = service.subscribe(current_user.id, subscription, request.user_agent.string or "")
+    except EndpointRefused as exc:
+        return problem(422, str(exc))
+    try:
+        subscription_id = service.subscribe(
+            current_user.id,
+            subscription,
+            request.user_agent.string or "",
+            current_app.config["PUSH_MAX_SUBSCRIPTIONS_PER_USER"],
+        )
+    except service.EndpointTaken:
+        return problem(409, "this endpoint is subscribed by another account on this server")
     commit()
     return jsonify({"id": subscription_id, "endpoint": subscription.endpoint}), 201
 

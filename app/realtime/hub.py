@@ -8,6 +8,9 @@ Threads, all started lazily by the first socket (never at import, in create_app,
   length of a batch, and hand the rendered frame to that user's sockets;
 - each socket's own handler thread is the only one that writes to it, so a slow client only ever
   blocks itself.
+Every socket is also counted per user across processes (app/live/sockets.py): the one that pushes a
+user over WS_MAX_SOCKETS_PER_USER gets the oldest closed (4008) by whichever process holds it, told on
+the user's channel; a signed-out session's sockets are closed the same way (4001).
 """
 
 from __future__ import annotations
@@ -31,8 +34,15 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app.extensions import db, redis
 from app.inbox import queries
-from app.live import presence
-from app.live.publish import BROADCAST_CHANNEL, TOAST_TITLE_MAX, USER_CHANNEL_PATTERN, USER_CHANNEL_PREFIX
+from app.live import presence, sockets
+from app.live.publish import (
+    CLOSE_SIGNED_OUT,
+    CLOSE_TOO_MANY_SOCKETS,
+    TOAST_TITLE_MAX,
+    broadcast_channel,
+    publish_close,
+    user_channel,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +54,11 @@ MAX_TOASTS_PER_FRAME = 5
 IDLE_WAKE_SECONDS = 30.0
 LISTEN_POLL_SECONDS = 1.0
 CLOSE_ECHO_SECONDS = 1.0
+CLOSE_MESSAGES = {
+    GOING_AWAY: "server going away",
+    CLOSE_SIGNED_OUT: "signed out",
+    CLOSE_TOO_MANY_SOCKETS: "too many open tabs",
+}
 
 
 class ReaderThread(threading.Thread):
@@ -87,14 +102,40 @@ def parse_toast(payload: object) -> dict | None:
     return {"title": str(title)[:TOAST_TITLE_MAX]} if title else None
 
 
+def session_ended(conn: Connection, payload: dict) -> bool:
+    """Return whether a session-end message covers conn: its session by id, or any older-version one but the kept."""
+    if payload.get("sid") is not None and conn.sid == payload["sid"]:
+        return True
+    below = payload.get("below")
+    if type(below) is not int or (conn.sid is not None and conn.sid == payload.get("keep")):
+        return False
+    return type(conn.ver) is not int or conn.ver < below
+
+
+def session_kept(conn: Connection, payload: dict) -> bool:
+    """Return whether conn belongs to the session a "sign out everywhere" kept, and predates its new version."""
+    below = payload.get("below")
+    if type(below) is not int or conn.sid is None or conn.sid != payload.get("keep"):
+        return False
+    return type(conn.ver) is not int or conn.ver < below
+
+
 class Connection:
-    """One open socket of one user. Its handler thread writes frames; shutdown may write the close frame."""
+    """One open socket of one user. Its handler thread writes frames; shutdown may write the close frame.
 
-    __slots__ = ("user_id", "ws", "frames", "write_lock", "__weakref__")
+    sid and ver are the session's (app/auth/sessions.py), so a session-end event finds its sockets;
+    socket_id is its entry in the cross-process count (None while Redis is unreachable).
+    """
 
-    def __init__(self, user_id: int, ws) -> None:
+    __slots__ = ("user_id", "ws", "frames", "write_lock", "sid", "ver", "socket_id", "opened", "__weakref__")
+
+    def __init__(self, user_id: int, ws, sid: str | None = None, ver: int | None = None) -> None:
         self.user_id = user_id
         self.ws = ws
+        self.sid = sid
+        self.ver = ver
+        self.socket_id: str | None = None
+        self.opened = time.monotonic()
         # Every frame carries the full count, so when a client falls behind only the newest matter.
         self.frames: deque[str] = deque(maxlen=8)
         self.write_lock = threading.Lock()
@@ -119,7 +160,7 @@ class Connection:
         if not self.write_lock.acquire(timeout=0.05):
             return False
         try:
-            self.ws.close(code, "server going away")
+            self.ws.close(code, CLOSE_MESSAGES.get(code, ""))
             return True
         except Exception:  # noqa: BLE001 - already closed or broken: nothing to send
             return False
@@ -147,19 +188,58 @@ class Hub:
 
     # --- registry -------------------------------------------------------------------------------
 
-    def connect(self, user_id: int, ws) -> Connection:
-        """Register a socket (before its first count, so no event can slip between) and start the threads."""
-        conn = Connection(user_id, ws)
+    def connect(self, user_id: int, ws, sid: str | None = None, ver: int | None = None) -> Connection:
+        """Register a socket (before its first count, so no event can slip between) and start the threads.
+
+        It is counted against the user's cap across processes; the oldest sockets over the cap are closed.
+        """
+        conn = Connection(user_id, ws, sid, ver)
         self.ensure_started()
         with self._cond:
             if self._stopping.is_set():
                 conn.close(GOING_AWAY)  # this process is going away: reconnect elsewhere
             self._conns.setdefault(user_id, set()).add(conn)
         try:
-            presence.touch(redis.client(self.app.config["REDIS_URL"]), [user_id], self._ttl())
+            presence.touch(redis.client(self.app.config["REDIS_URL"]), [user_id], self._ttl(), config=self.app.config)
         except RedisError as exc:
             log.warning("presence update failed: %s", exc)
+        self._count(conn)
         return conn
+
+    def _count(self, conn: Connection) -> None:
+        """Add conn to the user's cross-process count; close whatever it pushed over the cap."""
+        try:
+            client = redis.client(self.app.config["REDIS_URL"])
+            conn.socket_id, evicted = sockets.register(
+                client, conn.user_id, self._max_sockets(), self._ttl(), self.app.config
+            )
+        except RedisError as exc:
+            # Without Redis the cap holds per process only (and no process hears another anyway).
+            log.warning("socket count failed, capping this process only: %s", exc)
+            with self._cond:
+                local = sorted(self._conns.get(conn.user_id, ()), key=lambda c: c.opened)
+            for old in local[: max(0, len(local) - self._max_sockets())]:
+                self._close(old, CLOSE_TOO_MANY_SOCKETS)
+            return
+        if evicted:
+            # The holder may be this process or another: every listener hears the user's channel.
+            publish_close(conn.user_id, evicted)
+
+    def close_where(self, user_id: int, predicate: Callable[[Connection], bool], code: int) -> int:
+        """Close this process's sockets of user_id that match predicate with code; return how many."""
+        with self._cond:
+            targets = [conn for conn in self._conns.get(user_id, ()) if predicate(conn)]
+        for conn in targets:
+            self._close(conn, code)
+        return len(targets)
+
+    def _close(self, conn: Connection, code: int) -> None:
+        if not conn.close(code) and conn.ws.connected:
+            # A write is stuck (a dead peer): end the TCP connection so the handler thread lets go.
+            try:
+                conn.ws.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def disconnect(self, conn: Connection) -> None:
         """Forget a closed socket."""
@@ -171,6 +251,13 @@ class Hub:
                     del self._conns[conn.user_id]
                     self._last_flush.pop(conn.user_id, None)
             self._cond.notify_all()
+        if conn.socket_id is not None:
+            try:
+                sockets.unregister(
+                    redis.client(self.app.config["REDIS_URL"]), conn.user_id, conn.socket_id, self.app.config
+                )
+            except RedisError as exc:
+                log.warning("socket uncount failed (it ages out): %s", exc)
 
     def socket_count(self) -> int:
         """Return how many sockets this process holds."""
@@ -181,6 +268,15 @@ class Hub:
         """Return the users with a socket in this process."""
         with self._cond:
             return list(self._conns)
+
+    def local_socket_ids(self) -> dict[int, list[str]]:
+        """Return user id -> the counted socket ids this process holds (for the heartbeat)."""
+        with self._cond:
+            held = {
+                user_id: [conn.socket_id for conn in conns if conn.socket_id is not None]
+                for user_id, conns in self._conns.items()
+            }
+        return {user_id: ids for user_id, ids in held.items() if ids}
 
     # --- events ---------------------------------------------------------------------------------
 
@@ -220,10 +316,22 @@ class Hub:
         except (TypeError, ValueError):
             log.warning("ignoring malformed badge message on %s", channel)
             return
-        if channel == BROADCAST_CHANNEL:
+        user_prefix = user_channel("", self.app.config)
+        if channel == broadcast_channel(self.app.config):
             self.notify_all()
-        elif channel.startswith(USER_CHANNEL_PREFIX) and channel[len(USER_CHANNEL_PREFIX) :].isdigit():
-            self.notify(int(channel[len(USER_CHANNEL_PREFIX) :]), parse_toast(payload))
+        elif channel.startswith(user_prefix) and channel[len(user_prefix) :].isdigit():
+            user_id = int(channel[len(user_prefix) :])
+            kind = payload.get("kind") if isinstance(payload, dict) else None
+            if kind == "close":
+                doomed = {str(socket_id) for socket_id in payload.get("sockets") or ()}
+                self.close_where(user_id, lambda conn: conn.socket_id in doomed, CLOSE_TOO_MANY_SOCKETS)
+            elif kind == "session-end":
+                self.close_where(user_id, lambda conn: session_ended(conn, payload), CLOSE_SIGNED_OUT)
+                # The kept session's sockets reconnect (1001) with its re-stamped cookie; a stolen copy of
+                # that cookie (same sid, old version) cannot, as the handshake refuses it.
+                self.close_where(user_id, lambda conn: session_kept(conn, payload), GOING_AWAY)
+            else:
+                self.notify(user_id, parse_toast(payload))
 
     # --- threads --------------------------------------------------------------------------------
 
@@ -250,15 +358,16 @@ class Hub:
         while not self._stopping.is_set():
             pubsub = client.pubsub()
             try:
-                pubsub.psubscribe(USER_CHANNEL_PATTERN)
-                pubsub.subscribe(BROADCAST_CHANNEL)
+                pubsub.psubscribe(user_channel("*", self.app.config))
+                pubsub.subscribe(broadcast_channel(self.app.config))
                 next_touch = 0.0
                 while not self._stopping.is_set():
                     message = pubsub.get_message(timeout=LISTEN_POLL_SECONDS)
                     if message:
                         self.dispatch(message)
                     if time.monotonic() >= next_touch:
-                        presence.touch(client, self.local_user_ids(), self._ttl())
+                        presence.touch(client, self.local_user_ids(), self._ttl(), config=self.app.config)
+                        sockets.heartbeat(client, self.local_socket_ids(), self._ttl(), self.app.config)
                         next_touch = time.monotonic() + self._ttl() / 3
                         backoff = 0.5
             except (RedisError, OSError) as exc:
@@ -390,6 +499,9 @@ class Hub:
 
     def _ttl(self) -> float:
         return float(self.app.config["PRESENCE_TTL_SECONDS"])
+
+    def _max_sockets(self) -> int:
+        return max(1, int(self.app.config.get("WS_MAX_SOCKETS_PER_USER", sockets.DEFAULT_MAX_PER_USER)))
 
 
 def hub_for(app: Flask) -> Hub:

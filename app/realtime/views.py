@@ -7,8 +7,11 @@ from urllib.parse import urlsplit
 from flask import Blueprint, abort, current_app, request
 from flask_login import current_user
 
-from app.extensions import limiter, sock
+from app.auth import sessions
+from app.extensions import db, limiter, sock
+from app.live.publish import CLOSE_SIGNED_OUT
 from app.realtime import hub as hub_module
+from app.users.queries import session_version
 
 bp = Blueprint("realtime", __name__)
 bp.record_once(lambda state: hub_module.init_app(state.app))
@@ -72,9 +75,16 @@ def guard_handshake():
 def socket(ws):
     """Send the current badge, then a fresh one after every event for this user, until the socket closes."""
     hub = hub_module.hub_for(current_app)
-    conn = hub.connect(int(current_user.get_id()), ws)
+    user_id = int(current_user.get_id())
+    conn = hub.connect(user_id, ws, sid=sessions.current_sid(), ver=sessions.current_version())
     try:
+        # The handshake checked the session; one ended since then published its 4001 before this socket
+        # was registered to hear it, so look again now that it is.
+        if session_version(user_id) != conn.ver:
+            conn.close(CLOSE_SIGNED_OUT)
+            return
         if hub.greet(conn):
             hub.serve(conn)
     finally:
+        db.session.remove()
         hub.disconnect(conn)

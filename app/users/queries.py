@@ -47,3 +47,8 @@ MEMBER_SQL = sa.text("SELECT id, role FROM users WHERE external_id = :external_i
 def by_external_id(external_id: str):
     """Return (id, role) of the user with this external id, or None."""
     return db.session.execute(MEMBER_SQL, {"external_id": external_id}).first()
+
+
+def session_version(user_id: int) -> int | None:
+    """Return the user's current session_version, read fresh (None if the user is gone)."""
+    return db.session.execute(sa.select(User.session_version).where(User.id == user_id)).scalar()

@@ -1,16 +1,32 @@
-"""User writes: accounts with passwords (CLI, demo), members through the API, roles; flush, never commit."""
+"""User writes: accounts with passwords (CLI, demo), members through the API, roles, session versions; flush only."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 from flask import current_app
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.attributes import set_committed_value
 
 from app.audit import service as audit
 from app.extensions import db
+from app.live.publish import session_end_after_commit
 from app.models import ROLES, User
 from app.refusal import Refused
 from app.users.queries import user_by_email
+
+BUMP_SQL = sa.text("UPDATE users SET session_version = session_version + 1 WHERE id = :id RETURNING session_version")
+
+
+def end_sessions(user: User, keep_sid: str | None = None) -> int:
+    """Refuse every session of user signed in before now (except keep_sid's sockets); return the new version.
+
+    One atomic UPDATE, so two bumps at once cannot both hand out the same version. After the commit the
+    sockets of the ended sessions are closed (4001); a kept session must be re-stamped with the result.
+    """
+    version = db.session.execute(BUMP_SQL, {"id": user.id}).scalar_one()
+    set_committed_value(user, "session_version", version)
+    session_end_after_commit(user.id, version, keep_sid)
+    return version
 
 
 def change_role(actor, user_id: int, role: str) -> User:
@@ -29,6 +45,7 @@ def change_role(actor, user_id: int, role: str) -> User:
     before = {"role": target.role}
     target.role = role
     db.session.flush()
+    end_sessions(target)  # sessions signed in under the old role must not keep it
     audit.record(actor, "user.role", "user", target.id, before=before, after={"role": role, "email": target.email})
     return target
 
@@ -58,6 +75,8 @@ def create_or_update_user(
     if password is not None and len(password) < 8:
         raise AccountError("the password must have at least 8 characters")
     user = user_by_email(email)
+    # A new password or role ends the account's other sessions (a stolen cookie dies with the old password).
+    ends_sessions = user is not None and (password is not None or user.role != role)
     if user is None:
         user = User(email=email.strip())
         db.session.add(user)
@@ -71,6 +90,8 @@ def create_or_update_user(
     if password is not None:
         user.set_password(password)
     db.session.flush()
+    if ends_sessions:
+        end_sessions(user)
     return user
 
 

@@ -16,6 +16,8 @@ MESSAGES = {
     403: "You do not have access to this page.",
     404: "There is nothing here.",
     405: "That action is not allowed here.",
+    409: "That conflicts with an earlier request.",
+    410: "This is no longer available.",
     413: "The request is too large.",
     415: "That content type is not supported.",
     422: "The request could not be processed.",

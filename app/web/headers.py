@@ -39,6 +39,16 @@ def preview_csp() -> str:
     )
 
 
+def sent_content_csp() -> str:
+    """The site's CSP plus inline styles only, for pages that show HTML that was sent to a user.
+
+    Sent content is built from what a product service put in an API call, so it may carry a tracking
+    pixel or a remote stylesheet: an operator opening the delivery log must not tell a third party
+    their address and the moment they looked. Images stay limited to this site and data: URLs.
+    """
+    return content_security_policy().replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")
+
+
 def add_security_headers(response: Response) -> Response:
     """Attach the headers every response carries."""
     headers = response.headers

@@ -66,6 +66,16 @@
         applicationServerKey: keyBytes(publicKey)
       });
       var saved = await send("POST", subscription.toJSON ? subscription.toJSON() : subscription);
+      if (saved.status === 409) {
+        // This browser's subscription belongs to another account (someone signed in here before):
+        // the server never moves it, so drop it and subscribe afresh, which gives a new endpoint.
+        await subscription.unsubscribe();
+        subscription = await registration.pushManager.subscribe({
+          userVisibleOnly: true,
+          applicationServerKey: keyBytes(publicKey)
+        });
+        saved = await send("POST", subscription.toJSON ? subscription.toJSON() : subscription);
+      }
       if (!saved.ok) {
         var problem = await saved.json().catch(function () { return {}; });
         say("Could not turn on push: " + (problem.detail || saved.status));

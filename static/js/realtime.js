@@ -1,20 +1,48 @@
-// Live badge helpers: reconnect after a server's graceful close, and let toasts go away.
+// Live badge helpers: reconnect after a server's graceful close, show a signed-out session, let toasts go away.
 (function () {
   "use strict";
 
   var TOAST_MS = 8000;
   var MAX_TOASTS = 5;
   var GOING_AWAY = 1001;
+  var SIGNED_OUT = 4001; // this session was signed out (here, in another tab, or "sign out everywhere")
+  var TOO_MANY_SOCKETS = 4008; // this user opened too many tabs; the server closed this, the oldest
 
   // The ws extension reconnects by itself only after 1006/1011/1012/1013. A server that shuts down
   // gracefully closes with 1001 (going away) so that we reconnect, with jitter, to another process.
+  // 4001 and 4008 must never reconnect: that would sign nothing back in, or close a newer tab in turn.
   document.addEventListener("htmx:wsClose", function (evt) {
     var detail = evt.detail || {};
-    if (!detail.event || detail.event.code !== GOING_AWAY || !detail.socketWrapper) {
+    var code = detail.event && detail.event.code;
+    if (code === SIGNED_OUT) {
+      showSignedOut(evt.target);
+      return;
+    }
+    if (code === TOO_MANY_SOCKETS || code !== GOING_AWAY || !detail.socketWrapper) {
       return;
     }
     window.setTimeout(detail.socketWrapper.reconnect, 250 + Math.random() * 1500);
   });
+
+  // The signed-out state: one notice with a sign-in link, and no live updates in this tab any more.
+  function showSignedOut(header) {
+    document.body.setAttribute("data-signed-out", "");
+    if (document.getElementById("signed-out")) {
+      return;
+    }
+    var url = (header && header.getAttribute && header.getAttribute("data-login-url")) || "/login";
+    var notice = document.createElement("p");
+    notice.id = "signed-out";
+    notice.className = "alert alert--warning";
+    notice.setAttribute("role", "alert");
+    notice.appendChild(document.createTextNode("You have been signed out. "));
+    var link = document.createElement("a");
+    link.href = url + "?next=" + encodeURIComponent(window.location.pathname + window.location.search);
+    link.textContent = "Sign in again";
+    notice.appendChild(link);
+    var main = document.getElementById("main") || document.body;
+    main.insertBefore(notice, main.firstChild);
+  }
 
   function dismiss(toast) {
     if (toast && toast.parentNode) {

@@ -11,10 +11,10 @@ import redis as redis_lib
 import sqlalchemy as sa
 
 from app.announcements import service
-from app.announcements.live import WATERMARK_KEY, announce_due
+from app.announcements.live import announce_due, watermark_key
 from app.extensions import db, redis
 from app.inbox.queries import active_announcements, badge_count
-from app.live.publish import BROADCAST_CHANNEL
+from app.live.publish import broadcast_channel
 from app.sweeper import sweep_once
 from app.unitofwork import commit
 from tests.factories import UserFactory
@@ -28,7 +28,7 @@ def listener(redis_url):
     """A real subscriber on the broadcast channel; returns a function that drains what arrived."""
     client = redis_lib.Redis.from_url(redis_url)
     pubsub = client.pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(BROADCAST_CHANNEL)
+    pubsub.subscribe(broadcast_channel())
     pubsub.get_message(timeout=1)  # the subscribe confirmation
 
     def drain(wait: float = 0.3) -> list[dict]:
@@ -46,7 +46,7 @@ def listener(redis_url):
 
 def _schedule(app, seconds: float) -> tuple[int, object]:
     with app.app_context():
-        redis.client().delete(WATERMARK_KEY)
+        redis.client().delete(watermark_key())
         member = UserFactory()
         operator = UserFactory(role="operator")
         at = db.session.execute(sa.select(sa.func.clock_timestamp())).scalar_one() + timedelta(seconds=seconds)
@@ -108,7 +108,7 @@ def test_an_expiry_moves_badges_too(app, listener):
         now = db.session.execute(sa.select(sa.func.clock_timestamp())).scalar_one()
         service.create_announcement(operator, title="Short", body="b", expires_at=now + timedelta(seconds=30))
         commit()
-        redis.client().set(WATERMARK_KEY, (now + timedelta(seconds=1)).isoformat())
+        redis.client().set(watermark_key(), (now + timedelta(seconds=1)).isoformat())
         assert announce_due(now=now + timedelta(seconds=20)) == {"announced": False}
         assert announce_due(now=now + timedelta(seconds=31)) == {"announced": True}
         db.session.remove()
@@ -120,7 +120,7 @@ def test_a_redis_outage_keeps_the_watermark_for_the_next_run(app, monkeypatch):
     monkeypatch.setattr("app.announcements.live.publish_broadcast", lambda: False)
     with app.app_context():
         assert announce_due(now=at + timedelta(seconds=1)) == {"announced": False, "redis": "down"}
-        assert redis.client().get(WATERMARK_KEY) is None
+        assert redis.client().get(watermark_key()) is None
         monkeypatch.setattr("app.announcements.live.publish_broadcast", lambda: True)
         assert announce_due(now=at + timedelta(seconds=2)) == {"announced": True}
         db.session.remove()

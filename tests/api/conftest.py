@@ -8,6 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from app import unitofwork
+from app.api_keys.scopes import SCOPES
 from app.api_keys.service import create_api_key
 from app.extensions import db
 from tests.factories import NotificationTypeFactory, UserFactory
@@ -15,8 +16,8 @@ from tests.factories import NotificationTypeFactory, UserFactory
 
 @pytest.fixture
 def api_key(app) -> str:
-    """A fresh API key (its hash is in the test's rolled-back transaction)."""
-    key = create_api_key(None, "tests")
+    """A fresh API key with every scope (its hash is in the test's rolled-back transaction)."""
+    key = create_api_key(None, "tests", SCOPES)
     return key
 
 

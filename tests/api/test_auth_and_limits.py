@@ -91,7 +91,7 @@ def test_rate_limit_is_per_key_with_headers(app, client, api_key, monkeypatch):
     assert 0 < int(limited.headers["Retry-After"]) <= 60
     assert limited.headers["RateLimit-Limit"] == "3" and limited.headers["RateLimit-Remaining"] == "0"
     assert 0 <= int(limited.headers["RateLimit-Reset"]) <= 60
-    other_key = keys.create_api_key(None, "other")
+    other_key = keys.create_api_key(None, "other", ["notifications:read"])
     assert client.get("/v1/notifications/1", headers={"Authorization": f"Bearer {other_key}"}).status_code == 404
 
 

@@ -48,12 +48,22 @@ def test_sixth_wrong_password_in_a_minute_gets_429(client, csrf):
     assert "Retry-After" in response.headers
 
 
-def test_account_limit_holds_across_addresses(client, csrf):
+def test_account_ceiling_holds_across_addresses_that_have_failed(app, client, csrf, password, monkeypatch):
+    monkeypatch.setitem(app.config, "LOGIN_ACCOUNT_RATE_LIMIT", "5 per hour")
     user = UserFactory()
     for i in range(5):
         _login(client, csrf, user.email, "wrong", environ_base={"REMOTE_ADDR": f"10.0.0.{i}"})
-    response = _login(client, csrf, user.email, "wrong", environ_base={"REMOTE_ADDR": "10.0.0.99"})
+    response = _login(client, csrf, user.email, "wrong", environ_base={"REMOTE_ADDR": "10.0.0.1"})
     assert response.status_code == 429
+    fresh = _login(client, csrf, user.email, password, environ_base={"REMOTE_ADDR": "10.0.0.99"})
+    assert fresh.status_code == 302  # an address that has not failed is let past the ceiling
+
+
+def test_five_failures_from_one_address_do_not_lock_the_account_elsewhere(client, csrf, password):
+    user = UserFactory()
+    for _ in range(6):
+        _login(client, csrf, user.email, "wrong", environ_base={"REMOTE_ADDR": "10.0.0.1"})
+    assert _login(client, csrf, user.email, password, environ_base={"REMOTE_ADDR": "10.0.0.2"}).status_code == 302
 
 
 def test_successful_logins_do_not_use_up_the_limit(client, csrf, password):

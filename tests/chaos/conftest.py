@@ -23,6 +23,7 @@ def stack(app, tmp_path):
         EMAIL_PROVIDER="smtp",
         DELIVERY_BATCH_SIZE="100",
         DELIVERY_LEASE_SECONDS="8",
+        SMTP_TIMEOUT="2",  # one send fits in what the short lease leaves (app/config.py refuses otherwise)
         SWEEP_INTERVAL_SECONDS="1",
         SWEEP_REQUEUE_AFTER_SECONDS="3",
         PYTHONUNBUFFERED="1",

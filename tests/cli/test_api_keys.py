@@ -1,4 +1,4 @@
-"""`flask api-keys create | list | revoke`."""
+"""`flask api-keys create | list | revoke` (scopes: tests/security/test_api_scopes.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def test_create_prints_the_key_once_and_stores_only_its_hash(app, client):
     row = db.session.execute(sa.text("SELECT name, prefix, key_hash FROM api_keys")).one()
     assert (row.name, row.prefix, row.key_hash) == ("billing", key[:13], hash_key(key))
     response = client.get("/v1/notifications/1", headers={"Authorization": f"Bearer {key}"})
-    assert response.status_code == 404  # authenticated; there is just no such notification
+    assert response.status_code == 403  # authenticated, but a new key may only send (notifications:write)
 
 
 def test_list_shows_prefixes_and_revoke_stops_the_key(app, client):

@@ -14,6 +14,7 @@ ADMIN_ONLY = {
     "console.api_keys",
     "console.create_api_key",
     "console.revoke_api_key",
+    "console.set_api_key_scopes",
     "console.users",
     "console.change_role",
 }

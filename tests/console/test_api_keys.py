@@ -11,7 +11,9 @@ from tests.support.html import one, texts
 
 
 def test_create_shows_the_key_once_and_stores_only_its_hash(client, csrf, admin, audit_rows):
-    response = client.post("/console/api-keys", headers=csrf(), data={"name": "reservations-prod"})
+    response = client.post(
+        "/console/api-keys", headers=csrf(), data={"name": "reservations-prod", "scopes": "notifications:write"}
+    )
     assert response.status_code == 201
     page = response.get_data(as_text=True)
     key = one(page, "code#new-key").get_text()
@@ -28,7 +30,7 @@ def test_create_shows_the_key_once_and_stores_only_its_hash(client, csrf, admin,
 
 
 def test_revoke(client, csrf, admin, audit_rows):
-    client.post("/console/api-keys", headers=csrf(), data={"name": "old"})
+    client.post("/console/api-keys", headers=csrf(), data={"name": "old", "scopes": "notifications:write"})
     row = db.session.scalars(sa.select(ApiKey)).one()
     response = client.post(f"/console/api-keys/{row.prefix}/revoke", headers=csrf(), follow_redirects=True)
     assert "revoked" in response.get_data(as_text=True)

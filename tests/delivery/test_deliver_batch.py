@@ -254,9 +254,7 @@ def test_only_due_pending_rows_of_the_channel_are_claimed(app, fake_provider, ma
 
 
 def test_rows_left_when_the_lease_runs_out_go_back_untried(app, fake_provider, make_delivery, monkeypatch):
-    from app.delivery import engine
-
-    monkeypatch.setattr(engine, "LEASE_MARGIN_SECONDS", 10_000)  # the deadline has already passed
+    monkeypatch.setitem(app.config, "LEASE_MARGIN_SECONDS", 10_000)  # the deadline has already passed
     first, second = make_delivery(), make_delivery()
 
     assert deliver_batch("email", [first.id, second.id])["released"] == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from app import keyspace
 from app.delivery import dlq as ledger_service
 from app.delivery.ledger_queries import DlqFilters
 from app.extensions import db
@@ -184,5 +185,5 @@ def test_the_sweeper_restarts_an_operation_whose_job_was_lost(failed, operator):
     db.session.commit()
 
     assert ledger_service.resume_bulk_operations() == 1
-    assert get_queue("default").get_job_ids() == [f"bulk-{operation.id}"]
+    assert get_queue("default").get_job_ids() == [keyspace.job_id(f"bulk-{operation.id}")]
     assert ledger_service.resume_bulk_operations() == 1 and get_queue("default").count == 1  # queued: not twice

@@ -122,3 +122,48 @@ def test_broken_templates_are_render_errors(source):
 
 def test_missing_variables_render_empty():
     assert render_string("Hi {{ data.nickname }}!", {"data": {}}) == "Hi !"
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("{{ '%05.1f' | format(3.14159) }}|{{ '{:>6}'.format('ab') }}|{{ 'x' | center(5) }}", "003.1|    ab|  x  "),
+        ("{{ 2 ** 10 }} {{ 9**9**9 }} {{ 'ab' * 3 }} {{ [1] * 3 }}", f"1024 {(9**9) ** 9} ababab [1, 1, 1]"),
+        ("{% for i in range(3) %}{{ i }}{% endfor %} {{ range(4) | join(',') }} {{ 'a' ~ 'b' }}", "012 0,1,2,3 ab"),
+        ("{{ 'a-b'.replace('-', '+') }} {{ ', '.join(['x', 'y']) }} {{ [1, 2] | sum }}", "a+b x, y 3"),
+        (
+            "{% set ns = namespace(n=0) %}{% for i in range(1000) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}",
+            "499500",
+        ),
+    ],
+)
+def test_bounded_sandbox_leaves_ordinary_templates_alone(source, expected):
+    assert render_string(source, {}) == expected
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ 'a' * (512 * 1024 + 1) }}",
+        "{{ 2 ** 14001 }}",
+        "{{ 'x' | center(10**6) }}",
+        "{{ '%10001d' % 1 }}",
+        "{{ '{:10001}'.format(1) }}",
+        "{{ lipsum(1) }}",
+        "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
+    ],
+)
+def test_bounded_sandbox_limits_are_render_errors(source):
+    with pytest.raises(RenderError):
+        render_string(source, {})
+
+
+def test_the_time_budget_stops_a_long_loop():
+    import time
+
+    from app.delivery.rendering import time_budget
+
+    started = time.monotonic()
+    with time_budget(0.1), pytest.raises(RenderError, match="0.1 s time budget"):
+        render_string("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", {})
+    assert time.monotonic() - started < 1

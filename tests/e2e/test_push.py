@@ -20,7 +20,7 @@ from tests.support.push import KEYS, PushService
 
 pytestmark = pytest.mark.e2e
 
-SUBSCRIPTION = PushService(origin="https://push.example.net").subscribe()
+SUBSCRIPTION = PushService(origin="https://localhost").subscribe()  # on the test allow-list (tests/conftest.py)
 
 STUB = """
 (() => {

@@ -8,16 +8,16 @@ import pytest
 
 from app.extensions import redis
 from app.live import presence
-from app.live.presence import PRESENCE_KEY, online_user_ids, touch
+from app.live.presence import online_user_ids, presence_key, touch
 
 
 @pytest.fixture
 def client(app):
     with app.app_context():
         client = redis.client()
-    client.delete(PRESENCE_KEY)
+    client.delete(presence_key())
     yield client
-    client.delete(PRESENCE_KEY)
+    client.delete(presence_key())
 
 
 def test_touched_users_are_online_until_the_ttl_passes(app, client):
@@ -31,10 +31,10 @@ def test_touched_users_are_online_until_the_ttl_passes(app, client):
 
 def test_touch_prunes_old_heartbeats_and_sets_an_expiry(client):
     now = time.time()
-    client.zadd(PRESENCE_KEY, {"9": now - 500})
+    client.zadd(presence_key(), {"9": now - 500})
     touch(client, [1], ttl=60, now=now)
-    assert client.zrange(PRESENCE_KEY, 0, -1) == [b"1"]
-    assert 0 < client.ttl(PRESENCE_KEY) <= 61
+    assert client.zrange(presence_key(), 0, -1) == [b"1"]
+    assert 0 < client.ttl(presence_key()) <= 61
 
 
 def test_online_user_ids_handles_many_ids_in_chunks(app, client, monkeypatch):

@@ -7,9 +7,10 @@ import time
 
 import pytest
 
+from app import keyspace
 from app.extensions import redis
 from app.live import publish
-from app.live.publish import BROADCAST_CHANNEL, publish_badge, publish_broadcast, user_channel
+from app.live.publish import broadcast_channel, publish_badge, publish_broadcast, user_channel
 
 
 @pytest.fixture
@@ -17,7 +18,7 @@ def listener(app):
     """A pattern subscription on every badge channel of the test Redis database."""
     with app.app_context():
         pubsub = redis.client().pubsub()
-    pubsub.psubscribe("hato:badge:*")
+    pubsub.psubscribe(keyspace.key("badge", "*"))
     assert pubsub.get_message(timeout=1)["type"] == "psubscribe"
     yield pubsub
     pubsub.close()
@@ -60,7 +61,7 @@ def test_toast_titles_are_capped(app, listener):
 def test_publish_broadcast_uses_the_broadcast_channel(app, listener):
     with app.app_context():
         assert publish_broadcast() is True
-    assert received(listener, 1) == [(BROADCAST_CHANNEL, {"kind": "badge"})]
+    assert received(listener, 1) == [(broadcast_channel(), {"kind": "badge"})]
 
 
 def test_redis_down_returns_false_and_raises_nothing(app):

@@ -40,6 +40,7 @@ import redis as redis_lib
 import sqlalchemy as sa
 from websockets.asyncio.client import connect
 
+from app import keyspace
 from tests.support.databases import recreate_database
 
 DB_NAME = "hato_bench_realtime"
@@ -176,11 +177,12 @@ class Clients:
 class RedisFloor(threading.Thread):
     """A bare subscriber to the same badge events: the transport and scheduling floor of this machine."""
 
-    def __init__(self, redis_url: str) -> None:
+    def __init__(self, redis_url: str, database_url: str) -> None:
         super().__init__(daemon=True)
         self.arrivals: dict[int, float] = {}
         self.pubsub = redis_lib.Redis.from_url(redis_url).pubsub()
-        self.pubsub.psubscribe("hato:badge:user:*")
+        namespace = {"REDIS_NAMESPACE": keyspace.derive_namespace(database_url)}
+        self.pubsub.psubscribe(keyspace.key("badge", "user", "*", config=namespace))
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -275,7 +277,7 @@ async def latency_phase(
     env: dict, base_url: str, key: str, clients: Clients, users: dict[int, str], args
 ) -> tuple[list[dict], int]:
     """POST at a fixed rate from another process; return latency rows and the number of failed API calls."""
-    floor = RedisFloor(env["REDIS_URL"])
+    floor = RedisFloor(env["REDIS_URL"], env["DATABASE_URL"])
     floor.start()
     spawn = multiprocessing.get_context("spawn")
     results = spawn.Queue()

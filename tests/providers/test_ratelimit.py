@@ -42,7 +42,7 @@ def test_pause_holds_every_taker_back(app):
 
 
 def _hammer(url: str, name: str, until: float, out) -> None:
-    bucket = TokenBucket(redis_lib.Redis.from_url(url), name, Limit(RATE, BURST))
+    bucket = TokenBucket(redis_lib.Redis.from_url(url), name, Limit(RATE, BURST), {"REDIS_NAMESPACE": "ratelimit-test"})
     while time.time() < until:
         wait = bucket.take()
         if wait == 0:

@@ -12,7 +12,7 @@ from aiosmtpd.controller import Controller
 from app.delivery import service
 from app.extensions import db, redis
 from app.models import DeliveryAttempt, EmailSuppression
-from app.providers import TransientError, register
+from app.providers import TargetOutcome, TransientError, register
 from app.providers.breaker import CircuitBreaker, Settings
 from app.providers.fake import FakeProvider
 from app.providers.routing import Router
@@ -182,3 +182,34 @@ def test_expired_lease_counts_an_attempt_and_the_last_one_fails(app, make_delive
     )
     assert (alive.status, alive.attempts) == ("pending", 1)
     assert attempts_of(alive) == [("email", "transient")]
+
+
+def test_a_target_scopes_pause_and_breaker_hold_back_only_its_own_targets(app, monkeypatch):
+    monkeypatch.setitem(app.config, "RETRY_CAP_SECONDS", 60)
+
+    class Scoped(FakeProvider):
+        name = "scoped"
+
+        @staticmethod
+        def scope_of(target):
+            return target.split("/")[0]
+
+    provider = Scoped()
+    with app.app_context():
+        router = Router([provider], app.config, redis.client())
+        targets = ("a:1/x", "a:1/y", "b:1/z")
+        assert router.admit(provider, targets) == (targets, 0.0)
+
+        router.report(provider, "transient", 315360000, (TargetOutcome("a:1", "transient", 315360000),))
+        admitted, until = router.admit(provider, targets)
+        assert admitted == ("b:1/z",) and time.time() < until <= time.time() + 60  # capped, not ten years
+        assert router.admit(provider, ("a:1/x",))[0] == ()
+        assert router.route().provider is provider  # the provider itself is not paused
+
+        for _ in range(app.config["BREAKER_FAILURES"]):
+            router.report(provider, "transient", None, (TargetOutcome("b:1", "transient"),))
+        admitted, until = router.admit(provider, targets)
+        assert admitted == () and time.time() < until <= time.time() + 60  # the sooner of pause and cooldown
+        assert CircuitBreaker(redis.client(), "scoped", Settings()).state() == "closed"
+        assert CircuitBreaker(redis.client(), "scoped", Settings(), scope="b:1").state() == "open"
+        assert router.admit(provider, ("c:1/w",)) == (("c:1/w",), 0.0)

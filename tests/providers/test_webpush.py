@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 
 import pytest
 
 from app.extensions import db
 from app.models import PushSubscription
+from app.providers.webpush import WebPushProvider, origin_key, retry_after
 from jobs.delivery import deliver_batch
 from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
 from tests.support.delivery import reload
@@ -127,4 +129,68 @@ def test_unreachable_push_service_is_transient(app, vapid, push_service):
     delivery, _ = push_delivery(user)
     assert deliver_batch("push", [delivery.id])["pending"] == 1
     row = reload(delivery)
-    assert (row.attempts, row.status) == (1, "pending") and "ConnectionError" in row.last_error
+    assert (row.attempts, row.status) == (1, "pending") and "Connection" in row.last_error
+
+
+NOW = 1_700_000_000.0
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        ("120", 120.0),
+        (" 7 ", 7.0),
+        ("0", 0.0),
+        ("315360000", 600.0),  # ten years: capped
+        ("9" * 5000, 600.0),  # int() refuses 5,000 digits; still only the cap
+        (format_datetime(datetime.fromtimestamp(NOW + 90, UTC), usegmt=True), 90.0),
+        ("Fri, 31 Dec 9999 23:59:59 GMT", 600.0),
+        (format_datetime(datetime.fromtimestamp(NOW - 90, UTC), usegmt=True), 0.0),  # in the past: now
+        ("\u00b2", None),  # isdigit() but not a number
+        ("\u0663\u0660", None),  # non-ASCII digits
+        ("-1", None),
+        ("1e9", None),
+        ("12.5", None),
+        ("soon", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_retry_after_is_delta_seconds_or_an_http_date_and_capped(header, seconds):
+    assert retry_after(header, 600.0, now=NOW) == seconds
+
+
+def test_origin_key_is_host_and_port():
+    assert origin_key("https://FCM.googleapis.com/fcm/send/x") == "fcm.googleapis.com:443"
+    assert origin_key("http://127.0.0.1:8080/push/x") == "127.0.0.1:8080"
+    assert origin_key("https://user@evil.example:444/x") == "evil.example:444"
+
+
+@pytest.mark.committed  # the engine records on its own connection: real commits
+def test_an_unexpected_error_on_one_device_is_that_devices_transient_failure(app, vapid, push_service, monkeypatch):
+    user = UserFactory()
+    broken = add_subscription(user, push_service.subscribe())
+    working = add_subscription(user, push_service.subscribe())
+    breaking = {broken.endpoint}
+    real = WebPushProvider.vapid_headers
+
+    def vapid_headers(self, endpoint):  # stands in for anything unforeseen while sending to one device
+        if endpoint in breaking:
+            raise RuntimeError("something nobody classified")
+        return real(self, endpoint)
+
+    monkeypatch.setattr(WebPushProvider, "vapid_headers", vapid_headers)
+    delivery, _ = push_delivery(user)
+    assert deliver_batch("push", [delivery.id])["sent"] == 1
+    assert [r.endpoint for r in push_service.received] == [working.endpoint]
+
+    # A user whose only device breaks: their row is a transient failure; the next user's row still goes out.
+    unlucky, other = UserFactory(), UserFactory()
+    breaking.add(add_subscription(unlucky, push_service.subscribe()).endpoint)
+    add_subscription(other, push_service.subscribe())
+    first, _ = push_delivery(unlucky)
+    second, _ = push_delivery(other)
+    counts = deliver_batch("push", [first.id, second.id])
+    assert (counts.get("pending"), counts.get("sent")) == (1, 1)
+    row = reload(first)
+    assert (row.status, row.attempts) == ("pending", 1) and "RuntimeError" in row.last_error

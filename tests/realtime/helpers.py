@@ -19,15 +19,24 @@ from simple_websocket import Client, ConnectionClosed
 from werkzeug.serving import make_server
 
 from app import create_app
+from app.auth import sessions
 from app.extensions import db
 
 ROOT = Path(__file__).resolve().parents[2]
 COUNT_RE = re.compile(r'data-count="(\d+)"')
 
 
-def session_cookie(app, user_id: int | None) -> str:
-    """Return a signed session cookie value as Flask-Login would leave it (None: signed but signed out)."""
-    data = {"_user_id": str(user_id), "_fresh": True} if user_id is not None else {"csrf_token": "x" * 40}
+def session_data(user_id: int, version: int = 0, **extra) -> dict:
+    """Return what a sign-in leaves in the session (Flask-Login's keys and app/auth/sessions.py's stamp)."""
+    return {"_user_id": str(user_id), "_fresh": True, **sessions.stamp(user_id, version), **extra}
+
+
+def session_cookie(app, user_id: int | None, version: int = 0, **extra) -> str:
+    """Return a signed session cookie value as a sign-in would leave it (None: signed but signed out).
+
+    version is the user's session_version at sign-in (0 for a user nobody bumped); extra overrides fields.
+    """
+    data = session_data(user_id, version, **extra) if user_id is not None else {"csrf_token": "x" * 40}
     return app.session_interface.get_signing_serializer(app).dumps(data)
 
 

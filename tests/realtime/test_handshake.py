@@ -6,7 +6,7 @@ import pytest
 from simple_websocket import ConnectionError as HandshakeError
 
 from app.realtime.views import origin_allowed, origin_of
-from tests.realtime.helpers import close_quietly, connect, frame_count, server_thread, session_cookie
+from tests.realtime.helpers import close_quietly, connect, frame_count, server_thread, session_cookie, session_data
 from tests.support.waiting import free_port
 
 pytestmark = pytest.mark.committed
@@ -50,8 +50,7 @@ def test_signed_out_session_is_refused(live_server, make_user):
     user_id, _ = make_user()
     client = live_server.test_client()
     with client.session_transaction() as sess:
-        sess["_user_id"] = str(user_id)
-        sess["_fresh"] = True
+        sess.update(session_data(user_id))
     inbox = client.get("/inbox")
     assert inbox.status_code == 200
     token = inbox.get_data(as_text=True).split('name="csrf_token" value="', 1)[1].split('"', 1)[0]

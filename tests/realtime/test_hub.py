@@ -13,7 +13,7 @@ from sqlalchemy.exc import OperationalError
 from app import create_app
 from app.extensions import db
 from app.inbox import queries
-from app.live.publish import BROADCAST_CHANNEL, user_channel
+from app.live.publish import broadcast_channel, user_channel
 from app.realtime import hub as hub_module
 from app.realtime.hub import MAX_TOASTS_PER_FRAME, Hub, parse_toast
 from tests.realtime.helpers import frame_count
@@ -187,10 +187,12 @@ def test_dispatch_reads_user_and_broadcast_channels(app, hub, monkeypatch):
             "data": json.dumps({"kind": "badge", "toast": {"title": "Hi"}}).encode(),
         }
     )
-    hub.dispatch({"type": "message", "channel": BROADCAST_CHANNEL.encode(), "data": b'{"kind": "badge"}'})
-    hub.dispatch({"type": "pmessage", "channel": b"hato:badge:user:abc", "data": b"{}"})
+    hub.dispatch(
+        {"type": "message", "channel": broadcast_channel(hub.app.config).encode(), "data": b'{"kind": "badge"}'}
+    )
+    hub.dispatch({"type": "pmessage", "channel": user_channel("abc", hub.app.config).encode(), "data": b"{}"})
     hub.dispatch({"type": "pmessage", "channel": user_channel(13).encode(), "data": b"not json"})
-    hub.dispatch({"type": "psubscribe", "channel": b"hato:badge:user:*", "data": 1})
+    hub.dispatch({"type": "psubscribe", "channel": user_channel("*", hub.app.config).encode(), "data": 1})
     assert seen == [(12, {"title": "Hi"}), "all", "all"]
 
 

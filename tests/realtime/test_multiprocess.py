@@ -19,6 +19,7 @@ from tests.realtime.helpers import (
     create_api_key,
     insert_notification,
     session_cookie,
+    session_data,
     wait_for_count,
 )
 from tests.support.waiting import free_port
@@ -26,26 +27,10 @@ from tests.support.waiting import free_port
 pytestmark = pytest.mark.committed
 
 
-@pytest.fixture(scope="module")
-def two_processes(app, tmp_path_factory):
-    """Web processes A and B on two free ports, against the test database and Redis."""
-    logs = tmp_path_factory.mktemp("gunicorn")
-    first = Gunicorn(free_port(), log_path=logs / "a.log").start()
-    second = Gunicorn(free_port(), log_path=logs / "b.log")
-    try:
-        second.start()
-        yield first, second
-    finally:
-        first.stop()
-        second.stop()
-
-
 def signed_in(app, user_id: int) -> tuple[str, str]:
     """Return (session cookie, X-CSRFToken) for a signed-in browser session of user_id."""
     raw = secrets.token_hex(20)
-    cookie = app.session_interface.get_signing_serializer(app).dumps(
-        {"_user_id": str(user_id), "_fresh": True, "csrf_token": raw}
-    )
+    cookie = app.session_interface.get_signing_serializer(app).dumps(session_data(user_id, csrf_token=raw))
     return cookie, URLSafeTimedSerializer(app.secret_key, salt="wtf-csrf-token").dumps(raw)
 
 

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from app.extensions import db, redis
-from app.live.presence import PRESENCE_KEY, online_user_ids
+from app.live.presence import online_user_ids, presence_key
 from app.live.publish import publish_badge, publish_broadcast
 from app.realtime.hub import hub_for
 from tests.realtime.helpers import (
@@ -108,7 +108,7 @@ def test_idle_sockets_hold_no_database_connection(live_server, make_user, socket
 
 def test_connected_users_are_present(live_server, make_user, sockets):
     with live_server.app_context():
-        redis.client().delete(PRESENCE_KEY)  # ids restart after each committed test's TRUNCATE
+        redis.client().delete(presence_key())  # ids restart after each committed test's TRUNCATE
     user_id, cookie = make_user()
     absent_id, _ = make_user()
     wait_for_count(open_socket(sockets, live_server.base_url, cookie), 0)

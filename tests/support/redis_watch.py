@@ -8,7 +8,7 @@ import time
 import pytest
 
 from app.extensions import redis
-from app.live.publish import BROADCAST_CHANNEL, USER_CHANNEL_PATTERN
+from app.live.publish import broadcast_channel, user_channel
 from app.queueing import QUEUE_NAMES, get_queue
 
 
@@ -27,8 +27,8 @@ class RedisWatch:
 
     def __init__(self) -> None:
         self.pubsub = redis.client().pubsub()
-        self.pubsub.psubscribe(USER_CHANNEL_PATTERN)
-        self.pubsub.subscribe(BROADCAST_CHANNEL)
+        self.pubsub.psubscribe(user_channel("*"))
+        self.pubsub.subscribe(broadcast_channel())
         # Wait for both confirmations, so nothing published from here on can be missed.
         confirmed = 0
         while confirmed < 2:

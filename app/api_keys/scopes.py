@@ -1,0 +1,28 @@
+"""What an API key may do: the scope names, what each allows, and the check of a requested set."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from app.refusal import Refused
+
+# Ordered as shown in the console, the CLI and the OpenAPI document.
+SCOPES = {
+    "notifications:write": "Send notifications (POST /v1/notifications).",
+    "notifications:read": "Read back the notifications this key sent, with their delivery state.",
+    "users:write": "Create, update and erase recipients (PUT and DELETE /v1/users/{id}).",
+    "links:create": "Mint one-time sign-in links, which sign a member in: give it only to the product's backend.",
+}
+# A new key can only send (least privilege); the database column has the same default (0007_security).
+DEFAULT_SCOPES = ("notifications:write",)
+
+
+def normalize(names: Iterable[str]) -> tuple[str, ...]:
+    """Return names as a set in SCOPES order; Refused if one is unknown or none is given."""
+    wanted = {name.strip() for name in names}
+    unknown = sorted(wanted - SCOPES.keys())
+    if unknown:
+        raise Refused(f"Unknown scope {unknown[0]!r}: choose from {', '.join(SCOPES)}.")
+    if not wanted:
+        raise Refused("Give the key at least one scope.")
+    return tuple(name for name in SCOPES if name in wanted)
