@@ -112,6 +112,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("BASE_URL", "http://127.0.0.1:5000", "str", help="public origin: links, websocket Origin check, secure cookies on https"),
     Setting("WS_ALLOWED_ORIGINS", "", "str", help="extra comma-separated origins the websocket accepts"),
     Setting("WS_MAX_SOCKETS_PER_USER", 8, "int", 1, 1000, "open websockets per user across web processes (the oldest closes with 4008)"),
+    Setting("BADGE_COUNTS", "unread", "str", help="what the inbox badge counts: unread, or unseen (unread and newer than the user's last visit)"),
     Setting("SESSION_MAX_AGE_HOURS", 720.0, "float", 0.1, 24 * 366, "absolute session lifetime, however active"),
     Setting("TRUSTED_PROXY_HOPS", 0, "int", 0, 10, "reverse proxies whose X-Forwarded-For/-Proto are trusted"),
     Setting("API_MAX_BODY_BYTES", 256 * 1024, "int", 1024, 100 * 1024 * 1024, "largest JSON API request body"),
@@ -142,6 +143,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SWEEP_INTERVAL_SECONDS", 5.0, "float", 0.1, 3600, "how often the sweeper runs"),
     Setting("SWEEP_REQUEUE_AFTER_SECONDS", 30.0, "float", 1, DAY, "a due pending delivery untouched this long is re-enqueued"),
     Setting("SWEEP_LIMIT", 5000, "int", 1, 1_000_000, "rows handled per sweep"),
+    Setting("SCHEDULER_INTERVAL_SECONDS", 0.5, "float", 0.05, 3600, "how often the sweeper releases due scheduled notifications"),
+    Setting("SCHEDULER_BATCH_SIZE", 10_000, "int", 1, 1_000_000, "scheduled notifications released per statement"),
     Setting("EMAIL_PROVIDER", "smtp", "str", help="e-mail provider by registry name"),
     Setting("PUSH_PROVIDER", "webpush", "str", help="push provider by registry name"),
     Setting("PUSH_TIMEOUT", 10.0, "float", 0.1, 300, "seconds for one push target's whole exchange"),
@@ -296,6 +299,8 @@ def _value_problems(config: Mapping) -> list[str]:
     for name in ("MAIL_FROM", "DEFAULT_LOCALE", "EMAIL_PROVIDER", "PUSH_PROVIDER"):
         if not str(config[name]).strip():
             problems.append(f"{name} is empty")
+    if config.get("BADGE_COUNTS", "unread") not in ("unread", "unseen"):
+        problems.append(f"BADGE_COUNTS={config['BADGE_COUNTS']!r} must be unread or unseen")
     if config.get("METRICS_TOKEN") and len(config["METRICS_TOKEN"]) < 16:
         problems.append("METRICS_TOKEN is shorter than 16 characters: use a random token")
     return [p for p in problems if p]

@@ -4,10 +4,12 @@
 RQ scheduled job: it must keep working when Redis has lost everything). One pass: expired leases go
 back to pending; due pending rows nobody has enqueued (retries and deferrals that fell due, and rows
 whose job Redis lost) are enqueued in batches on their queue; idempotency keys older than 24 h are
-pruned; open badges move when a scheduled announcement goes live or expires; due and running
-campaigns, and unfinished bulk DLQ operations, get a job if theirs was lost. Two sweepers never
-enqueue the same row: taking a row stamps it in the same statement (SKIP LOCKED), and a short Redis
-lock keeps a second sweeper from even trying meanwhile.
+pruned; snoozed notifications whose time has come are woken; due scheduled notifications are
+released (release_scheduled, which the CLI loop also runs every SCHEDULER_INTERVAL_SECONDS); open
+badges move when a scheduled announcement goes live or expires; due and running campaigns, and
+unfinished bulk DLQ operations, get a job if theirs was lost. Two sweepers never enqueue the same
+row: taking a row stamps it in the same statement (SKIP LOCKED), and a short Redis lock keeps a
+second sweeper from even trying meanwhile.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from app.campaigns.fanout import start_due
 from app.delivery import service
 from app.delivery.dlq import resume_bulk_operations
 from app.extensions import db, redis
+from app.inbox.service import wake_due
+from app.notify import schedule
 from app.queueing import QUEUE_NAMES, get_queue
 from app.unitofwork import commit
 
@@ -74,6 +78,28 @@ def idle_queues() -> list[str]:
         return []
 
 
+def release_scheduled() -> int:
+    """Release every due scheduled notification, one committed batch at a time; return how many were due.
+
+    Needs no lock: each batch deletes its rows with SKIP LOCKED, so sweepers running side by side release
+    each row exactly once (the CLI loop also runs this every SCHEDULER_INTERVAL_SECONDS between passes).
+    Waits until the last batch's badge events and jobs are handed to Redis.
+    """
+    limit = current_app.config["SCHEDULER_BATCH_SIZE"]
+    total = 0
+    while True:
+        try:
+            due = schedule.release_due(limit)
+            handoff = commit()
+        except BaseException:
+            db.session.rollback()
+            raise
+        total += due
+        if due < limit:
+            handoff.wait()
+            return total
+
+
 def sweep_once() -> dict:
     """Run one pass and wait until what it enqueues is handed to Redis; return what it did.
 
@@ -87,13 +113,22 @@ def sweep_once() -> dict:
         released = service.release_expired_leases(config["SWEEP_LIMIT"], config["RETRY_MAX_ATTEMPTS"])
         due = service.take_due(config["SWEEP_REQUEUE_AFTER_SECONDS"], config["SWEEP_LIMIT"], idle_queues())
         pruned = service.prune_idempotency_keys()
+        woken = wake_due(config["SWEEP_LIMIT"])  # snoozes that ended: back on top, unread, badge + toast
         enqueued = commit().wait().get("enqueued", 0)
     except BaseException:
         db.session.rollback()
         raise
     finally:
         _release_lock(token)
+    scheduled = release_scheduled()  # due scheduled notifications: visible now, deliveries enqueued
     announce_due()
     start_due()
     resume_bulk_operations()
-    return {"released": released, "due": sum(len(ids) for ids in due.values()), "enqueued": enqueued, "pruned": pruned}
+    return {
+        "released": released,
+        "due": sum(len(ids) for ids in due.values()),
+        "enqueued": enqueued,
+        "pruned": pruned,
+        "woken": woken,
+        "scheduled": scheduled,
+    }

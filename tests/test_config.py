@@ -45,6 +45,7 @@ def test_the_defaults_with_a_real_secret_can_run():
         ({"VAPID_SUBJECT": "ops@example.com"}, "VAPID_SUBJECT='ops@example.com' must start with mailto:"),
         ({"EMAIL_PROVIDER": "sendgrid"}, "EMAIL_PROVIDER='sendgrid': no provider called sendgrid"),
         ({"METRICS_TOKEN": "short"}, "METRICS_TOKEN is shorter than 16 characters"),
+        ({"BADGE_COUNTS": "unred"}, "BADGE_COUNTS='unred' must be unread or unseen"),
     ],
 )
 def test_a_bad_value_is_named_with_what_it_accepts(env, expected):

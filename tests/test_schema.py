@@ -25,9 +25,11 @@ def constraint_def(name: str) -> str:
             " USING btree (user_id, created_at DESC, id DESC)",
         ),
         (
+            # The seed's partial unread index, with created_at after user_id (0008): the badge still reads
+            # only user_id; the unseen count (unread rows newer than the last-seen time) reads both.
             "notifications_unread_idx",
             "CREATE INDEX notifications_unread_idx ON public.notifications"
-            " USING btree (user_id) WHERE (read_at IS NULL)",
+            " USING btree (user_id, created_at) WHERE (read_at IS NULL)",
         ),
         (
             "announcements_published_idx",

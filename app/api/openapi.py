@@ -41,7 +41,7 @@ class Operation:
     path: str
     operation_id: str
     summary: str
-    responses: dict[int, type[BaseModel] | None]
+    responses: dict[int, type[BaseModel] | tuple[type[BaseModel], ...] | None]  # a tuple: one of these
     errors: tuple[int, ...] = ()
     body: type[BaseModel] | None = None
     params: tuple[dict, ...] = ()
@@ -66,6 +66,14 @@ NOTIFICATION_ID = {
     "required": True,
     "schema": {"type": "integer", "format": "int64", "minimum": 1, "maximum": MAX_ID},
 }
+CANCELLATION_KEY = {
+    "name": "cancellation_key",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "minLength": 1, "maxLength": schemas.KEY_MAX},
+    "description": "The `cancellation_key` sent with the notifications.",
+    "example": "order:42",
+}
 IDEMPOTENCY_KEY = {
     "name": "Idempotency-Key",
     "in": "header",
@@ -85,14 +93,35 @@ OPERATIONS = (
         "/v1/notifications",
         "createNotifications",
         "Send a notification to 1-1,000 recipients",
-        {202: schemas.NotificationAccepted},
+        {202: (schemas.NotificationAccepted, schemas.NotificationScheduled)},
         (*BODY_ERRORS, 409),
         body=schemas.NotificationIn,
         idempotent=True,
         scope="notifications:write",
         description="Writes one notification per recipient (a repeat of the same dedupe key is not an "
         "error) and its e-mail/push deliveries as the recipient's preferences allow. Unknown "
-        "type or recipients: 422 and nothing is written.",
+        "type or recipients: 422 and nothing is written. With a future `send_at` nothing is written "
+        "but the schedule: the answer is a NotificationScheduled (`status: scheduled`); at `send_at` the "
+        "notifications appear and their deliveries start. A recipient who muted the `group_key` thread "
+        "gets the notification stored read and hidden, and its e-mail/push skipped (reason `muted`). "
+        "The type's timing (set in the console) applies to e-mail/push: with `escalate_after` they wait "
+        "that long and are skipped (reason `read` / `seen`) if the notification was read (or seen) by "
+        "then; `skip_when_online` skips them (reason `online`) while the user has the app open; a "
+        "frequency cap skips the excess (reason `capped`).",
+    ),
+    Operation(
+        "delete",
+        "/v1/cancellations/{cancellation_key}",
+        "cancelNotifications",
+        "Cancel what has not happened yet under a cancellation key",
+        {200: schemas.CancellationOut},
+        (400, 409, 422),
+        params=(CANCELLATION_KEY,),
+        idempotent=True,
+        scope="notifications:write",
+        description="For the notifications this API key sent with this `cancellation_key`: scheduled ones "
+        "not yet sent are removed, pending e-mail/push deliveries and waiting escalations become skipped "
+        "(reason `cancelled`). Other keys' notifications are never touched. A repeat answers zeros.",
     ),
     Operation(
         "get",
@@ -135,6 +164,22 @@ OPERATIONS = (
         "(no hashed copy is kept).",
     ),
     Operation(
+        "get",
+        "/v1/users/{external_id}/counts",
+        "getUserCounts",
+        "A member's unread and unseen counts (the inbox badge)",
+        {200: schemas.CountsOut},
+        (403, 404, 422),
+        params=(EXTERNAL_ID,),
+        scope="notifications:read",
+        tags=("users",),
+        description="unread: unread notifications plus unread active announcements; unseen: those of them "
+        "newer than the user's last opening of the inbox. Each part (notifications, announcements) stops "
+        "counting at 100, as the badge does (shown as 99+). The server's BADGE_COUNTS picks which one the "
+        "inbox badge shows. Any member's external id can be read with this scope; an operator account's "
+        "answers 403, an unknown one 404.",
+    ),
+    Operation(
         "post",
         "/v1/users/{external_id}/login-links",
         "createLoginLink",
@@ -173,7 +218,9 @@ def _responses(op: Operation, refs: dict) -> dict:
     responses = {}
     for status, model in op.responses.items():
         response = {"description": "OK" if status < 300 else MESSAGES.get(status, "")}
-        if model is not None:
+        if isinstance(model, tuple):
+            response["content"] = _json({"oneOf": [refs[(m, "serialization")] for m in model]})
+        elif model is not None:
             response["content"] = _json(refs[(model, "serialization")])
         if op.idempotent:
             response["headers"] = {
@@ -223,7 +270,13 @@ def _operation(op: Operation, refs: dict) -> dict:
 def spec(base_url: str) -> dict:
     """Return the OpenAPI 3.1 document for a deployment at base_url."""
     inputs = {op.body for op in OPERATIONS if op.body is not None}
-    outputs = {m for op in OPERATIONS for m in op.responses.values() if m is not None} | {schemas.Problem}
+    outputs = {
+        m
+        for op in OPERATIONS
+        for model in op.responses.values()
+        for m in (model if isinstance(model, tuple) else (model,))
+        if m is not None
+    } | {schemas.Problem}
     models = [(m, "validation") for m in sorted(inputs, key=lambda m: m.__name__)]
     models += [(m, "serialization") for m in sorted(outputs, key=lambda m: m.__name__)]
     refs, definitions = models_json_schema(models, ref_template=REF, schema_generator=StrictKeysJsonSchema)

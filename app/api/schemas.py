@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, TypeVar
 
 from flask import current_app, request
@@ -19,6 +19,7 @@ from pydantic import (
     StrictInt,
     StringConstraints,
     ValidationError,
+    WithJsonSchema,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -38,6 +39,11 @@ LOCALE_PATTERN = r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8}){0,3}$"
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 _LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 EMAIL_PATTERN = rf"^{_ATEXT}(\.{_ATEXT})*@{_LABEL}(\.{_LABEL})+$"
+SEND_AT_MAX_DAYS = 90
+KEY_MAX = 200  # a group_key or cancellation_key
+# RFC 3339 date-time: the offset is required (Z or ±hh:mm), so "10:00" is never read in a guessed zone.
+SEND_AT_MESSAGE = "must be an RFC 3339 date-time with an offset, such as 2026-12-01T09:00:00+09:00"
+RFC3339_PATTERN = r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
 
 LINK_MESSAGE = "must be a relative path on this site, such as /orders/42"
 
@@ -47,6 +53,7 @@ PATTERN_MESSAGES = {
     SHAPE_PATTERN: LINK_MESSAGE,
     LOCALE_PATTERN: "must be a language tag such as en or ja-JP",
     EMAIL_PATTERN: "must be an e-mail address such as ann@example.com",
+    RFC3339_PATTERN: SEND_AT_MESSAGE,
 }
 
 MAX_RECIPIENTS = 1000
@@ -63,6 +70,42 @@ def _same_site_link(value: str) -> str:
         raise PydanticCustomError("link", LINK_MESSAGE)
     return value
 
+
+def parse_send_at(value: str) -> datetime:
+    """The moment an RFC 3339 send_at names; 422 naming the field if it is no real time or too far ahead.
+
+    The pattern (the spec's shape) is checked with the body; the calendar and the 90 days here, as the
+    request's own rule (a schema-shaped "2026-02-31T…" is refused as a time, not as malformed JSON).
+    """
+    # Python's parser takes at most 6 fraction digits; RFC 3339 allows more, below its resolution anyway.
+    head, dot, rest = value.upper().partition(".")
+    if dot:
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        rest = rest[:digits][:6] + rest[digits:]
+    try:
+        moment = datetime.fromisoformat(head + dot + rest)
+        too_far = moment - datetime.now(UTC) > timedelta(days=SEND_AT_MAX_DAYS)
+    except (ValueError, OverflowError):
+        raise ApiError(
+            422, "send_at is not a real date and time.", errors=[{"field": "send_at", "message": SEND_AT_MESSAGE}]
+        ) from None
+    if too_far:
+        message = f"must be at most {SEND_AT_MAX_DAYS} days ahead"
+        raise ApiError(
+            422,
+            f"send_at is more than {SEND_AT_MAX_DAYS} days ahead.",
+            errors=[{"field": "send_at", "message": message}],
+        )
+    return moment
+
+
+SendAt = Annotated[
+    str,
+    Strict(),
+    StringConstraints(pattern=RFC3339_PATTERN),
+    WithJsonSchema({"type": "string", "format": "date-time", "pattern": RFC3339_PATTERN}),
+]
+Key = _text(1, KEY_MAX)
 
 ExternalId = _text(1, limits.EXTERNAL_ID_MAX, EXTERNAL_ID_PATTERN)
 Link = Annotated[_text(1, limits.LINK_MAX, SHAPE_PATTERN), AfterValidator(_same_site_link)]
@@ -153,6 +196,25 @@ class NotificationIn(_In):
         "Defaults to a hash of type, title, body, link and data: send your own (e.g. comment:123) when "
         "the same wording may legitimately be sent again.",
     )
+    send_at: SendAt = Field(
+        None,
+        description=f"When to send (RFC 3339 with an offset, at most {SEND_AT_MAX_DAYS} days ahead). Until "
+        "then nothing is visible, counted or delivered; left out or in the past: now. A scheduled request "
+        "answers 202 with status `scheduled`.",
+        json_schema_extra=_absent_by_default,
+    )
+    cancellation_key: Key = Field(
+        None,
+        description="DELETE /v1/cancellations/{key} cancels what has not happened yet of every notification "
+        "this API key sent with this key (scheduled rows, pending e-mail/push, escalations).",
+        json_schema_extra=_absent_by_default,
+    )
+    group_key: Key = Field(
+        None,
+        description="The thread this notification belongs to, such as post:123. A user who muted the "
+        "thread gets it stored read and hidden, with no e-mail or push (mandatory types excepted).",
+        json_schema_extra=_absent_by_default,
+    )
 
     @model_validator(mode="after")
     def _one_recipient_field(self) -> NotificationIn:
@@ -233,6 +295,51 @@ class NotificationAccepted(BaseModel):
         )
 
 
+class ScheduledResult(BaseModel):
+    recipient: str
+    status: Literal["scheduled", "existing"] = Field(
+        description="existing: this recipient already has a notification, or one scheduled, under this dedupe key."
+    )
+
+
+class NotificationScheduled(BaseModel):
+    """The 202 body of a request with a future send_at: nothing exists yet but the schedule."""
+
+    status: Literal["scheduled"]
+    type: str
+    priority: Literal[PRIORITIES]
+    dedupe_key: str
+    send_at: datetime
+    scheduled: int = Field(description="How many recipients got a scheduled notification.")
+    existing: int = Field(description="How many already had one (sent or scheduled) under this dedupe key.")
+    results: list[ScheduledResult]
+
+    @classmethod
+    def of(cls, type_: str, dedupe_key: str, send_at: datetime, result) -> NotificationScheduled:
+        """Build the 202 body from a notify.schedule.ScheduleResult."""
+        results = [
+            ScheduledResult(recipient=ref, status="scheduled" if new else "existing") for ref, new in result.recipients
+        ]
+        scheduled = sum(r.status == "scheduled" for r in results)
+        return cls(
+            status="scheduled",
+            type=type_,
+            priority=result.priority,
+            dedupe_key=dedupe_key,
+            send_at=send_at,
+            scheduled=scheduled,
+            existing=len(results) - scheduled,
+            results=results,
+        )
+
+
+class CancellationOut(BaseModel):
+    cancellation_key: str
+    scheduled: int = Field(description="Scheduled notifications removed before they were sent.")
+    deliveries: int = Field(description="Pending e-mail/push deliveries now skipped (reason `cancelled`).")
+    escalations: int = Field(description="Waiting escalations now skipped (reason `cancelled`).")
+
+
 class DeliveryOut(BaseModel):
     channel: Literal[DELIVERY_CHANNELS]
     status: Literal[DELIVERY_STATUSES]
@@ -274,6 +381,17 @@ class UserOut(BaseModel):
 class LoginLinkOut(BaseModel):
     url: str = Field(description="Open in the user's browser within 5 minutes; it works once.")
     expires_at: datetime
+
+
+class CountsOut(BaseModel):
+    unread: int = Field(
+        ge=0, le=200, description="Unread notifications + unread active announcements; each part stops at 100."
+    )
+    unseen: int = Field(
+        ge=0,
+        le=200,
+        description="Those of them newer than the user's last opening of the inbox; each part stops at 100.",
+    )
 
 
 class Ping(BaseModel):
@@ -362,3 +480,15 @@ def validate_path_id(value: str) -> str:
 
 class _ExternalIdPath(BaseModel):
     external_id: ExternalId
+
+
+def validate_cancellation_key(value: str) -> str:
+    """Check a cancellation key taken from the URL with the body's rules (422 otherwise)."""
+    try:
+        return _CancellationKeyPath.model_validate({"cancellation_key": value}).cancellation_key
+    except ValidationError as exc:
+        raise ApiError(422, "The cancellation key in the URL is invalid.", errors=field_errors(exc)) from None
+
+
+class _CancellationKeyPath(BaseModel):
+    cancellation_key: Key

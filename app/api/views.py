@@ -19,8 +19,11 @@ from app.api import auth, openapi, schemas
 from app.api.idempotency import idempotent, json_response, store
 from app.api.schemas import ApiError
 from app.auth import links
+from app.clock import db_now
 from app.extensions import csrf, db, limiter
+from app.inbox.queries import member_badge_counts
 from app.notify.queries import notification_with_deliveries
+from app.notify.schedule import cancel, schedule
 from app.notify.service import NotifyError, notify
 from app.unitofwork import commit
 from app.users import service as users
@@ -152,17 +155,43 @@ def openapi_document():
 def create_notifications(payload: schemas.NotificationIn):
     """Write one notification per recipient; its deliveries and badge events follow the commit."""
     dedupe_key = payload.effective_dedupe_key()
-    result = notify(
-        payload.recipient_ids(),
-        type_=payload.type,
-        title=payload.title,
-        body=payload.body,
-        link_path=payload.link,
-        data=payload.data,
-        dedupe_key=dedupe_key,
-        api_key_id=auth.current_key().id,
+    content = {
+        "type_": payload.type,
+        "title": payload.title,
+        "body": payload.body,
+        "link_path": payload.link,
+        "data": payload.data,
+        "dedupe_key": dedupe_key,
+        "api_key_id": auth.current_key().id,
+        "group_key": payload.group_key,
+        "cancellation_key": payload.cancellation_key,
+    }
+    send_at = schemas.parse_send_at(payload.send_at) if payload.send_at is not None else None
+    # A send_at in the past (or now) means now, by the database's clock.
+    if send_at is not None and send_at > db_now():
+        scheduled = schedule(payload.recipient_ids(), send_at=send_at, **content)
+        body = schemas.NotificationScheduled.of(payload.type, dedupe_key, send_at, scheduled)
+    else:
+        body = schemas.NotificationAccepted.of(payload.type, dedupe_key, notify(payload.recipient_ids(), **content))
+    response = store(json_response(202, body))
+    commit()
+    return response
+
+
+@bp.delete("/cancellations/<cancellation_key>")
+@auth.requires("notifications:write")
+@idempotent()
+def cancel_notifications(cancellation_key: str):
+    """Cancel what has not happened yet of this API key's notifications under the cancellation key."""
+    key = schemas.validate_cancellation_key(cancellation_key)
+    cancelled = cancel(key, api_key_id=auth.current_key().id)
+    out = schemas.CancellationOut(
+        cancellation_key=key,
+        scheduled=cancelled.scheduled,
+        deliveries=cancelled.deliveries,
+        escalations=cancelled.escalations,
     )
-    response = store(json_response(202, schemas.NotificationAccepted.of(payload.type, dedupe_key, result)))
+    response = store(json_response(200, out))
     commit()
     return response
 
@@ -198,6 +227,14 @@ def delete_user(external_id: str):
     response = store(json_response(204))
     commit()
     return response
+
+
+@bp.get("/users/<external_id>/counts")
+@auth.requires("notifications:read")
+def get_counts(external_id: str):
+    """A member's two badges: unread, and unseen (unread and newer than their last opening of the inbox)."""
+    counts = member_badge_counts(schemas.validate_path_id(external_id))
+    return json_response(200, schemas.CountsOut(unread=counts.unread, unseen=counts.unseen))
 
 
 @bp.post("/users/<external_id>/login-links")

@@ -9,7 +9,7 @@ from app.refusal import Refused
 # Ordered as shown in the console, the CLI and the OpenAPI document.
 SCOPES = {
     "notifications:write": "Send notifications (POST /v1/notifications).",
-    "notifications:read": "Read back the notifications this key sent, with their delivery state.",
+    "notifications:read": "Read back the notifications this key sent (with delivery state) and members' badge counts.",
     "users:write": "Create, update and erase recipients (PUT and DELETE /v1/users/{id}).",
     "links:create": "Mint one-time sign-in links, which sign a member in: give it only to the product's backend.",
 }

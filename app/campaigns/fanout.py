@@ -75,9 +75,9 @@ SELECT (SELECT count(*) FROM recipients) AS users,
        (SELECT max(user_id) FROM recipients) AS last_user_id,
        (SELECT count(*) FROM inserted) AS created,
        (SELECT coalesce(array_agg(id ORDER BY id), '{{}}') FROM deliveries
-         WHERE channel = 'email' AND status = 'pending') AS email_ids,
+         WHERE channel = 'email' AND status = 'pending' AND escalation IS NULL) AS email_ids,
        (SELECT coalesce(array_agg(id ORDER BY id), '{{}}') FROM deliveries
-         WHERE channel = 'push' AND status = 'pending') AS push_ids,
+         WHERE channel = 'push' AND status = 'pending' AND escalation IS NULL) AS push_ids,
        (SELECT coalesce(array_agg(user_id), '{{}}') FROM inserted WHERE in_app) AS badge_user_ids
 """
     )

@@ -1,17 +1,22 @@
-"""`flask --app wsgi sweep [--once]`: the sweeper loop (app/sweeper.py), one pass every SWEEP_INTERVAL_SECONDS."""
+"""`flask --app wsgi sweep [--once]`: the sweeper loop (app/sweeper.py), one pass every SWEEP_INTERVAL_SECONDS.
+
+Between passes, due scheduled notifications are released every SCHEDULER_INTERVAL_SECONDS, so one
+appears within about that long of its send_at.
+"""
 
 from __future__ import annotations
 
 import logging
 import signal
 import threading
+import time
 
 import click
 from flask import current_app
 from flask.cli import with_appcontext
 
 from app.extensions import db
-from app.sweeper import sweep_once
+from app.sweeper import release_scheduled, sweep_once
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +28,8 @@ def sweep_command(once: bool) -> None:
     """Run the sweeper loop (every SWEEP_INTERVAL_SECONDS) until SIGINT/SIGTERM."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     interval = float(current_app.config["SWEEP_INTERVAL_SECONDS"])
+    tick = min(interval, float(current_app.config["SCHEDULER_INTERVAL_SECONDS"]))
+    next_sweep = 0.0
     stop = threading.Event()
     if not once:
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -30,12 +37,16 @@ def sweep_command(once: bool) -> None:
     log.info("sweeper running every %.1fs", interval)
     while True:
         try:
-            result = sweep_once()
-            if result.get("released") or result.get("enqueued") or result.get("pruned"):
-                log.info("sweep: %s", result)
+            if time.monotonic() >= next_sweep:
+                next_sweep = time.monotonic() + interval
+                result = sweep_once()
+                if any(result.get(k) for k in ("released", "enqueued", "pruned", "scheduled")):
+                    log.info("sweep: %s", result)
+            elif scheduled := release_scheduled():
+                log.info("released %d scheduled notifications", scheduled)
         except Exception:  # a database or Redis outage must not end the loop; it is logged and retried
-            log.exception("sweep failed; retrying in %.1fs", interval)
+            log.exception("sweep failed; retrying in %.1fs", tick)
         finally:
             db.session.remove()
-        if once or stop.wait(interval):
+        if once or stop.wait(tick):
             break

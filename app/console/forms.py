@@ -6,13 +6,14 @@ from flask_wtf import FlaskForm
 from wtforms import (
     BooleanField,
     DateTimeLocalField,
+    IntegerField,
     RadioField,
     SelectField,
     SelectMultipleField,
     StringField,
     TextAreaField,
 )
-from wtforms.validators import DataRequired, Length, Optional, Regexp, ValidationError
+from wtforms.validators import DataRequired, Length, NumberRange, Optional, Regexp, ValidationError
 from wtforms.widgets import CheckboxInput, ListWidget
 
 from app.api_keys.scopes import DEFAULT_SCOPES, SCOPES
@@ -28,7 +29,7 @@ from app.limits import (
     TYPE_KEY_MAX,
 )
 from app.models import PRIORITIES, ROLES
-from app.notification_types.service import TYPE_KEY_RE
+from app.notification_types.service import CAP_MAX, ESCALATE_UNLESS, TIMING_MAX_SECONDS, TYPE_KEY_RE
 from app.timezones import LOCAL_FORMAT
 
 
@@ -67,6 +68,25 @@ class TypeForm(FlaskForm):
     mandatory = BooleanField("Mandatory (users cannot turn it off)")
     priority = SelectField("Priority", choices=list(PRIORITIES), default="default")
     confirmed = BooleanField("I understand this overrides users' choices")
+    # Timing and routing (issue 15): every one empty/off keeps "send at once on every enabled channel".
+    escalate_after = IntegerField(
+        "Escalate after (seconds)", validators=[Optional(), NumberRange(1, TIMING_MAX_SECONDS)]
+    )
+    escalate_unless = SelectField(
+        "Send the escalation only if the notification is still", choices=dict(ESCALATE_UNLESS), default="read"
+    )
+    skip_when_online = BooleanField("Skip e-mail and push while the user is online")
+    cap_count = IntegerField("At most this many e-mails (and pushes)", validators=[Optional(), NumberRange(1, CAP_MAX)])
+    cap_window = IntegerField("per (seconds)", validators=[Optional(), NumberRange(1, TIMING_MAX_SECONDS)])
+
+    def validate(self, extra_validators=None) -> bool:
+        """Also: a cap needs both its count and its window (Optional() would skip a validate_ method)."""
+        valid = super().validate(extra_validators)
+        count, window = self.cap_count, self.cap_window
+        if not (count.errors or window.errors) and (count.data is None) != (window.data is None):
+            window.errors = [*window.errors, "Give both the number and the window, or leave both empty."]
+            valid = False
+        return valid
 
 
 class TemplateForm(FlaskForm):

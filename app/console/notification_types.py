@@ -1,4 +1,4 @@
-"""Notification type pages: list, create, edit (rename while unused; confirm before going mandatory)."""
+"""Notification type pages: list, create, edit (timing and routing too; rename while unused; confirm mandatory)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,17 @@ SETTINGS = ("label", "description", "default_in_app", "default_email", "default_
 
 
 def _settings(form: TypeForm) -> dict:
-    return {name: getattr(form, name).data for name in SETTINGS} | {"description": form.description.data or ""}
+    timing = service.Timing(
+        escalate_after=form.escalate_after.data,
+        escalate_unless=form.escalate_unless.data,
+        skip_when_online=form.skip_when_online.data,
+        cap_count=form.cap_count.data,
+        cap_window=form.cap_window.data,
+    )
+    return {name: getattr(form, name).data for name in SETTINGS} | {
+        "description": form.description.data or "",
+        "timing": timing,
+    }
 
 
 @bp.get("/types")

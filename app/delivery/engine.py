@@ -9,6 +9,8 @@ breaker, failover); when it says "wait", the rest of the batch returns to pendin
 Push targets are also gated per push service (Router.admit): a row whose every subscription sits on a
 paused or failing push service waits for it without a try; the rest of the batch goes on.
 What differs between e-mail and push is the channel's business (app/delivery/channels).
+The re-check also drops escalations whose notification was read/seen, e-mail/push of online-routed
+types while the user has a live socket, and rows over their type's frequency cap (service.admit_capped).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from datetime import UTC, datetime
 from app.delivery import policy, queries, sending, service
 from app.delivery.channels import Channel, channel_for
 from app.extensions import db, redis
+from app.live.presence import online_user_ids
 from app.providers import providers_for
 from app.providers.routing import Route, Router
 from app.unitofwork import commit
@@ -44,10 +47,14 @@ def deliver_batch(channel_name: str, delivery_ids: list[int], config: Mapping) -
             return {"claimed": 0}
         providers = providers_for(channel.name, config)
         rows = queries.claimed_batch(claim.ids)
-        decisions = policy.plan(rows, bool(providers), datetime.now(UTC), channel.skip_reason)
+        online = online_user_ids({row.user_id for row in rows if row.skip_when_online})
+        decisions = policy.plan(rows, bool(providers), datetime.now(UTC), channel.skip_reason, online)
         targets = channel.targets({row.user_id for row in decisions.send})
         if channel.no_target_reason:
             policy.require_targets(decisions, set(targets), channel.no_target_reason)
+        capped = policy.cap_groups(decisions.send)
+        if capped:  # types without a cap never take the locks
+            policy.apply_caps(decisions, service.admit_capped(capped))
         service.record_skips([(row.id, reason) for row, reason in decisions.skip], claim.lease)
         service.record_deferrals([(row.id, until) for row, until in decisions.defer], claim.lease,
                                  providers[0].name if providers else channel.name)  # fmt: skip

@@ -1,4 +1,4 @@
-"""Pure delivery decisions: the re-check before sending, quiet hours, and backoff with full jitter.
+"""Pure delivery decisions: the re-check before sending (escalation, online routing), quiet hours, backoff.
 
 No I/O here: the clock and the random source are arguments, so tests pin both.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 
@@ -62,21 +63,40 @@ class Plan:
     send: list[BatchRow] = field(default_factory=list)
 
 
-def skip_reason(row: BatchRow, configured: bool, channel_check: ChannelCheck = lambda row: None) -> str | None:
-    """Why row must not go out at all, or None: no provider, the preference, then the channel's own check."""
+def escalation_reason(row: BatchRow) -> str | None:
+    """Why an escalation is no longer needed ('read' / 'seen'), or None (also for rows that do not escalate)."""
+    if row.escalation is None:
+        return None
+    if row.read:  # a read row is seen too, so reading cancels either kind
+        return "read"
+    if row.escalation == "seen" and row.seen:
+        return "seen"
+    return None
+
+
+def skip_reason(row: BatchRow, configured: bool, channel_check: ChannelCheck = lambda row: None,
+                online: AbstractSet[int] = frozenset()) -> str | None:  # fmt: skip
+    """Why row must not go out at all, or None: no provider, the preference, the escalation, the channel's own
+    check, then the user being online for a type that skips e-mail/push then."""
     if not configured:
         return f"{row.channel}_not_configured"
     if not row.allowed:
         return "preference_off"
-    return channel_check(row)
+    reason = escalation_reason(row) or channel_check(row)
+    if reason:
+        return reason
+    if row.skip_when_online and row.user_id in online:
+        return "online"
+    return None
 
 
 def plan(rows: Iterable[BatchRow], configured: bool, now: datetime,
-         channel_check: ChannelCheck = lambda row: None) -> Plan:  # fmt: skip
-    """Re-check every claimed row just before sending (provider, preference, the channel's check, quiet hours)."""
+         channel_check: ChannelCheck = lambda row: None, online: AbstractSet[int] = frozenset()) -> Plan:  # fmt: skip
+    """Re-check every claimed row just before sending (provider, preference, escalation, the channel's check,
+    online routing, quiet hours); `online` holds the users with a live socket."""
     result = Plan()
     for row in rows:
-        reason = skip_reason(row, configured, channel_check)
+        reason = skip_reason(row, configured, channel_check, online)
         if reason:
             result.skip.append((row, reason))
             continue
@@ -101,4 +121,24 @@ def require_targets(decisions: Plan, reachable_users: set[int], reason: str) -> 
             keep.append(row)
         else:
             decisions.skip.append((row, reason))
+    decisions.send = keep
+
+
+def cap_groups(rows: Iterable[BatchRow]) -> dict[tuple[int, str, str], list[BatchRow]]:
+    """The rows about to be sent whose type has a frequency cap, by (user, type, channel)."""
+    groups: dict[tuple[int, str, str], list[BatchRow]] = {}
+    for row in rows:
+        if row.cap_count is not None and row.cap_window is not None:
+            groups.setdefault((row.user_id, row.type, row.channel), []).append(row)
+    return groups
+
+
+def apply_caps(decisions: Plan, admitted: AbstractSet[int]) -> None:
+    """Move capped rows that were not admitted (see service.admit_capped) from send to skip, reason 'capped'."""
+    keep = []
+    for row in decisions.send:
+        if row.cap_count is None or row.id in admitted:
+            keep.append(row)
+        else:
+            decisions.skip.append((row, "capped"))
     decisions.send = keep

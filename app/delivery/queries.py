@@ -20,7 +20,9 @@ SELECT d.id, d.channel, d.attempts, d.locked_until,
        u.quiet_hours_start, u.quiet_hours_end,
        t.label AS type_label, t.priority, t.mandatory,
        {EFFECTIVE_SEND_SQL} AS allowed,
-       EXISTS (SELECT 1 FROM email_suppressions s WHERE s.address = lower(btrim(u.email))) AS suppressed
+       EXISTS (SELECT 1 FROM email_suppressions s WHERE s.address = lower(btrim(u.email))) AS suppressed,
+       d.escalation, n.read_at IS NOT NULL AS read, coalesce(n.created_at <= ls.seen_at, false) AS seen,
+       t.skip_when_online, t.cap_count, t.cap_window
 FROM notification_deliveries d
 JOIN notifications n ON n.id = d.notification_id
 JOIN users u ON u.id = n.user_id
@@ -28,6 +30,7 @@ JOIN notification_types t ON t.type = n.type
 CROSS JOIN LATERAL (SELECT d.channel) AS c(channel)
 LEFT JOIN notification_preferences p
        ON p.user_id = u.id AND p.type = t.type AND p.channel = d.channel
+LEFT JOIN notification_last_seen ls ON ls.user_id = u.id
 WHERE d.id = ANY(CAST(:ids AS bigint[])) AND d.status = 'sending'
 ORDER BY d.id
 """
@@ -68,6 +71,12 @@ class BatchRow:
     mandatory: bool
     allowed: bool
     suppressed: bool
+    escalation: str | None = None  # read | seen: sent only if the notification is still unread / unseen
+    read: bool = False
+    seen: bool = False
+    skip_when_online: bool = False
+    cap_count: int | None = None
+    cap_window: int | None = None
 
 
 @dataclass(frozen=True)

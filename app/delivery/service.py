@@ -148,6 +148,32 @@ RETURNING due.queue, d.channel, d.id
 """
 )
 
+# Frequency caps. The locks are taken one key after another in sorted order (two workers never wait on
+# each other in a cycle) and held until the transaction ends, so counting the window and claiming a slot
+# is one step for everyone else capping the same (user, type, channel).
+CAP_LOCK_SQL = sa.text(
+    "SELECT count(pg_advisory_xact_lock(hashtextextended('hato-cap:' || k, 0))) FROM unnest(CAST(:keys AS text[])) k"
+)
+
+# A row already admitted (a retry, or a lease that expired after admission) keeps its slot.
+CAP_ADMITTED_SQL = sa.text("SELECT delivery_id FROM delivery_cap_uses WHERE delivery_id = ANY(CAST(:ids AS bigint[]))")
+
+CAP_ADMIT_SQL = sa.text(
+    """
+WITH r AS (
+  SELECT v.*, row_number() OVER (PARTITION BY v.user_id, v.type, v.channel ORDER BY v.id) AS n
+  FROM unnest(CAST(:ids AS bigint[]), CAST(:users AS bigint[]), CAST(:types AS text[]), CAST(:channels AS text[]),
+              CAST(:caps AS int[]), CAST(:windows AS int[])) AS v(id, user_id, type, channel, cap, win)
+  WHERE v.id <> ALL(CAST(:admitted AS bigint[])))
+INSERT INTO delivery_cap_uses (delivery_id, user_id, type, channel)
+SELECT r.id, r.user_id, r.type, r.channel FROM r
+WHERE r.n + (SELECT count(*) FROM delivery_cap_uses u
+             WHERE u.user_id = r.user_id AND u.type = r.type AND u.channel = r.channel
+               AND u.used_at > now() - make_interval(secs => r.win)) <= r.cap
+RETURNING delivery_id
+"""
+)
+
 PRUNE_IDEMPOTENCY_SQL = sa.text(
     """
 DELETE FROM idempotency_keys
@@ -277,6 +303,29 @@ def take_due(stale_seconds: float, limit: int, idle_queues: list[str]) -> dict[t
     for (queue, channel), ids in groups.items():
         enqueue_deliveries_after_commit(queue, channel, sorted(ids))
     return {key: sorted(ids) for key, ids in groups.items()}
+
+
+def admit_capped(groups: dict[tuple[int, str, str], list]) -> set[int]:
+    """Take a cap slot for each row that still fits its (user, type, channel) window; return the admitted ids.
+
+    Holds advisory locks until the caller's transaction ends: commit right after recording the skips.
+    """
+    if not groups:
+        return set()
+    rows = [row for key in sorted(groups) for row in groups[key]]
+    ids = [row.id for row in rows]
+    db.session.execute(CAP_LOCK_SQL, {"keys": [f"{u}:{t}:{c}" for u, t, c in sorted(groups)]})
+    admitted = set(db.session.execute(CAP_ADMITTED_SQL, {"ids": ids}).scalars())
+    params = {
+        "ids": ids,
+        "users": [row.user_id for row in rows],
+        "types": [row.type for row in rows],
+        "channels": [row.channel for row in rows],
+        "caps": [row.cap_count for row in rows],
+        "windows": [row.cap_window for row in rows],
+        "admitted": sorted(admitted),
+    }
+    return admitted | set(db.session.execute(CAP_ADMIT_SQL, params).scalars())
 
 
 def prune_idempotency_keys(limit: int = 10000) -> int:

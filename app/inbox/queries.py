@@ -1,14 +1,17 @@
-"""Inbox reads: the seed article's statements for the badge, the list and announcements."""
+"""Inbox reads: the seed article's statements for the badges (unread; unseen, method C), list and announcements."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+from flask import current_app
 
 from app.announcements.queries import ACTIVE_ANNOUNCEMENT_SQL
 from app.extensions import db
 from app.pagination import Cursor, Page, time_cursor
+from app.users.queries import by_external_id
+from app.users.service import NotAMember, UserNotFound
 
 PAGE_SIZE = 20
 # The badge stops counting here and shows "99+" (seed: count at most cap rows per part).
@@ -50,18 +53,119 @@ def unread_counts(user_id: int) -> UnreadCounts:
     return UnreadCounts(row.personal, row.announcements)
 
 
+# The seed's method C: the user's last-seen time (-infinity before the first visit). Rows created later
+# are unseen; the unread index is (user_id, created_at), so "unread and newer" is an index range.
+SEEN_AT_SQL = (
+    "COALESCE((SELECT seen_at FROM notification_last_seen WHERE user_id = :user_id), '-infinity'::timestamptz)"
+)
+
+# The user's newest :cap unread active announcements, newest first: announcements newer than the last
+# visit come first, so "unseen among them" is exactly min(unseen, cap). (A published_at condition in the
+# WHERE instead makes the planner guess one row and probe announcement_reads once per announcement.)
+NEWEST_UNREAD_ANNOUNCEMENTS = f"""SELECT a.published_at FROM announcements a
+            WHERE {ACTIVE_ANNOUNCEMENT_SQL}
+              AND NOT EXISTS (SELECT 1 FROM announcement_reads r
+                              WHERE r.announcement_id = a.id AND r.user_id = :user_id)
+            ORDER BY a.published_at DESC LIMIT :cap"""
+
+# The unseen badge: unread rows newer than the last-seen time (a range of the unread index) and unread
+# announcements published after it, each part capped.
+UNSEEN_SQL = sa.text(
+    f"""
+WITH seen AS (SELECT {SEEN_AT_SQL} AS at)
+SELECT
+  (SELECT count(*) FROM (SELECT 1 FROM notifications
+                         WHERE user_id = :user_id AND read_at IS NULL AND created_at > (SELECT at FROM seen)
+                         LIMIT :cap) personal) AS personal,
+  (SELECT count(*) FILTER (WHERE published_at > (SELECT at FROM seen))
+   FROM ({NEWEST_UNREAD_ANNOUNCEMENTS}) newest) AS announcements
+"""
+)
+
+# Both badges in one round trip (the websocket frame, the counts API). The personal part walks the
+# newest :cap unread rows once, newest first, so the unseen ones come first and "unseen among the
+# newest cap" is exactly min(unseen, cap): the same caps as BADGE_SQL and UNSEEN_SQL.
+COUNTS_SQL = sa.text(
+    f"""
+WITH seen AS (SELECT {SEEN_AT_SQL} AS at)
+SELECT p.unread AS personal, p.unseen AS personal_unseen, b.unread AS announcements, b.unseen AS announcements_unseen
+FROM (SELECT count(*) AS unread, count(*) FILTER (WHERE created_at > (SELECT at FROM seen)) AS unseen
+      FROM (SELECT created_at FROM notifications
+            WHERE user_id = :user_id AND read_at IS NULL
+            ORDER BY created_at DESC LIMIT :cap) newest) p,
+     (SELECT count(*) AS unread, count(*) FILTER (WHERE published_at > (SELECT at FROM seen)) AS unseen
+      FROM ({NEWEST_UNREAD_ANNOUNCEMENTS}) newest) b
+"""
+)
+
+BADGE_MODES = ("unread", "unseen")
+
+
+@dataclass(frozen=True)
+class BadgeCounts:
+    """Both badges of one user: unread, and unseen (unread and newer than the last visit), each capped."""
+
+    unread: int
+    unseen: int
+
+    def shown(self, mode: str | None = None) -> int:
+        """The one the badge shows under BADGE_COUNTS (mode; default: the app's setting)."""
+        return self.unseen if (mode or badge_mode()) == "unseen" else self.unread
+
+
+def badge_mode() -> str:
+    """What the badge counts: BADGE_COUNTS, unread (the seed's table) or unseen."""
+    return current_app.config.get("BADGE_COUNTS", "unread")
+
+
+def unseen_count(user_id: int) -> int:
+    """Return unread rows + unread active announcements newer than the user's last visit, each part capped."""
+    row = db.session.execute(UNSEEN_SQL, {"user_id": user_id, "cap": BADGE_CAP}).one()
+    return row.personal + row.announcements
+
+
+def badge_counts(user_id: int) -> BadgeCounts:
+    """Return both badges in one statement."""
+    row = db.session.execute(COUNTS_SQL, {"user_id": user_id, "cap": BADGE_CAP}).one()
+    return BadgeCounts(row.personal + row.announcements, row.personal_unseen + row.announcements_unseen)
+
+
+def member_badge_counts(external_id: str) -> BadgeCounts:
+    """Both badges of the member with this external id (UserNotFound; NotAMember for an operator's)."""
+    row = by_external_id(external_id)
+    if row is None:
+        raise UserNotFound(external_id)
+    if row.role != "member":
+        raise NotAMember(external_id)
+    return badge_counts(row.id)
+
+
 def badge_count(user_id: int) -> int:
-    """Return personal unread + unread active announcements, each part capped at BADGE_CAP."""
+    """Return what the badge shows: unread (personal + announcements) or, under BADGE_COUNTS=unseen, unseen."""
+    if badge_mode() == "unseen":
+        return unseen_count(user_id)
     return unread_counts(user_id).total
 
 
+# A snoozed row is hidden from every list but "snoozed" until the sweeper wakes it.
 FILTERS = {
-    "all": "archived_at IS NULL",
-    "unread": "archived_at IS NULL AND read_at IS NULL",
-    "archived": "archived_at IS NOT NULL",
+    "all": "archived_at IS NULL AND snoozed_until IS NULL",
+    "unread": "archived_at IS NULL AND read_at IS NULL AND snoozed_until IS NULL",
+    "archived": "archived_at IS NOT NULL AND snoozed_until IS NULL",
+    "snoozed": "snoozed_until IS NOT NULL",
 }
 
-ROW_COLUMNS = "id, type, title, body, link_path, read_at IS NULL AS unread, read_at, archived_at, created_at"
+# mutable / muted are looked up per returned row (a primary-key probe each), so the list's plan stays
+# a walk of notifications_list_idx.
+ROW_COLUMNS = """id, type, title, body, link_path, read_at IS NULL AS unread, read_at, archived_at, created_at,
+  snoozed_until, group_key,
+  group_key IS NOT NULL AND NOT (SELECT t.mandatory FROM notification_types t WHERE t.type = notifications.type)
+    AS mutable,
+  group_key IS NOT NULL AND EXISTS (SELECT 1 FROM notification_mutes m
+                                    WHERE m.user_id = notifications.user_id AND m.group_key = notifications.group_key)
+    AS muted"""
+# seen: created before the user's last visit; the others get the "new" marker (an InitPlan, read once).
+ROW_COLUMNS += f",\n  created_at <= {SEEN_AT_SQL} AS seen"
 
 
 def _page_sql(filter_name: str, keyset: bool) -> sa.TextClause:
@@ -100,7 +204,10 @@ def notification_for(user_id: int, notification_id: int):
     return db.session.execute(NOTIFICATION_SQL, {"id": notification_id, "user_id": user_id}).mappings().first()
 
 
-ANNOUNCEMENT_COLUMNS = "a.id, a.title, a.body, a.body_format, a.published_at, r.read_at IS NULL AS unread"
+ANNOUNCEMENT_COLUMNS = (
+    "a.id, a.title, a.body, a.body_format, a.published_at, r.read_at IS NULL AS unread, "
+    f"a.published_at <= {SEEN_AT_SQL} AS seen"
+)
 
 ANNOUNCEMENTS_SQL = sa.text(
     f"""

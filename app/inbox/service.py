@@ -1,4 +1,4 @@
-"""Inbox writes: the seed article's idempotent mark-read statements, plus archive.
+"""Inbox writes: the seed article's idempotent mark-read statements, plus archive, snooze and mute.
 
 Every statement names user_id, so another user's id changes nothing, and guards on the current
 state (read_at IS NULL, archived_at IS NULL, ON CONFLICT DO NOTHING), so running it twice changes
@@ -15,10 +15,22 @@ import sqlalchemy as sa
 
 from app.announcements.queries import ACTIVE_ANNOUNCEMENT_SQL
 from app.extensions import db
+from app.inbox.queries import badge_mode
 from app.live.publish import badge_after_commit
 
+# Reading a row also cancels its pending escalations at once (e-mail/push waiting to see whether it gets
+# read), so the delivery log shows them skipped now rather than when they fall due.
+SKIP_ESCALATIONS_CTE = """WITH escalations AS (
+  UPDATE notification_deliveries d
+  SET status = 'skipped', skip_reason = 'read', locked_until = NULL, updated_at = now()
+  FROM notifications n
+  WHERE d.notification_id = n.id AND n.user_id = :user_id AND n.read_at IS NULL AND {rows}
+    AND d.status = 'pending' AND d.escalation IS NOT NULL)
+"""
+
 MARK_READ_SQL = sa.text(
-    "UPDATE notifications SET read_at = now() WHERE id = :id AND user_id = :user_id AND read_at IS NULL"
+    SKIP_ESCALATIONS_CTE.format(rows="n.id = :id")
+    + "UPDATE notifications SET read_at = now() WHERE id = :id AND user_id = :user_id AND read_at IS NULL"
 )
 
 # Archiving reads the row too: an archived row never keeps the badge up.
@@ -33,7 +45,10 @@ UNARCHIVE_SQL = sa.text(
     "UPDATE notifications SET archived_at = NULL WHERE id = :id AND user_id = :user_id AND archived_at IS NOT NULL"
 )
 
-READ_ALL_SQL = sa.text("UPDATE notifications SET read_at = now() WHERE user_id = :user_id AND read_at IS NULL")
+READ_ALL_SQL = sa.text(
+    SKIP_ESCALATIONS_CTE.format(rows="true")
+    + "UPDATE notifications SET read_at = now() WHERE user_id = :user_id AND read_at IS NULL"
+)
 
 # The SELECT form of the seed's single insert: an expired or unpublished id inserts nothing.
 READ_ANNOUNCEMENT_SQL = sa.text(
@@ -99,3 +114,120 @@ class ReadAll:
 def read_all(user_id: int) -> ReadAll:
     """Mark every personal notification and every active announcement read (the seed's two statements)."""
     return ReadAll(_run(READ_ALL_SQL, user_id=user_id), _run(READ_ALL_ANNOUNCEMENTS_SQL, user_id=user_id))
+
+
+# --- snooze and mute (issue 15) -------------------------------------------------------------------
+
+# Snoozing reads the row, so it leaves the unread index (and the badge) while it sleeps.
+SNOOZE_SQL = sa.text(
+    """
+UPDATE notifications SET read_at = COALESCE(read_at, now()), snoozed_until = :until
+WHERE id = :id AND user_id = :user_id AND in_app AND archived_at IS NULL
+"""
+)
+
+# Waking puts the row back on top as unread: created_at = now() keeps the list's one order (and its
+# index) and makes the row newer than the last-seen time, so it counts as unseen too; the time it
+# first arrived is given up for that. An archived row stays read.
+WAKE_COLUMNS = """read_at = CASE WHEN n.archived_at IS NULL THEN NULL ELSE n.read_at END,
+    snoozed_until = NULL, created_at = now()"""
+
+UNSNOOZE_SQL = sa.text(
+    f"""
+UPDATE notifications n SET {WAKE_COLUMNS}
+WHERE n.id = :id AND n.user_id = :user_id AND n.snoozed_until IS NOT NULL
+"""
+)
+
+# One statement per batch; SKIP LOCKED lets a second sweeper take other rows instead of waiting, and
+# the re-checked WHERE means a row is woken once however many sweepers run.
+WAKE_DUE_SQL = sa.text(
+    f"""
+WITH due AS (
+  SELECT id FROM notifications
+  WHERE snoozed_until <= now()
+  ORDER BY snoozed_until
+  LIMIT :limit
+  FOR UPDATE SKIP LOCKED
+)
+UPDATE notifications n SET {WAKE_COLUMNS}
+FROM due WHERE n.id = due.id AND n.snoozed_until <= now()
+RETURNING n.user_id, n.title
+"""
+)
+
+MUTE_SQL = sa.text(
+    """
+INSERT INTO notification_mutes (user_id, group_key)
+SELECT n.user_id, n.group_key
+FROM notifications n JOIN notification_types t ON t.type = n.type
+WHERE n.id = :id AND n.user_id = :user_id AND n.in_app AND n.group_key IS NOT NULL AND NOT t.mandatory
+ON CONFLICT DO NOTHING
+"""
+)
+
+
+def snooze(user_id: int, notification_id: int, until) -> int:
+    """Read and hide one of the user's notifications until `until`; 0 if archived, hidden or not theirs."""
+    return _run(SNOOZE_SQL, id=notification_id, user_id=user_id, until=until)
+
+
+def unsnooze(user_id: int, notification_id: int) -> int:
+    """Wake one of the user's snoozed notifications now (on top, unread); 0 if it is not snoozed."""
+    return _run(UNSNOOZE_SQL, id=notification_id, user_id=user_id)
+
+
+def _back_toast(titles: list[str]) -> str:
+    return f"Back from snooze: {titles[0]}" if len(titles) == 1 else f"{len(titles)} snoozed notifications are back"
+
+
+def wake_due(limit: int) -> int:
+    """Wake up to `limit` rows whose snooze has ended; each user's tabs get a badge event and a toast."""
+    woken: dict[int, list[str]] = {}
+    for user_id, title in db.session.execute(WAKE_DUE_SQL, {"limit": limit}):
+        woken.setdefault(user_id, []).append(title)
+    for user_id, titles in woken.items():
+        badge_after_commit([user_id], toast_title=_back_toast(titles))
+    return sum(len(titles) for titles in woken.values())
+
+
+def mute(user_id: int, notification_id: int) -> int:
+    """Mute the thread (group key) of one of the user's notifications; its existing rows stay as they are.
+
+    Mandatory types and rows without a group key are never muted (0); muting twice changes nothing.
+    """
+    return db.session.execute(MUTE_SQL, {"id": notification_id, "user_id": user_id}).rowcount
+
+
+# --- seen (issue 15) ------------------------------------------------------------------------------
+
+# The seed's method C upsert: one row per user, never moved back (two tabs opening at once keep the later).
+# It also answers whether anything was unseen before, so an unchanged badge publishes nothing.
+RECORD_SEEN_SQL = sa.text(
+    f"""
+WITH previous AS (SELECT seen_at FROM notification_last_seen WHERE user_id = :user_id),
+saved AS (
+  INSERT INTO notification_last_seen (user_id, seen_at) VALUES (:user_id, now())
+  ON CONFLICT (user_id) DO UPDATE SET seen_at = GREATEST(notification_last_seen.seen_at, EXCLUDED.seen_at)
+)
+SELECT EXISTS (SELECT 1 FROM notifications
+               WHERE user_id = :user_id AND read_at IS NULL
+                 AND created_at > COALESCE((SELECT seen_at FROM previous), '-infinity'::timestamptz))
+    OR EXISTS (SELECT 1 FROM announcements a
+               WHERE {ACTIVE_ANNOUNCEMENT_SQL}
+                 AND a.published_at > COALESCE((SELECT seen_at FROM previous), '-infinity'::timestamptz)
+                 AND NOT EXISTS (SELECT 1 FROM announcement_reads r
+                                 WHERE r.announcement_id = a.id AND r.user_id = :user_id))
+"""
+)
+
+
+def record_seen(user_id: int) -> bool:
+    """Record that the user opened the inbox now; return whether anything was unseen until then.
+
+    When the badge counts unseen rows and some were, the user's other tabs hear of it (after the commit).
+    """
+    had_unseen = bool(db.session.execute(RECORD_SEEN_SQL, {"user_id": user_id}).scalar_one())
+    if had_unseen and badge_mode() == "unseen":
+        badge_after_commit([user_id])
+    return had_unseen

@@ -1,18 +1,36 @@
-"""The end user's inbox: the page, its HTMX fragments and the read/archive actions."""
+"""The end user's inbox: the page (opening it records the last-seen time), its fragments and actions."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from flask import Blueprint, abort, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 
+from app import timezones
+from app.clock import db_now
 from app.inbox import queries, service
+from app.inbox import snooze as snoozing
 from app.links import same_site_path
 from app.pagination import Cursor
 from app.unitofwork import commit
 from app.web.htmx import is_htmx
-from app.web.templating import forget_badge_count
+from app.web.templating import forget_badge_count, localtime
 
 bp = Blueprint("inbox", __name__)
+
+# Opening these lists shows the newest rows, so it records the last-seen time (archived ones do not).
+SEEN_FILTERS = ("all", "unread")
+
+
+@bp.context_processor
+def _snooze_menu():
+    """What every row's snooze menu shows: the fixed choices and the picker's bounds in the user's zone."""
+    if not current_user.is_authenticated:
+        return {}
+    # Only hints for the browser's picker (the server checks against the database clock), so no query.
+    low, high = snoozing.picker_bounds(datetime.now(UTC), timezones.user_zone(current_user))
+    return {"snooze_choices": snoozing.CHOICES, "snooze_min": low, "snooze_max": high}
 
 
 # --- pages ----------------------------------------------------------------------------------------
@@ -21,7 +39,7 @@ bp = Blueprint("inbox", __name__)
 def _listing_args() -> tuple[str, str | None]:
     filter_name = request.args.get("filter", "all")
     if filter_name not in queries.FILTERS:
-        abort(400, "Unknown filter: use all, unread or archived.")
+        abort(400, "Unknown filter: use all, unread, archived or snoozed.")
     cursor = request.args.get("cursor") or None
     if cursor and Cursor.decode(cursor) is None:
         abort(400, "That page link is not valid any more. Go back to the newest notifications.")
@@ -58,7 +76,12 @@ def index():
         return render_template(
             "inbox/_more.html", page=page, filter_name=filter_name, next_url=url_for("inbox.index", filter=filter_name)
         )
-    return render_template("inbox/index.html", **_content_context(filter_name, cursor))
+    context = _content_context(filter_name, cursor)
+    if filter_name in SEEN_FILTERS and cursor is None:
+        # After the page was read, so its rows still say which were new since the last visit.
+        service.record_seen(current_user.id)
+        commit()
+    return render_template("inbox/index.html", **context)
 
 
 @bp.get("/inbox/badge")
@@ -154,7 +177,66 @@ def read_all():
     """Mark every notification and active announcement read; HTMX gets the refreshed list."""
     filter_name = request.form.get("filter", "all")
     if filter_name not in queries.FILTERS:
-        abort(400, "Unknown filter: use all, unread or archived.")
+        abort(400, "Unknown filter: use all, unread, archived or snoozed.")
     result = service.read_all(current_user.id)
     status = "Everything is marked read." if result.changed else "Nothing was unread."
     return _finish(status, lambda: render_template("inbox/_content.html", **_content_context(filter_name)))
+
+
+# --- snooze and mute ------------------------------------------------------------------------------
+
+
+def _gone():
+    """An empty fragment: the row leaves the list it was in (htmx swaps it for nothing)."""
+    return ""
+
+
+def _snooze_refused(row, message: str):
+    """Say why the snooze time cannot be used (422): in the row's open menu, or on the snooze page."""
+    if is_htmx():
+        return render_template("inbox/_row.html", n=row, next_url=_back(), snooze_error=message), 422
+    return render_template("inbox/snooze.html", n=row, next_url=_back(), snooze_error=message), 422
+
+
+@bp.get("/inbox/notifications/<int:notification_id>/snooze")
+@login_required
+def snooze_page(notification_id: int):
+    """The snooze choices on a page of their own (where a refused time is explained without JavaScript)."""
+    row = _own_notification(notification_id)
+    return render_template("inbox/snooze.html", n=row, next_url=_back(), snooze_error=None)
+
+
+@bp.post("/inbox/notifications/<int:notification_id>/snooze")
+@login_required
+def snooze(notification_id: int):
+    """Read and hide a notification until a chosen time (a menu choice or a picked date-time)."""
+    row = _own_notification(notification_id)
+    if row["archived_at"]:
+        abort(422, "Move it back to the inbox before snoozing it.")
+    try:
+        until = snoozing.until_from_form(request.form, db_now(), timezones.user_zone(current_user))
+    except snoozing.SnoozeError as exc:
+        return _snooze_refused(row, str(exc))
+    service.snooze(current_user.id, notification_id, until)
+    return _finish(f"Snoozed “{row['title']}” until {localtime(until)}.", _gone)
+
+
+@bp.post("/inbox/notifications/<int:notification_id>/unsnooze")
+@login_required
+def unsnooze(notification_id: int):
+    """Wake a snoozed notification now: it is back on top of the inbox, unread."""
+    row = _own_notification(notification_id)
+    changed = service.unsnooze(current_user.id, notification_id)
+    status = f"“{row['title']}” is back in your inbox." if changed else f"“{row['title']}” was not snoozed."
+    return _finish(status, _gone)
+
+
+@bp.post("/inbox/notifications/<int:notification_id>/mute")
+@login_required
+def mute(notification_id: int):
+    """Mute the notification's thread: later ones in it arrive read and hidden (its rows so far stay)."""
+    row = _own_notification(notification_id)
+    if not row["mutable"]:
+        abort(422, "This notification is not part of a thread that can be muted.")
+    service.mute(current_user.id, notification_id)
+    return _finish(f"Muted the thread of “{row['title']}”. Unmute it in Preferences.", _row(notification_id))

@@ -27,8 +27,11 @@ from app.models.notifications import (
     AnnouncementRead,
     Notification,
     NotificationDelivery,
+    NotificationLastSeen,
+    NotificationMute,
     NotificationPreference,
     NotificationType,
+    ScheduledNotification,
 )
 from app.models.users import ROLES, User
 
@@ -58,6 +61,9 @@ __all__ = [
     "Announcement",
     "AnnouncementRead",
     "Notification",
+    "NotificationLastSeen",
+    "NotificationMute",
+    "ScheduledNotification",
     "NotificationDelivery",
     "NotificationPreference",
     "NotificationType",

@@ -1,4 +1,4 @@
-"""Tables for delivery: attempts, templates, suppressions, push subscriptions."""
+"""Tables for delivery: attempts, frequency-cap slots, templates, suppressions, push subscriptions."""
 
 from __future__ import annotations
 
@@ -35,6 +35,21 @@ class DeliveryAttempt(db.Model):
     duration_ms: Mapped[int] = mapped_column(sa.Integer, server_default="0")
     outcome: Mapped[str] = mapped_column(sa.Text)
     error: Mapped[str | None] = mapped_column(sa.Text)
+
+
+class DeliveryCapUse(db.Model):
+    """A frequency-cap slot: one admitted e-mail/push of a capped type, counted per (user, type, channel)."""
+
+    __tablename__ = "delivery_cap_uses"
+    __table_args__ = (sa.Index("delivery_cap_uses_window_idx", "user_id", "type", "channel", "used_at"),)
+
+    delivery_id: Mapped[int] = mapped_column(
+        sa.BigInteger, sa.ForeignKey("notification_deliveries.id", ondelete="CASCADE"), primary_key=True
+    )
+    user_id: Mapped[int] = mapped_column(sa.BigInteger)
+    type: Mapped[str] = mapped_column(sa.Text)
+    channel: Mapped[str] = mapped_column(sa.Text)
+    used_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
 
 
 class MessageTemplate(db.Model):

@@ -22,7 +22,17 @@ class NotificationType(db.Model):
     """A kind of notification with its per-channel defaults; mandatory types cannot be turned off."""
 
     __tablename__ = "notification_types"
-    __table_args__ = (sa.CheckConstraint(f"priority IN {PRIORITIES!r}", name="notification_types_priority"),)
+    __table_args__ = (
+        sa.CheckConstraint(f"priority IN {PRIORITIES!r}", name="notification_types_priority"),
+        sa.CheckConstraint(
+            "(escalate_after IS NULL OR escalate_after > 0) AND escalate_unless IN ('read', 'seen')",
+            name="notification_types_escalation",
+        ),
+        sa.CheckConstraint(
+            "(cap_count IS NULL) = (cap_window IS NULL) AND (cap_count IS NULL OR (cap_count > 0 AND cap_window > 0))",
+            name="notification_types_cap",
+        ),
+    )
 
     type: Mapped[str] = mapped_column(sa.Text, primary_key=True)
     label: Mapped[str] = mapped_column(sa.Text)
@@ -32,6 +42,14 @@ class NotificationType(db.Model):
     mandatory: Mapped[bool] = mapped_column(server_default=sa.false())
     priority: Mapped[str] = mapped_column(sa.Text, server_default="default")
     description: Mapped[str] = mapped_column(sa.Text, server_default="")
+    # Escalation: e-mail/push wait escalate_after seconds and go only if the row is still unread (or unseen).
+    escalate_after: Mapped[int | None] = mapped_column(sa.Integer)
+    escalate_unless: Mapped[str] = mapped_column(sa.Text, server_default="read")  # read | seen
+    # Online routing: e-mail/push are skipped (reason "online") for a user with a live socket.
+    skip_when_online: Mapped[bool] = mapped_column(server_default=sa.false())
+    # Frequency cap: at most cap_count e-mails (and pushes) per cap_window seconds per user and type.
+    cap_count: Mapped[int | None] = mapped_column(sa.Integer)
+    cap_window: Mapped[int | None] = mapped_column(sa.Integer)
 
 
 class Notification(db.Model):
@@ -41,7 +59,14 @@ class Notification(db.Model):
     __table_args__ = (
         sa.UniqueConstraint("user_id", "dedupe_key", name="notifications_dedupe"),
         sa.Index("notifications_list_idx", "user_id", sa.text("created_at DESC"), sa.text("id DESC")),
-        sa.Index("notifications_unread_idx", "user_id", postgresql_where=sa.text("read_at IS NULL")),
+        # (user_id) for the unread badge, created_at for the unseen one (newer than the last-seen time).
+        sa.Index("notifications_unread_idx", "user_id", "created_at", postgresql_where=sa.text("read_at IS NULL")),
+        sa.Index(
+            "notifications_cancellation_idx",
+            "cancellation_key",
+            postgresql_where=sa.text("cancellation_key IS NOT NULL"),
+        ),
+        sa.Index("notifications_snoozed_idx", "snoozed_until", postgresql_where=sa.text("snoozed_until IS NOT NULL")),
         sa.Index("notifications_campaign_idx", "campaign_id", postgresql_where=sa.text("campaign_id IS NOT NULL")),
     )
 
@@ -62,6 +87,60 @@ class Notification(db.Model):
     # False when the user turned in-app off for the type: the row anchors e-mail/push deliveries but is
     # born read (so it never enters the unread index) and is hidden from every inbox list.
     in_app: Mapped[bool] = mapped_column(server_default=sa.true())
+    # A thread ("post:123"): the user can mute it; later rows with the same key arrive read and hidden.
+    group_key: Mapped[str | None] = mapped_column(sa.Text)
+    # DELETE /v1/cancellations/<key> cancels what has not happened yet for rows with this key.
+    cancellation_key: Mapped[str | None] = mapped_column(sa.Text)
+    # Snoozed: out of the unread index (read_at set) and hidden until then, then back on top as unread.
+    snoozed_until: Mapped[datetime | None] = mapped_column(_tz)
+
+
+class ScheduledNotification(db.Model):
+    """A notification asked for with send_at in the future: invisible until the sweeper releases it."""
+
+    __tablename__ = "scheduled_notifications"
+    __table_args__ = (
+        sa.UniqueConstraint("user_id", "dedupe_key", name="scheduled_notifications_dedupe"),
+        sa.Index("scheduled_notifications_due_idx", "send_at", "id"),
+        sa.Index(
+            "scheduled_notifications_cancellation_idx",
+            "cancellation_key",
+            postgresql_where=sa.text("cancellation_key IS NOT NULL"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"))
+    type: Mapped[str] = mapped_column(sa.Text, sa.ForeignKey("notification_types.type"))
+    title: Mapped[str] = mapped_column(sa.Text)
+    body: Mapped[str] = mapped_column(sa.Text)
+    link_path: Mapped[str | None] = mapped_column(sa.Text)
+    data: Mapped[dict] = mapped_column(JSONB, server_default=sa.text("'{}'::jsonb"))
+    dedupe_key: Mapped[str] = mapped_column(sa.Text)
+    group_key: Mapped[str | None] = mapped_column(sa.Text)
+    cancellation_key: Mapped[str | None] = mapped_column(sa.Text)
+    api_key_id: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("api_keys.id", ondelete="SET NULL"))
+    send_at: Mapped[datetime] = mapped_column(_tz)
+    created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
+
+
+class NotificationLastSeen(db.Model):
+    """When the user last opened their inbox (the seed's method C): rows created later are unseen."""
+
+    __tablename__ = "notification_last_seen"
+
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    seen_at: Mapped[datetime] = mapped_column(_tz)
+
+
+class NotificationMute(db.Model):
+    """A thread (group key) one user muted: its later notifications arrive read, hidden and unsent."""
+
+    __tablename__ = "notification_mutes"
+
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    group_key: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
 
 
 class Announcement(db.Model):
@@ -116,6 +195,9 @@ class NotificationDelivery(db.Model):
         sa.UniqueConstraint("notification_id", "channel", name="notification_deliveries_once"),
         sa.CheckConstraint(f"channel IN {DELIVERY_CHANNELS!r}", name="notification_deliveries_channel"),
         sa.CheckConstraint(f"status IN {DELIVERY_STATUSES!r}", name="notification_deliveries_status"),
+        sa.CheckConstraint(
+            "escalation IS NULL OR escalation IN ('read', 'seen')", name="notification_deliveries_escalation"
+        ),
         sa.Index("notification_deliveries_due_idx", "next_attempt_at", postgresql_where=sa.text("status = 'pending'")),
         sa.Index("notification_deliveries_lease_idx", "locked_until", postgresql_where=sa.text("status = 'sending'")),
         sa.Index("notification_deliveries_created_idx", "created_at"),  # dashboard windows (0006)
@@ -137,5 +219,7 @@ class NotificationDelivery(db.Model):
     skip_reason: Mapped[str | None] = mapped_column(sa.Text)
     rendered_subject: Mapped[str | None] = mapped_column(sa.Text)
     rendered_body: Mapped[str | None] = mapped_column(sa.Text)
+    # An escalation waits until next_attempt_at and is sent only if the notification is still unread/unseen.
+    escalation: Mapped[str | None] = mapped_column(sa.Text)
     created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
     updated_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())

@@ -10,7 +10,7 @@ from app.models import NotificationType
 TYPES_SQL = sa.text(
     """
 SELECT t.type, t.label, t.description, t.default_in_app, t.default_email, t.default_push,
-       t.mandatory, t.priority,
+       t.mandatory, t.priority, t.escalate_after, t.escalate_unless, t.skip_when_online, t.cap_count, t.cap_window,
        (SELECT count(*) FROM message_templates m WHERE m.type = t.type) AS templates
 FROM notification_types t
 ORDER BY t.type

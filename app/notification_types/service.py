@@ -1,8 +1,10 @@
-"""Notification type writes: create, edit, rename while unused, confirm before going mandatory; audited."""
+"""Notification type writes: create, edit (wording, defaults, timing and routing), rename while unused,
+confirm before going mandatory; audited."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import asdict, dataclass
 
 import sqlalchemy as sa
 
@@ -23,7 +25,27 @@ TYPE_FIELDS = (
     "default_push",
     "mandatory",
     "priority",
+    "escalate_after",
+    "escalate_unless",
+    "skip_when_online",
+    "cap_count",
+    "cap_window",
 )
+# What an escalation waits for, and how the console says it.
+ESCALATE_UNLESS = {"read": "unread", "seen": "unseen"}
+TIMING_MAX_SECONDS = 30 * 86400  # escalation delay and cap window: up to 30 days
+CAP_MAX = 10000
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A type's timing and routing; the defaults keep "send at once on every enabled channel"."""
+
+    escalate_after: int | None = None  # seconds e-mail/push wait; sent only if still unread/unseen
+    escalate_unless: str = "read"  # read | seen
+    skip_when_online: bool = False  # skip e-mail/push while the user has a live socket
+    cap_count: int | None = None  # at most cap_count e-mails (and pushes) per cap_window seconds per user
+    cap_window: int | None = None
 
 
 class NeedsConfirmation(Refused):
@@ -39,6 +61,19 @@ def _check_type(label: str, priority: str) -> None:
         raise Refused(f"The label must have 1 to {TITLE_MAX} characters.")
     if priority not in PRIORITIES:
         raise Refused(f"The priority must be one of {', '.join(PRIORITIES)}.")
+
+
+def _check_timing(timing: Timing) -> None:
+    if timing.escalate_after is not None and not 1 <= timing.escalate_after <= TIMING_MAX_SECONDS:
+        raise Refused(f"Escalate after must be 1 to {TIMING_MAX_SECONDS:,} seconds, or empty.")
+    if timing.escalate_unless not in ESCALATE_UNLESS:
+        raise Refused("An escalation waits for the notification to stay unread or unseen.")
+    if (timing.cap_count is None) != (timing.cap_window is None):
+        raise Refused("A frequency cap needs both its number and its window, or neither.")
+    if timing.cap_count is not None and not 1 <= timing.cap_count <= CAP_MAX:
+        raise Refused(f"The cap must be 1 to {CAP_MAX:,} messages.")
+    if timing.cap_window is not None and not 1 <= timing.cap_window <= TIMING_MAX_SECONDS:
+        raise Refused(f"The cap window must be 1 to {TIMING_MAX_SECONDS:,} seconds.")
 
 
 def _check_key(key: str) -> None:
@@ -59,12 +94,15 @@ def create_type(
     default_push: bool = False,
     mandatory: bool = False,
     priority: str = "default",
+    timing: Timing = Timing(),
 ) -> NotificationType:
     """Create a notification type (a new key has no preferences, so mandatory needs no confirmation)."""
     _check_key(key)
     _check_type(label, priority)
+    _check_timing(timing)
     item = NotificationType(type=key)
     _set_fields(item, label, description, default_in_app, default_email, default_push, mandatory, priority)
+    _set_timing(item, timing)
     db.session.add(item)
     db.session.flush()
     audit.record(actor, "type.create", "notification_type", key, after=audit.snapshot(item, TYPE_FIELDS))
@@ -77,6 +115,11 @@ def _set_fields(item: NotificationType, label: str, description: str, default_in
     item.label, item.description = label.strip(), description.strip()
     item.default_in_app, item.default_email, item.default_push = default_in_app, default_email, default_push
     item.mandatory, item.priority = mandatory, priority
+
+
+def _set_timing(item: NotificationType, timing: Timing) -> None:
+    for name, value in asdict(timing).items():
+        setattr(item, name, value)
 
 
 def _referencing_columns() -> list[tuple[str, str]]:
@@ -121,12 +164,18 @@ def update_type(
     mandatory: bool,
     priority: str,
     confirmed: bool = False,
+    timing: Timing | None = None,
 ) -> str:
-    """Edit a type (rename only while unused); raise NeedsConfirmation before overriding users' choices."""
+    """Edit a type (rename only while unused); raise NeedsConfirmation before overriding users' choices.
+
+    timing=None keeps the type's timing and routing as they are.
+    """
     item = db.session.get(NotificationType, key, with_for_update=True)
     if item is None:
         raise Refused("That notification type no longer exists.")
     _check_type(label, priority)
+    if timing is not None:
+        _check_timing(timing)
     if new_key != key:
         _check_key(new_key)
         # The row lock above conflicts with the KEY SHARE lock a new notification's foreign key
@@ -139,6 +188,8 @@ def update_type(
             raise NeedsConfirmation(overrides)
     before = audit.snapshot(item, TYPE_FIELDS)
     _set_fields(item, label, description, default_in_app, default_email, default_push, mandatory, priority)
+    if timing is not None:
+        _set_timing(item, timing)
     db.session.flush()
     if new_key != key:
         _rename_type(key, new_key)

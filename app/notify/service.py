@@ -24,53 +24,88 @@ from app.notify import queries
 from app.preferences.queries import EFFECTIVE_SEND_SQL
 from app.queueing import delivery_queue, enqueue_deliveries_after_commit
 
+# The content of each row, as SQL: the request's parameters (one content for every recipient), or the
+# columns of `recipients` (scheduled rows released together, each with its own content: app/notify/schedule.py).
+PARAM_CONTENT = {
+    "type": ":type",
+    "title": ":title",
+    "body": ":body",
+    "link_path": ":link_path",
+    "dedupe_key": ":dedupe_key",
+    "data": "CAST(:data AS jsonb)",
+    "campaign_id": "CAST(:campaign_id AS bigint)",
+    "group_key": "CAST(:group_key AS text)",
+    "cancellation_key": "CAST(:cancellation_key AS text)",
+}
+# Campaign rows have no thread and cannot be cancelled by key.
+CAMPAIGN_CONTENT = {**PARAM_CONTENT, "group_key": "CAST(NULL AS text)", "cancellation_key": "CAST(NULL AS text)"}
+ROW_CONTENT = {name: f"r.{name}" for name in PARAM_CONTENT}
+ROW_API_KEY = "r.api_key_id"
+
 
 # Needs CTEs `recipients(user_id, email)` and `prefs(user_id, channel, enabled)` (the recipients'
-# preference rows for :type) before it. Writes the rows for :type and exposes them as `inserted` (new
-# notifications) and `deliveries` (their ledger rows). Campaign fanout reuses it with its own
-# `recipients` (a keyset batch of users) and `prefs` (read by the batch's user-id range). api_key_id is
-# the SQL for the creating API key's id.
-def _notify_ctes(api_key_id: str) -> str:
+# preference rows for :type; with prefs_by_type, `prefs(user_id, type, channel, enabled)`) before it.
+# Writes the rows and exposes them as `inserted` (new notifications) and `deliveries` (their ledger rows).
+# Campaign fanout reuses it with its own `recipients` (a keyset batch of users) and `prefs` (read by the
+# batch's user-id range). api_key_id is the SQL for the creating API key's id. A row whose (user,
+# group_key) thread the user muted, of a type that is not mandatory, is born read and hidden (in_app
+# false) and its e-mail/push are recorded as skipped with reason 'muted'.
+def _notify_ctes(api_key_id: str, content: dict[str, str] = PARAM_CONTENT, prefs_by_type: bool = False) -> str:
+    f = content
+    by_type = " AND p.type = t.type" if prefs_by_type else ""
     return f"""
 cells AS (
-  SELECT r.user_id, r.email, c.channel, {EFFECTIVE_SEND_SQL} AS send
+  SELECT r.user_id, r.email, c.channel, {EFFECTIVE_SEND_SQL} AS send,
+         {f["type"]} AS type, {f["title"]} AS title, {f["body"]} AS body, {f["link_path"]} AS link_path,
+         {f["dedupe_key"]} AS dedupe_key, {f["data"]} AS data, {f["campaign_id"]} AS campaign_id,
+         {f["group_key"]} AS group_key, {f["cancellation_key"]} AS cancellation_key, {api_key_id} AS api_key_id,
+         (NOT t.mandatory AND {f["group_key"]} IS NOT NULL AND EXISTS (
+           SELECT 1 FROM notification_mutes m WHERE m.user_id = r.user_id AND m.group_key = {f["group_key"]}
+         )) AS muted
   FROM recipients r
-  JOIN notification_types t ON t.type = :type
+  JOIN notification_types t ON t.type = {f["type"]}
   CROSS JOIN (VALUES ('in_app'), ('email'), ('push')) AS c(channel)
-  LEFT JOIN prefs p ON p.user_id = r.user_id AND p.channel = c.channel
+  LEFT JOIN prefs p ON p.user_id = r.user_id AND p.channel = c.channel{by_type}
 ),
 inserted AS (
   -- With in-app off the row is still written (it anchors the deliveries) but is born read,
   -- so it never enters the unread index, and in_app = false hides it from every list.
   INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, data, campaign_id,
-                             api_key_id, in_app, read_at)
-  SELECT c.user_id, :type, :title, :body, :link_path, :dedupe_key, CAST(:data AS jsonb),
-         CAST(:campaign_id AS bigint), {api_key_id}, c.send, CASE WHEN c.send THEN NULL ELSE now() END
+                             api_key_id, in_app, read_at, group_key, cancellation_key)
+  SELECT c.user_id, c.type, c.title, c.body, c.link_path, c.dedupe_key, c.data, c.campaign_id,
+         c.api_key_id, c.send AND NOT c.muted, CASE WHEN c.send AND NOT c.muted THEN NULL ELSE now() END,
+         c.group_key, c.cancellation_key
   FROM cells c
   WHERE c.channel = 'in_app'
   ON CONFLICT (user_id, dedupe_key) DO NOTHING
-  RETURNING id, user_id, in_app
+  RETURNING id, user_id, in_app, dedupe_key, type, title
 ),
 deliveries AS (
   -- A channel that is on but has nowhere to go is recorded as skipped, so the ledger says why.
-  INSERT INTO notification_deliveries (notification_id, channel, status, skip_reason)
-  SELECT i.id, c.channel, CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'skipped' END, s.reason
+  -- An escalating type's rows wait escalate_after seconds and `escalation` says what cancels them;
+  -- the sweeper enqueues them when due (TAKE_DUE_SQL), so nothing enqueues them now.
+  INSERT INTO notification_deliveries (notification_id, channel, status, skip_reason, next_attempt_at, escalation)
+  SELECT i.id, c.channel, CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'skipped' END, s.reason,
+         now() + make_interval(secs => coalesce(et.escalate_after, 0)),
+         CASE WHEN et.escalate_after IS NOT NULL THEN et.escalate_unless END
   FROM inserted i
-  JOIN cells c ON c.user_id = i.user_id AND c.channel <> 'in_app' AND c.send
+  JOIN cells c ON c.user_id = i.user_id AND c.dedupe_key = i.dedupe_key AND c.channel <> 'in_app' AND c.send
+  JOIN notification_types et ON et.type = c.type
   CROSS JOIN LATERAL (
     SELECT CASE
+      WHEN c.muted THEN 'muted'
       WHEN c.channel = 'email' AND coalesce(c.email, '') = '' THEN 'no_email_address'
       WHEN c.channel = 'push' AND NOT EXISTS (
         SELECT 1 FROM push_subscriptions ps WHERE ps.user_id = i.user_id AND ps.invalidated_at IS NULL
       ) THEN 'no_push_subscription'
     END AS reason
   ) s
-  RETURNING id, notification_id, channel, status
+  RETURNING id, notification_id, channel, status, escalation
 )"""
 
 
 # Campaign rows come from no API key; the ingest records the calling key (only it may read the row back).
-NOTIFY_CTES = _notify_ctes("NULL")
+NOTIFY_CTES = _notify_ctes("CAST(NULL AS bigint)", CAMPAIGN_CONTENT)
 
 # How callers name recipients: the product's external ids (API) or user ids (campaigns).
 WANTED_SQL = {
@@ -109,7 +144,7 @@ LEFT JOIN inserted i ON i.user_id = w.user_id
 UNION ALL
 SELECT 'delivery', NULL, NULL, NULL, d.id, NULL, d.channel, NULL
 FROM deliveries d
-WHERE d.status = 'pending'
+WHERE d.status = 'pending' AND d.escalation IS NULL
 ORDER BY 1 DESC, 2, 5
 """
     )
@@ -175,12 +210,15 @@ def notify(
     campaign_id: int | None = None,
     strict: bool = True,
     api_key_id: int | None = None,
+    group_key: str | None = None,
+    cancellation_key: str | None = None,
 ) -> NotifyResult:
     """Write one notification per recipient and its e-mail/push deliveries, in the caller's transaction.
 
     Idempotent per (recipient, dedupe_key): a repeat returns the existing row with created=False and
     creates no deliveries. strict=True writes nothing at all when any recipient is unknown.
     After the commit, the new deliveries are enqueued and the recipients' badges told (with a toast).
+    A recipient who muted the group_key thread gets the row born read and hidden, and no e-mail/push.
     Raises NotifyError for an unknown type or (strict) unknown recipients.
     """
     refs = unique(refs)
@@ -200,6 +238,8 @@ def notify(
         "data": json.dumps(data or {}, separators=(",", ":")),
         "campaign_id": campaign_id,
         "api_key_id": api_key_id,
+        "group_key": group_key,
+        "cancellation_key": cancellation_key,
     }
     rows = db.session.execute(NOTIFY_SQL[by], params).all()
     result = _result(rows, type_, dedupe_key, strict)

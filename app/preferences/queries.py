@@ -114,3 +114,27 @@ def matrix(user_id: int) -> list[MatrixRow]:
 def cell(user_id: int, type_: str, channel: str) -> Resolved | None:
     """Return one resolved (type, channel) cell for the user."""
     return next((c for c in resolve([user_id], type_) if c.channel == channel), None)
+
+
+# --- muted threads --------------------------------------------------------------------------------
+
+MUTES_LIMIT = 200
+
+# The latest visible notification of each thread names it on the screen (a group key alone says little).
+MUTES_SQL = sa.text(
+    """
+SELECT m.group_key, m.created_at,
+       (SELECT n.title FROM notifications n
+        WHERE n.user_id = m.user_id AND n.group_key = m.group_key AND n.in_app
+        ORDER BY n.created_at DESC, n.id DESC LIMIT 1) AS latest_title
+FROM notification_mutes m
+WHERE m.user_id = :user_id
+ORDER BY m.created_at DESC, m.group_key
+LIMIT :limit
+"""
+)
+
+
+def muted_threads(user_id: int, limit: int = MUTES_LIMIT) -> list:
+    """Return the user's muted threads, newest mute first: group key, when muted, latest title (or None)."""
+    return list(db.session.execute(MUTES_SQL, {"user_id": user_id, "limit": limit}).mappings())

@@ -1,4 +1,4 @@
-"""Preference writes: store only deviations from a type's default, and the user's quiet hours.
+"""Preference writes: store only deviations from a type's default, the user's quiet hours, unmuting.
 
 Functions validate, change rows through the session and flush; they never commit. Bad input raises
 an error whose message is shown to the user, before anything is written.
@@ -104,3 +104,11 @@ def set_schedule(user_id: int, schedule: Schedule) -> None:
     user.quiet_hours_start = schedule.quiet_start
     user.quiet_hours_end = schedule.quiet_end
     db.session.flush()
+
+
+UNMUTE_SQL = sa.text("DELETE FROM notification_mutes WHERE user_id = :user_id AND group_key = :group_key")
+
+
+def unmute(user_id: int, group_key: str) -> int:
+    """Unmute one of the user's threads; 0 if the user had not muted it. Later notifications arrive as usual."""
+    return db.session.execute(UNMUTE_SQL, {"user_id": user_id, "group_key": group_key}).rowcount

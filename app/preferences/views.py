@@ -1,4 +1,4 @@
-"""The preference screen: type × channel switches, time zone and quiet hours."""
+"""The preference screen: type × channel switches, time zone and quiet hours, muted threads."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ def _page(status: int = 200, **schedule):
     return render_template(
         "preferences/index.html",
         rows=queries.matrix(current_user.id),
+        mutes=queries.muted_threads(current_user.id),
         timezones=timezones.choices(),
         now=datetime.now(UTC),
         **context,
@@ -102,4 +103,19 @@ def _schedule_fragment(values: dict, errors: dict, saved: bool) -> str:
         saved=saved,
         timezones=timezones.choices(),
         now=datetime.now(UTC),
+    )
+
+
+@bp.post("/preferences/mutes/unmute")
+@login_required
+def unmute():
+    """Unmute one of the user's threads (404 if they had not muted it); its next notifications arrive as usual."""
+    group_key = request.form.get("group_key", "")
+    if not service.unmute(current_user.id, group_key):
+        abort(404)
+    commit()
+    if not is_htmx():
+        return redirect(url_for("preferences.index", _anchor="muted"), 303)
+    return render_template(
+        "preferences/_unmuted.html", group_key=group_key, left=len(queries.muted_threads(current_user.id))
     )

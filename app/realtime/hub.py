@@ -5,7 +5,8 @@ Threads, all started lazily by the first socket (never at import, in create_app,
   broadcast channel), turns messages into "user N is dirty" and refreshes presence;
 - a few flushers (REALTIME_FLUSH_THREADS) run flush_due() whenever a user falls due: recount dirty
   users, at most once per user per REALTIME_COALESCE_SECONDS, with a database session only for the
-  length of a batch, and hand the rendered frame to that user's sockets;
+  length of a batch, and hand the rendered frame to that user's sockets (one statement counts both
+  badges, unread and unseen; the frame shows the one BADGE_COUNTS picks and carries both);
 - each socket's own handler thread is the only one that writes to it, so a slow client only ever
   blocks itself.
 Every socket is also counted per user across processes (app/live/sockets.py): the one that pushes a
@@ -86,9 +87,9 @@ DEFAULTS = {
 _hubs: weakref.WeakSet[Hub] = weakref.WeakSet()
 
 
-def render_frame(count: int, toasts: list[dict] | tuple = ()) -> str:
-    """Render one websocket message: the badge partial out-of-band, plus any toasts."""
-    html = render_template("_badge.html", badge_count=count, oob=True)
+def render_frame(counts: queries.BadgeCounts, toasts: list[dict] | tuple = ()) -> str:
+    """Render one websocket message: the badge partial out-of-band (showing BADGE_COUNTS), plus any toasts."""
+    html = render_template("_badge.html", badge_count=counts.shown(), badge_both=counts, oob=True)
     if toasts:
         html += render_template("_toast.html", toasts=toasts)
     return html
@@ -428,7 +429,7 @@ class Hub:
         with self.app.test_request_context(base_url=self.app.config["BASE_URL"]):
             try:
                 for user_id, toasts in batch:
-                    frames.append((user_id, render_frame(queries.badge_count(user_id), toasts)))
+                    frames.append((user_id, render_frame(queries.badge_counts(user_id), toasts)))
             except SQLAlchemyError:
                 # Database trouble: send what was counted; the rest keep their badge until the next event
                 # (one log line per batch, not one per user of a broadcast).
@@ -442,7 +443,7 @@ class Hub:
     def greet(self, conn: Connection) -> bool:
         """Send the current count right away; False (socket closed 1011) if it cannot be read."""
         try:
-            frame = render_frame(queries.badge_count(conn.user_id))
+            frame = render_frame(queries.badge_counts(conn.user_id))
         except SQLAlchemyError:
             log.exception("badge count failed on connect for user %s", conn.user_id)
             conn.ws.close(INTERNAL_ERROR, "try again")

@@ -86,9 +86,37 @@
 
   document.addEventListener("htmx:sendError", function () { toast(MESSAGES[0]); });
 
+  // A row that leaves the list (snoozed, unsnoozed) is swapped for nothing, and htmx fires no settle
+  // event for it: remember its neighbours before the swap and, once it is gone, focus the next row (or
+  // the previous one, or the list's heading) instead of losing focus to the page.
+  function focusAfterRemoval(target, candidates) {
+    if (target.isConnected || (target.id && document.getElementById(target.id))) { return; }  // redrawn, not gone
+    for (var i = 0; i < candidates.length; i++) {
+      var el = candidates[i];
+      if (el && el.isConnected) {
+        if (!el.hasAttribute("tabindex")) { el.setAttribute("tabindex", "-1"); }
+        el.focus();
+        return;
+      }
+    }
+  }
+
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var target = evt.detail.target;
+    if (!target || !target.matches || !target.matches("li.item")) { return; }
+    var candidates = [target.nextElementSibling, target.previousElementSibling,
+      document.getElementById("notifications-title")];
+    window.setTimeout(function () { focusAfterRemoval(target, candidates); }, 0);
+  });
+
   // An outerHTML swap removes the button that had focus; put focus back on the new element so
   // keyboard and screen-reader users keep their place (htmx only restores focus by matching id).
   document.addEventListener("htmx:afterSettle", function (evt) {
+    var invalid = document.querySelector("[aria-invalid='true']");
+    if (invalid && evt.detail.target && evt.detail.target.id && invalid.closest("#" + evt.detail.target.id)) {
+      invalid.focus();  // a refused snooze time: straight back to the field that explains it
+      return;
+    }
     var fresh = document.querySelector("[data-first-new]");
     if (fresh) {
       fresh.removeAttribute("data-first-new");

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from app.extensions import db
@@ -130,3 +131,89 @@ def test_going_mandatory_without_deviations_needs_no_confirmation(client, csrf, 
 
 def test_missing_type_is_404(client, operator):
     assert client.get("/console/types/nope/edit").status_code == 404
+
+
+# --- timing and routing (issue 15) ---------------------------------------------------------------------
+
+TIMING = {"escalate_after": "300", "escalate_unless": "seen", "skip_when_online": "y", "cap_count": "5",
+          "cap_window": "3600"}  # fmt: skip
+
+
+def timing_of(key):
+    db.session.expire_all()
+    item = db.session.get(NotificationType, key)
+    return (item.escalate_after, item.escalate_unless, item.skip_when_online, item.cap_count, item.cap_window)
+
+
+def test_new_types_keep_sending_at_once(client, csrf, operator):
+    client.post("/console/types/new", headers=csrf(), data={**FORM, "key": "plain"})
+    assert timing_of("plain") == (None, "read", False, None, None)
+    row = client.get("/console/types").get_data(as_text=True).split('id="type-plain"')[1].split("</tr>")[0]
+    assert "At once" in row
+
+
+def test_set_and_clear_timing_audited(client, csrf, operator, audit_rows):
+    response = client.post("/console/types/new", headers=csrf(), data={**FORM, **TIMING, "key": "chat"})
+    assert response.status_code == 302
+    assert timing_of("chat") == (300, "seen", True, 5, 3600)
+    assert audit_rows("type.create")[0].after["cap_window"] == 3600
+    row = client.get("/console/types").get_data(as_text=True).split('id="type-chat"')[1].split("</tr>")[0]
+    assert "escalates after 300 s if unseen" in row and "skipped while online" in row
+    assert "at most 5 per 3,600 s" in row
+
+    page = client.get("/console/types/chat/edit").get_data(as_text=True)
+    assert 'name="escalate_after" type="number" value="300"' in page or 'value="300"' in page
+
+    # What a browser posts when the operator empties the fields and unticks the box.
+    cleared = {"escalate_after": "", "escalate_unless": "read", "cap_count": "", "cap_window": ""}
+    response = client.post("/console/types/chat/edit", headers=csrf(), data={**FORM, **cleared, "key": "chat"})
+    assert response.status_code == 302
+    assert timing_of("chat") == (None, "read", False, None, None)
+    (entry,) = audit_rows("type.update")
+    assert (entry.before["escalate_after"], entry.after["escalate_after"]) == (300, None)
+    assert (entry.before["skip_when_online"], entry.after["skip_when_online"]) == (True, False)
+    assert (entry.before["cap_count"], entry.after["cap_count"]) == (5, None)
+
+
+@pytest.mark.parametrize(
+    "fields, field, message",
+    [
+        ({"escalate_after": "0"}, "escalate_after", "Number must be between 1 and 2592000."),
+        ({"escalate_after": "soon"}, "escalate_after", "Not a valid integer value."),
+        ({"escalate_after": "60", "escalate_unless": "clicked"}, "escalate_unless", "Not a valid choice."),
+        ({"cap_count": "5"}, "cap_window", "Give both the number and the window, or leave both empty."),
+        ({"cap_window": "60"}, "cap_window", "Give both the number and the window, or leave both empty."),
+        ({"cap_count": "0", "cap_window": "60"}, "cap_count", "Number must be between 1 and 10000."),
+        ({"cap_count": "3", "cap_window": "-5"}, "cap_window", "Number must be between 1 and 2592000."),
+    ],
+)
+def test_timing_validation_names_the_field(client, csrf, operator, audit_rows, fields, field, message):
+    NotificationTypeFactory(type="chat")
+    response = client.post("/console/types/chat/edit", headers=csrf(), data={**FORM, "key": "chat", **fields})
+    assert response.status_code == 422
+    page = response.get_data(as_text=True)
+    assert f'id="{field}-error"' in page and message in page
+    assert timing_of("chat") == (None, "read", False, None, None)
+    assert audit_rows() == []
+
+
+def test_service_refuses_half_a_cap():
+    from app.notification_types import service
+    from app.refusal import Refused
+
+    with pytest.raises(Refused, match="both its number and its window"):
+        service.create_type(None, key="half", label="Half", timing=service.Timing(cap_count=3))
+
+
+def test_rename_keeps_timing(client, csrf, operator):
+    client.post("/console/types/new", headers=csrf(), data={**FORM, **TIMING, "key": "chat"})
+    response = client.post("/console/types/chat/edit", headers=csrf(), data={**FORM, **TIMING, "key": "chat_message"})
+    assert response.status_code == 302
+    assert timing_of("chat_message") == (300, "seen", True, 5, 3600)
+
+
+def test_timing_edit_needs_csrf(client, operator):
+    NotificationTypeFactory(type="chat")
+    response = client.post("/console/types/chat/edit", data={**FORM, **TIMING, "key": "chat"})
+    assert response.status_code in (400, 403)
+    assert timing_of("chat") == (None, "read", False, None, None)

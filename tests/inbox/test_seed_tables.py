@@ -97,6 +97,18 @@ def test_badge_for_user_7_is_8():
     assert badge_text(queries.badge_count(7)) == "8"
 
 
+def test_method_c_last_seen_for_user_7():
+    # The seed's method C: seen at 2026-09-25 00:00+09, six rows are newer. One of them (n = 95) is read,
+    # and a row read elsewhere is not unseen here, so the unseen badge is 5; the unread one stays 8.
+    db.session.execute(sa.text("INSERT INTO notification_last_seen VALUES (7, timestamptz '2026-09-25 00:00+09')"))
+    newer = "SELECT count(*) FROM notifications WHERE user_id = 7 AND created_at > timestamptz '2026-09-25 00:00+09'"
+    assert _scalar(newer) == 6
+    assert queries.unseen_count(7) == 5
+    assert queries.badge_counts(7) == queries.BadgeCounts(unread=8, unseen=5)
+    assert service.record_seen(7) is True
+    assert queries.badge_counts(7) == queries.BadgeCounts(unread=8, unseen=0)
+
+
 def test_first_page_and_keyset_page_two_for_user_42():
     offset = _offset("notifications")
     first = queries.notification_page(42, limit=5)

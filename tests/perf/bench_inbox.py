@@ -3,18 +3,22 @@
     python -m tests.perf.bench_inbox [--runs 5]
 
 Uses its own database `hato_bench_inbox` (dropped, created and migrated here) on the server of
-DATABASE_URL. The dataset is the seed's (2,000 users × 100 notifications, newest 5 unread; 50
-announcements; users 1–200 read all but the newest 3), built with the seed's set-based INSERT …
-SELECT, plus user 2001 with 100,000 notifications of which every tenth (10,000) is unread. Then
-VACUUM ANALYZE: the state autovacuum keeps these tables in (announcement_reads is insert-only, so its
-pages become all-visible and the badge's anti-join is an index-only scan). --analyze-only skips the
-VACUUM, as the seed did; every heap page then has to be visited and the announcement part of the
-badge reads one page per announcement the user has read.
+DATABASE_URL, or DATABASE_URL's own database when its name says it is bench scratch space (contains
+`_bench`), so two people on one server can run it side by side. The dataset is the seed's (2,000
+users × 100 notifications, newest 5 unread; 50 announcements; users 1–200 read all but the newest
+3), built with the seed's set-based INSERT … SELECT, plus user 2001 with 100,000 notifications of
+which every tenth (10,000) is unread. Then VACUUM ANALYZE: the state autovacuum keeps these tables
+in (announcement_reads is insert-only, so its pages become all-visible and the badge's anti-join is
+an index-only scan). --analyze-only skips the VACUUM, as the seed did; every heap page then has to
+be visited and the announcement part of the badge reads one page per announcement the user has read.
 
 Each statement is the one the app runs (imported from app.inbox), under EXPLAIN (ANALYZE, BUFFERS)
 after a warm-up: buffers are shared hit + read of the whole statement, time is the median of --runs
 executions. Writes run inside a transaction that is rolled back, so every run sees the same data.
 The badge is also measured with notifications_unread_idx dropped (in a rolled-back transaction).
+The unseen badge (BADGE_COUNTS=unseen, issue 15) is measured with a last-seen time that leaves some
+unread rows newer (user 42: its 2 newest; the heavy user: the newest 5,000 rows, 500 of them unread),
+and so is the statement the websocket frame runs for both badges at once.
 Synchronized sequential scans are off, so a sequential scan always starts at the first page.
 Prints a table, then one JSON line with the figures.
 """
@@ -28,7 +32,7 @@ import statistics
 import time
 
 from tests.inbox.seed_dataset import SEED_NOTIFICATIONS_SQL, SEED_TYPES_SQL
-from tests.support.databases import bench_urls, recreate_database
+from tests.support.databases import bench_urls, database_name, recreate_database
 
 BENCH_DB = "hato_bench_inbox"
 SEED_USER = 42
@@ -120,6 +124,7 @@ def explain(statement, params: dict, runs: int, setup: list[str] = ()) -> dict:
         "ms": statistics.median(times[1:]),
         "sort": any(n["Node Type"] in ("Sort", "Incremental Sort") for n in nodes),
         "indexes": sorted({n["Index Name"] for n in nodes if "Index Name" in n}),
+        "nodes": [{k: n.get(k) for k in ("Node Type", "Index Name", "Heap Fetches")} for n in nodes],
         "initplans": [
             n.get("Shared Hit Blocks", 0) + n.get("Shared Read Blocks", 0)
             for n in nodes
@@ -140,6 +145,33 @@ def _deep_cursor(user_id: int, pages: int) -> str | None:
     return cursor
 
 
+# The last-seen time per measured user: user 42's two newest rows (n = 99, 100) are newer; the heavy
+# user's newest 5,000 rows are (500 of them unread, so the unseen part reaches the cap).
+LAST_SEEN_SQL = """
+INSERT INTO notification_last_seen (user_id, seen_at)
+SELECT :user_id, created_at FROM notifications WHERE user_id = :user_id
+ORDER BY created_at DESC OFFSET :newer LIMIT 1
+ON CONFLICT (user_id) DO UPDATE SET seen_at = EXCLUDED.seen_at
+"""
+NEWER_THAN_SEEN = {SEED_USER: 2, HEAVY_USER: 5000}
+
+
+def _set_last_seen(user_id: int) -> None:
+    """Give the user a last visit (committed: the measured statements run in rolled-back transactions)."""
+    import sqlalchemy as sa
+
+    from app.extensions import db
+
+    db.session.execute(sa.text(LAST_SEEN_SQL), {"user_id": user_id, "newer": NEWER_THAN_SEEN[user_id]})
+    db.session.commit()
+
+
+def _index_only(result: dict, index: str = "notifications_unread_idx") -> bool:
+    """Whether every scan of index in the plan is an Index Only Scan."""
+    scans = [n for n in result["nodes"] if n.get("Index Name") == index]
+    return bool(scans) and all(n["Node Type"] == "Index Only Scan" for n in scans)
+
+
 def measure_user(user_id: int, runs: int) -> dict:
     """Measure every inbox statement for one user."""
     import sqlalchemy as sa
@@ -148,6 +180,7 @@ def measure_user(user_id: int, runs: int) -> dict:
     from app.inbox import queries, service
     from app.pagination import Cursor
 
+    _set_last_seen(user_id)
     badge_params = {"user_id": user_id, "cap": queries.BADGE_CAP}
     page_params = {"user_id": user_id, "limit": queries.PAGE_SIZE + 1}
     newest_unread = db.session.execute(
@@ -159,6 +192,8 @@ def measure_user(user_id: int, runs: int) -> dict:
         "badge, no partial index": explain(
             queries.BADGE_SQL, badge_params, runs, setup=["DROP INDEX notifications_unread_idx"]
         ),
+        "unseen badge": explain(queries.UNSEEN_SQL, badge_params, runs),
+        "both badges (frame)": explain(queries.COUNTS_SQL, badge_params, runs),
         "first page": explain(queries._page_sql("all", keyset=False), page_params, runs),
         "mark-read": explain(service.MARK_READ_SQL, {"id": newest_unread, "user_id": user_id}, runs),
         "read-all (personal)": explain(service.READ_ALL_SQL, {"user_id": user_id}, runs),
@@ -190,6 +225,14 @@ def report(results: dict[int, dict], build_seconds: float, vacuumed: bool) -> di
         badge = rows["badge"]["initplans"]
         if badge:
             print(f"{'  badge parts (pers., ann.)':<28}{names[user_id]:<10}{' + '.join(map(str, badge)):>9}")
+        scans = [
+            f"{name}: {n['Node Type']}, heap fetches {n['Heap Fetches']}"
+            for name in ("badge", "unseen badge", "both badges (frame)")
+            for n in rows[name]["nodes"]
+            if n.get("Index Name") == "notifications_unread_idx"
+        ]
+        for line in scans:
+            print(f"  {names[user_id]}, notifications_unread_idx in {line}")
         print()
     seed, heavy = results[SEED_USER], results[HEAVY_USER]
     page50 = heavy.get(f"page {PAGES_DEEP} (keyset)")
@@ -209,6 +252,17 @@ def report(results: dict[int, dict], build_seconds: float, vacuumed: bool) -> di
         "mark_read_buffers_user42": seed["mark-read"]["buffers"],
         "read_all_buffers_user42": seed["read-all (personal)"]["buffers"],
         "read_all_buffers_heavy": heavy["read-all (personal)"]["buffers"],
+        "unseen_buffers_user42": seed["unseen badge"]["buffers"],
+        "unseen_buffers_heavy": heavy["unseen badge"]["buffers"],
+        "both_badges_buffers_user42": seed["both badges (frame)"]["buffers"],
+        "both_badges_buffers_heavy": heavy["both badges (frame)"]["buffers"],
+        "unseen_ms_user42": round(seed["unseen badge"]["ms"], 3),
+        "unseen_ms_heavy": round(heavy["unseen badge"]["ms"], 3),
+        "badges_index_only": all(
+            _index_only(rows[name])
+            for rows in (seed, heavy)
+            for name in ("badge", "unseen badge", "both badges (frame)")
+        ),
     }
     summary["badge_no_partial_index_ratio"] = round(
         summary["badge_buffers_no_partial_index"] / summary["badge_buffers_user42"], 1
@@ -216,6 +270,9 @@ def report(results: dict[int, dict], build_seconds: float, vacuumed: bool) -> di
     checks = [
         ("badge for user 42 reads <= 10 buffers", summary["badge_buffers_user42"] <= 10),
         ("heavy badge bounded by the cap (< 10,000 unread rows)", summary["badge_buffers_heavy"] < 200),
+        ("unseen badge for user 42 reads <= 10 buffers", summary["unseen_buffers_user42"] <= 10),
+        ("heavy unseen badge reads <= 10 buffers", summary["unseen_buffers_heavy"] <= 10),
+        ("badge, unseen badge and frame: Index Only Scans of the unread index", summary["badges_index_only"]),
         ("first page has no Sort node", not summary["first_page_has_sort"]),
         (
             "page 50 within a few buffers of page 1",
@@ -235,7 +292,8 @@ def main() -> None:
     parser.add_argument("--analyze-only", action="store_true", help="ANALYZE without VACUUM, as the seed did")
     args = parser.parse_args()
     started = time.monotonic()
-    url, _ = bench_urls(BENCH_DB, 0)
+    own = database_name(os.environ.get("DATABASE_URL", ""))
+    url, _ = bench_urls(own if "_bench" in own else BENCH_DB, 0)
     os.environ.setdefault("SECRET_KEY", "bench-secret")
     recreate_database(url)
     from app import create_app

@@ -51,22 +51,22 @@ class FakeSocket:
 
 
 class CountingBadge:
-    """Stands in for badge_count: each call returns one more, and records who asked when."""
+    """Stands in for badge_counts: each call returns one more, and records who asked when."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[int, float]] = []
         self.lock = threading.Lock()
 
-    def __call__(self, user_id: int) -> int:
+    def __call__(self, user_id: int) -> queries.BadgeCounts:
         with self.lock:
             self.calls.append((user_id, time.monotonic()))
-            return len(self.calls)
+            return queries.BadgeCounts(unread=len(self.calls), unseen=0)
 
 
 @pytest.fixture
 def counting(monkeypatch):
     badge = CountingBadge()
-    monkeypatch.setattr(queries, "badge_count", badge)
+    monkeypatch.setattr(queries, "badge_counts", badge)
     return badge
 
 
@@ -286,14 +286,14 @@ def test_a_database_error_drops_the_batch_and_the_flusher_carries_on(app, clocke
         calls.append(user_id)
         raise OperationalError("SELECT badge", {}, Exception("connection refused"))
 
-    monkeypatch.setattr(queries, "badge_count", database_down)
+    monkeypatch.setattr(queries, "badge_counts", database_down)
     ws = FakeSocket()
     conn = hub.connect(95, ws)
     hub.notify(95)
     assert hub.flush_due() == 1 and calls == [95]
     conn.write_pending()
     assert ws.sent == []  # nothing counted, nothing sent
-    monkeypatch.setattr(queries, "badge_count", lambda user_id: 7)
+    monkeypatch.setattr(queries, "badge_counts", lambda user_id: queries.BadgeCounts(unread=7, unseen=0))
     clock.advance(0.1)  # past the coalescing window
     hub.notify(95)
     assert hub.flush_due() == 1
