@@ -1,6 +1,7 @@
 """Shared steps for the browser tests."""
 
 import re
+import time
 
 from playwright.sync_api import Page, expect
 
@@ -24,3 +25,19 @@ def sign_in(page: Page, email: str, *, scripts: bool = True) -> None:
     expect(page).to_have_url(re.compile(r"/inbox$"))
     if scripts:
         wait_for_htmx(page)
+
+
+def open_inbox(page: Page, url: str, seconds: float = 15) -> None:
+    """Load the inbox and wait until its websocket has delivered the first (authoritative) count.
+
+    The frame listener is attached when the socket is created, so a first frame that arrives before
+    the test would have started waiting is still counted.
+    """
+    frames: list = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(payload)))
+    page.goto(url)
+    deadline = time.monotonic() + seconds
+    while not frames:
+        assert time.monotonic() < deadline, "no websocket frame arrived"
+        page.wait_for_timeout(50)
+    page.evaluate("window.__sameDocument = true")

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 
 import pytest
@@ -15,35 +14,16 @@ import sqlalchemy as sa
 from playwright.sync_api import expect
 
 from app.campaigns import service
-from app.extensions import db, redis
+from app.extensions import db
 from app.unitofwork import commit
 from tests.e2e.helpers import sign_in
 from tests.factories import NotificationTypeFactory, UserFactory
-from tests.support.processes import flask_args, spawn, stop
 from tests.support.smtp import RecordingHandler, SmtpSink
 from tests.support.waiting import free_port, wait_for
 
 pytestmark = pytest.mark.e2e
 
 USERS = 1000
-
-
-@pytest.fixture
-def processes(live_server, tmp_path):
-    """Start flask worker/sweeper processes against the live server's database; all stopped afterwards."""
-    with live_server.app_context():
-        redis.client().flushdb()
-    started = []
-
-    def start(command: str, **env):
-        environment = dict(os.environ, PYTHONUNBUFFERED="1", **{k: str(v) for k, v in env.items()})
-        started.append(spawn(flask_args(command), environment, tmp_path / f"{command}-{len(started)}.log"))
-
-    yield start
-    for proc in started:
-        stop(proc)
-    with live_server.app_context():
-        redis.client().flushdb()
 
 
 @pytest.fixture

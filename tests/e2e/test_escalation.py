@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -21,7 +20,6 @@ from app.realtime.hub import hub_for
 from app.unitofwork import commit
 from tests.e2e.helpers import sign_in, wait_for_htmx
 from tests.factories import NotificationTypeFactory, UserFactory
-from tests.support.processes import flask_args, spawn, stop
 from tests.support.smtp import RecordingHandler, SmtpSink
 from tests.support.waiting import free_port, wait_for
 
@@ -40,23 +38,11 @@ def sink():
 
 
 @pytest.fixture
-def workers(live_server, tmp_path, sink):
-    """A worker and a sweeper against the live server's database and the sink; both stopped afterwards."""
-    with live_server.app_context():
-        redis.client().flushdb()
-    env = dict(
-        os.environ,
-        PYTHONUNBUFFERED="1",
-        SMTP_URL=f"smtp://127.0.0.1:{sink[0]}",
-        EMAIL_PROVIDER="smtp",
-        SWEEP_INTERVAL_SECONDS="0.5",
-    )
-    started = [spawn(flask_args(command), env, tmp_path / f"{command}.log") for command in ("worker", "sweep")]
-    yield
-    for proc in started:
-        stop(proc)
-    with live_server.app_context():
-        redis.client().flushdb()
+def workers(processes, sink):
+    """A worker and a sweeper against the live server's database and the sink."""
+    env = dict(SMTP_URL=f"smtp://127.0.0.1:{sink[0]}", EMAIL_PROVIDER="smtp", SWEEP_INTERVAL_SECONDS=0.5)
+    for command in ("worker", "sweep"):
+        processes(command, **env)
 
 
 def _setup(live_server, **type_fields) -> tuple[int, str]:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from playwright.sync_api import expect
 
 from app.extensions import db
+from tests.e2e.helpers import open_inbox
 from tests.factories import TEST_PASSWORD, UserFactory
 from tests.realtime.helpers import Gunicorn, api_notify, create_api_key, insert_notification, session_cookie
 from tests.support.waiting import free_port
@@ -29,22 +29,6 @@ def member(live_server):
         member = (user.id, user.email, user.external_id)
         db.session.remove()
     return member
-
-
-def open_inbox(page, url: str, seconds: float = 15) -> None:
-    """Load the inbox and wait until its websocket has delivered the first (authoritative) count.
-
-    The frame listener is attached when the socket is created, so a first frame that arrives before
-    the test would have started waiting is still counted.
-    """
-    frames: list = []
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(payload)))
-    page.goto(url)
-    deadline = time.monotonic() + seconds
-    while not frames:
-        assert time.monotonic() < deadline, "no websocket frame arrived"
-        page.wait_for_timeout(50)
-    page.evaluate("window.__sameDocument = true")
 
 
 def test_two_tabs_follow_an_api_call_and_a_mark_read(page, live_server, member):

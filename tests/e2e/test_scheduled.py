@@ -6,7 +6,6 @@ at send_at the sweeper releases it and the page's badge and toast follow live, w
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from datetime import UTC, datetime, timedelta
@@ -15,11 +14,10 @@ import pytest
 import sqlalchemy as sa
 from playwright.sync_api import expect
 
-from app.extensions import db, redis
+from app.extensions import db
 from tests.e2e.helpers import sign_in
 from tests.factories import NotificationTypeFactory, UserFactory
 from tests.realtime.helpers import api_notify, create_api_key
-from tests.support.processes import flask_args, spawn, stop
 
 pytestmark = pytest.mark.e2e
 
@@ -27,14 +25,9 @@ LEAD_SECONDS = 4
 
 
 @pytest.fixture
-def sweeper(live_server, tmp_path):
-    """A real sweeper process releasing scheduled rows every 0.2 s; stopped afterwards (even on failure)."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1", SCHEDULER_INTERVAL_SECONDS="0.2")
-    proc = spawn(flask_args("sweep"), env, tmp_path / "sweep.log")
-    yield proc
-    stop(proc)
-    with live_server.app_context():
-        redis.client().flushdb()
+def sweeper(processes):
+    """A real sweeper process releasing scheduled rows every 0.2 s."""
+    return processes("sweep", SCHEDULER_INTERVAL_SECONDS=0.2)
 
 
 @pytest.fixture

@@ -3,29 +3,16 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from playwright.sync_api import expect
 
 from app.extensions import db
-from tests.e2e.helpers import sign_in
+from tests.e2e.helpers import open_inbox, sign_in
 from tests.factories import NotificationTypeFactory, UserFactory
 from tests.realtime.helpers import api_notify, create_api_key
 
 pytestmark = pytest.mark.e2e
-
-
-def _wait_for_socket(page, url: str, seconds: float = 15) -> None:
-    """Load url and wait until its websocket delivered the first badge frame."""
-    frames: list = []
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(payload)))
-    page.goto(url)
-    deadline = time.monotonic() + seconds
-    while not frames:
-        assert time.monotonic() < deadline, "no websocket frame arrived"
-        page.wait_for_timeout(50)
-    page.evaluate("window.__sameDocument = true")
 
 
 def test_the_unseen_badge_drops_to_zero_live_when_another_tab_opens_the_inbox(page, live_server, monkeypatch):
@@ -39,7 +26,7 @@ def test_the_unseen_badge_drops_to_zero_live_when_another_tab_opens_the_inbox(pa
     key = create_api_key(live_server)
 
     sign_in(page, email)  # lands on the inbox: nothing new
-    _wait_for_socket(page, live_server.base_url + "/preferences")
+    open_inbox(page, live_server.base_url + "/preferences")
     badge = page.locator("#inbox-badge")
     expect(badge).to_have_text("")
 

@@ -8,31 +8,24 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
 import sqlalchemy as sa
 from playwright.sync_api import expect
 
-from app.extensions import db, redis
+from app.extensions import db
 from tests.e2e.helpers import sign_in
 from tests.factories import NotificationTypeFactory, UserFactory
 from tests.realtime.helpers import api_notify, create_api_key
-from tests.support.processes import flask_args, spawn, stop
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def sweeper(live_server, tmp_path):
-    """A real sweeper process every 0.2 s against the live server's database and Redis; stopped afterwards."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1", SWEEP_INTERVAL_SECONDS="0.2")
-    proc = spawn(flask_args("sweep"), env, tmp_path / "sweep.log")
-    yield proc
-    stop(proc)
-    with live_server.app_context():
-        redis.client().flushdb()
+def sweeper(processes):
+    """A real sweeper process every 0.2 s against the live server's database and Redis."""
+    return processes("sweep", SWEEP_INTERVAL_SECONDS=0.2)
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ import json
 import os
 import time
 
-from tests.support.databases import bench_urls, drop_database, recreate_database
+from tests.support.databases import bench_urls, drop_database, recreate_database, row_counts, run_outside_transaction
 
 BENCH_DB = "hato_bench_fanout"
 BENCH_REDIS_DB = 3
@@ -72,19 +72,6 @@ COUNTS_SQL = """SELECT (SELECT count(*) FROM notifications) AS notifications,
                        (SELECT count(*) FROM notification_deliveries) AS deliveries"""
 
 
-def _maintenance(db, *statements: str) -> None:
-    """VACUUM/CHECKPOINT need autocommit; run them on their own connection."""
-    with db.engine.connect() as conn:
-        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-        for statement in statements:
-            conn.exec_driver_sql(statement)
-
-
-def _counts(db, sa) -> dict:
-    db.session.rollback()
-    return dict(db.session.execute(sa.text(COUNTS_SQL)).mappings().one())
-
-
 def _campaign(service, db) -> int:
     """A fresh campaign to everyone, sent now (each fanout run gets its own)."""
     campaign = service.create_campaign(
@@ -99,7 +86,7 @@ def _fresh(db, sa) -> None:
     """Empty the written tables and checkpoint, so every run starts from the same state."""
     db.session.execute(sa.text("TRUNCATE notification_deliveries, notifications CASCADE"))
     db.session.commit()
-    _maintenance(db, "CHECKPOINT")
+    run_outside_transaction(db, "CHECKPOINT")
 
 
 def run(users: int, batch: int, rounds: int) -> dict:
@@ -128,7 +115,7 @@ def run(users: int, batch: int, rounds: int) -> dict:
             db.session.execute(sa.text(statement), {"users": users})
         db.session.commit()
         figures["load_s"] = time.perf_counter() - started
-        _maintenance(db, "VACUUM ANALYZE users", "VACUUM ANALYZE notification_preferences")
+        run_outside_transaction(db, "VACUUM ANALYZE users", "VACUUM ANALYZE notification_preferences")
         raw_campaign = _campaign(service, db)
         for _ in range(rounds):
             # (a) raw
@@ -141,7 +128,7 @@ def run(users: int, batch: int, rounds: int) -> dict:
                 )
             db.session.commit()
             figures["raw_runs"].append(time.perf_counter() - started)
-            raw = _counts(db, sa)
+            raw = row_counts(db, sa, COUNTS_SQL)
             # (b) the real fanout job
             _fresh(db, sa)
             redis.client().flushdb()  # the previous run's delivery jobs
@@ -150,7 +137,7 @@ def run(users: int, batch: int, rounds: int) -> dict:
             started = time.perf_counter()
             result = fanout_campaign(campaign_id)
             figures["fanout_runs"].append(time.perf_counter() - started)
-            real = _counts(db, sa)
+            real = row_counts(db, sa, COUNTS_SQL)
         finished = db.session.get(Campaign, campaign_id)
         figures["campaign"] = {"status": finished.status, "done": finished.done, "total": finished.total}
         figures["jobs"] = {name: get_queue(name).count for name in ("high", "default", "low")}

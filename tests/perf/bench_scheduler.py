@@ -31,7 +31,7 @@ import os
 import statistics
 import time
 
-from tests.support.databases import bench_urls, drop_database, recreate_database
+from tests.support.databases import bench_urls, drop_database, recreate_database, row_counts, run_outside_transaction
 
 BENCH_DB = "hato_bench_scheduler"
 BENCH_REDIS_DB = 2
@@ -80,25 +80,12 @@ COUNTS_SQL = """SELECT (SELECT count(*) FROM notifications) AS notifications,
                        (SELECT count(*) FROM scheduled_notifications) AS waiting"""
 
 
-def _maintenance(db, *statements: str) -> None:
-    """VACUUM/CHECKPOINT need autocommit; run them on their own connection."""
-    with db.engine.connect() as conn:
-        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-        for statement in statements:
-            conn.exec_driver_sql(statement)
-
-
-def _counts(db, sa) -> dict:
-    db.session.rollback()
-    return dict(db.session.execute(sa.text(COUNTS_SQL)).mappings().one())
-
-
 def _fresh(db, sa, redis) -> None:
     """Empty the written tables and the queues, and checkpoint, so every run starts from the same state."""
     db.session.execute(sa.text("TRUNCATE notification_deliveries, notifications, scheduled_notifications CASCADE"))
     db.session.commit()
     redis.client().flushdb()
-    _maintenance(db, "VACUUM ANALYZE scheduled_notifications", "CHECKPOINT")
+    run_outside_transaction(db, "VACUUM ANALYZE scheduled_notifications", "CHECKPOINT")
 
 
 def _jobs_enqueued(get_queue) -> tuple[int, int]:
@@ -155,7 +142,7 @@ def run(args) -> dict:
         for statement in SETUP_SQL:
             db.session.execute(sa.text(statement), params)
         db.session.commit()
-        _maintenance(db, "VACUUM ANALYZE users", "VACUUM ANALYZE notification_preferences")
+        run_outside_transaction(db, "VACUUM ANALYZE users", "VACUUM ANALYZE notification_preferences")
         for _ in range(args.rounds):
             # (a) raw
             _fresh(db, sa, redis)
@@ -164,13 +151,13 @@ def run(args) -> dict:
                 db.session.execute(sa.text(statement), params)
             db.session.commit()
             figures["raw_runs"].append(time.perf_counter() - started)
-            raw = _counts(db, sa)
+            raw = row_counts(db, sa, COUNTS_SQL)
             # (b) the release, from the moment the rows are due
             _fresh(db, sa, redis)
             due = db.session.execute(sa.text("SELECT now() + interval '2 seconds'")).scalar_one()
             db.session.execute(sa.text(SCHEDULE_SQL), {**params, "due": due})
             db.session.commit()
-            _maintenance(db, "VACUUM ANALYZE scheduled_notifications", "CHECKPOINT")
+            run_outside_transaction(db, "VACUUM ANALYZE scheduled_notifications", "CHECKPOINT")
             while db.session.execute(sa.text("SELECT now() < :due"), {"due": due}).scalar_one():
                 db.session.rollback()
                 time.sleep(0.01)
@@ -179,7 +166,7 @@ def run(args) -> dict:
             released = release_scheduled()
             assert unitofwork.wait_idle(app, 120), "delivery jobs not handed to Redis"
             figures["release_runs"].append(time.perf_counter() - started)
-            real = _counts(db, sa)
+            real = row_counts(db, sa, COUNTS_SQL)
             figures["released"] = released
             figures["jobs"], figures["enqueued"] = _jobs_enqueued(get_queue)
         figures["same_counts"] = (raw["notifications"], raw["deliveries"]) == (

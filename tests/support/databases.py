@@ -55,3 +55,17 @@ def recreate_database(url: str) -> None:
     name = database_name(url)
     with psycopg.connect(maintenance_conninfo(url), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def run_outside_transaction(db, *statements: str) -> None:
+    """Run VACUUM / CHECKPOINT (which refuse a transaction) on their own autocommit connection."""
+    with db.engine.connect() as conn:
+        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+        for statement in statements:
+            conn.exec_driver_sql(statement)
+
+
+def row_counts(db, sa, sql: str) -> dict:
+    """Return the one row of a counting statement as a dict, on a fresh transaction."""
+    db.session.rollback()
+    return dict(db.session.execute(sa.text(sql)).mappings().one())

@@ -1,0 +1,33 @@
+"""Browser-test fixtures shared by several modules: real worker/sweeper processes next to the live server."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from app.extensions import redis
+from tests.support.processes import flask_args, spawn, stop
+
+
+@pytest.fixture
+def processes(live_server, tmp_path):
+    """Start `flask worker|sweep` processes against the live server's database and Redis; all stopped afterwards.
+
+    Redis is flushed before and after, so no job or lock from another test reaches them.
+    """
+    with live_server.app_context():
+        redis.client().flushdb()
+    started = []
+
+    def start(command: str, **env):
+        environment = dict(os.environ, PYTHONUNBUFFERED="1", **{k: str(v) for k, v in env.items()})
+        proc = spawn(flask_args(command), environment, tmp_path / f"{command}-{len(started)}.log")
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        stop(proc)
+    with live_server.app_context():
+        redis.client().flushdb()
