@@ -2,10 +2,10 @@
 
 Three queues, drained in order by every worker: `high`, `default`, `low`. A delivery goes on its
 type's priority, except campaign deliveries and backlog drains (a DLQ bulk replay), which always go
-on `low` so that a burst of them never delays a live notification. Jobs are named here, as the
-dotted paths RQ imports (jobs/*.py), so no code outside jobs/ imports a job. Every enqueue is an
-effect run after its transaction commits (app/unitofwork.py), and tolerates Redis being down: the
-rows are committed, and the sweeper enqueues them later.
+on `low` so that a burst of them never delays a live notification; e-mail digests go on `low` too.
+Jobs are named here, as the dotted paths RQ imports (jobs/*.py), so no code outside jobs/ imports a
+job. Every enqueue is an effect run after its transaction commits (app/unitofwork.py), and tolerates
+Redis being down: the rows are committed, and the sweeper enqueues them later.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ DELIVERY_QUEUE_SQL = f"CASE WHEN n.campaign_id IS NULL THEN t.priority ELSE '{CA
 DELIVER_BATCH_JOB = "jobs.delivery.deliver_batch"
 FANOUT_JOB = "jobs.fanout.fanout_campaign"
 BULK_OPERATION_JOB = "jobs.bulk.run_bulk_operation"
+DIGEST_JOB = "jobs.digest.send_digests"
+DIGEST_QUEUE = "low"  # a digest is never urgent: live notifications go first
 FANOUT_TIMEOUT_SECONDS = 6 * 3600  # a timeout only ends this run; the next one resumes from the cursor
 BULK_TIMEOUT_SECONDS = 3600
 
@@ -182,6 +184,46 @@ class EnqueueRowJob(Effect):
 
     def count(self, result: object) -> dict[str, int]:
         return {"jobs": 1} if result else {}
+
+
+@dataclass(frozen=True)
+class EnqueueDigests(Effect):
+    """send_digests jobs for these digest runs (app/digests), DELIVERY_BATCH_SIZE runs per job."""
+
+    ids: tuple[int, ...]
+
+    def merge_key(self):
+        return ("digests",)
+
+    def merge(self, other: EnqueueDigests) -> EnqueueDigests:
+        return replace(self, ids=self.ids + other.ids)
+
+    def run(self) -> bool:
+        try:
+            queue = get_queue(DIGEST_QUEUE)
+            size = current_app.config["DELIVERY_BATCH_SIZE"]
+            with queue.connection.pipeline() as pipe:
+                jobs = [
+                    Queue.prepare_data(
+                        DIGEST_JOB, args=(batch,), timeout=600, result_ttl=60, job_id=keyspace.job_id(uuid.uuid4().hex)
+                    )
+                    for batch in chunks(list(self.ids), size)
+                ]
+                queue.enqueue_many(jobs, pipeline=pipe)
+                pipe.execute()
+        except RedisError as exc:
+            log.warning("could not enqueue %d digests (sweeper will): %s", len(self.ids), exc)
+            return False
+        return True
+
+    def count(self, result: object) -> dict[str, int]:
+        return {"digests": len(self.ids)} if result else {}
+
+
+def enqueue_digests_after_commit(ids: Sequence[int]) -> None:
+    """Enqueue send_digests jobs for these digest runs once the current transaction commits."""
+    if ids:
+        after_commit(EnqueueDigests(tuple(int(i) for i in ids)))
 
 
 def enqueue_deliveries_after_commit(queue_name: str, channel: str, ids: Sequence[int]) -> None:

@@ -7,7 +7,8 @@ whose job Redis lost) are enqueued in batches on their queue; idempotency keys o
 pruned; snoozed notifications whose time has come are woken; due scheduled notifications are
 released (release_scheduled, which the CLI loop also runs every SCHEDULER_INTERVAL_SECONDS); open
 badges move when a scheduled announcement goes live or expires; due and running campaigns, and
-unfinished bulk DLQ operations, get a job if theirs was lost. Two sweepers never enqueue the same
+unfinished bulk DLQ operations, get a job if theirs was lost; due e-mail digests are opened and
+enqueued (app/digests/sweep.py). Two sweepers never enqueue the same
 row: taking a row stamps it in the same statement (SKIP LOCKED), and a short Redis lock keeps a
 second sweeper from even trying meanwhile.
 """
@@ -25,6 +26,7 @@ from app.announcements.live import announce_due
 from app.campaigns.fanout import start_due
 from app.delivery import service
 from app.delivery.dlq import resume_bulk_operations
+from app.digests.sweep import sweep as sweep_digests
 from app.extensions import db, redis
 from app.inbox.service import wake_due
 from app.notify import schedule
@@ -124,7 +126,9 @@ def sweep_once() -> dict:
     announce_due()
     start_due()
     resume_bulk_operations()
+    digests = sweep_digests(config)  # due digest runs opened (exactly once per user and period) and enqueued
     return {
+        "digests": digests["enqueued"],
         "released": released,
         "due": sum(len(ids) for ids in due.values()),
         "enqueued": enqueued,

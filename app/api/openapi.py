@@ -107,7 +107,9 @@ OPERATIONS = (
         "The type's timing (set in the console) applies to e-mail/push: with `escalate_after` they wait "
         "that long and are skipped (reason `read` / `seen`) if the notification was read (or seen) by "
         "then; `skip_when_online` skips them (reason `online`) while the user has the app open; a "
-        "frequency cap skips the excess (reason `capped`).",
+        "frequency cap sends the e-mail excess to the user's next digest (reason `digested`) and skips the "
+        "push excess (reason `capped`); e-mail of a type the user gets as an hourly or daily digest is "
+        "skipped with reason `digested` and listed in that digest.",
     ),
     Operation(
         "delete",

@@ -157,6 +157,13 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+class Actor(_In):
+    """Who caused an event (aggregated rows list the distinct actors: "Alice and 3 others")."""
+
+    id: _text(1, KEY_MAX) = Field(description="The product's id of the actor.")
+    name: _text(1, limits.TITLE_MAX) = Field(description="The name shown in the notification.")
+
+
 class NotificationIn(_In):
     """POST /v1/notifications: one notification for each recipient."""
 
@@ -215,6 +222,12 @@ class NotificationIn(_In):
         "thread gets it stored read and hidden, with no e-mail or push (mandatory types excepted).",
         json_schema_extra=_absent_by_default,
     )
+    actor: Actor = Field(
+        None,
+        description="Who caused the event. For a type with an aggregation window, events with the same "
+        "group_key collapse into one notification naming the first actors and their number.",
+        json_schema_extra=_absent_by_default,
+    )
 
     @model_validator(mode="after")
     def _one_recipient_field(self) -> NotificationIn:
@@ -232,7 +245,9 @@ class NotificationIn(_In):
         """The dedupe key sent, or one derived from the content (so a retried request is not doubled)."""
         if self.dedupe_key is not None:
             return self.dedupe_key
-        content = self.model_dump_json(include={"type", "title", "body", "link", "data"})
+        # The actor counts only when sent, so keys derived before actors existed stay the same.
+        fields = {"type", "title", "body", "link", "data"} | ({"actor"} if self.actor is not None else set())
+        content = self.model_dump_json(include=fields)
         return "auto:" + hashlib.sha256(content.encode()).hexdigest()[:32]
 
 
@@ -352,6 +367,13 @@ class DeliveryOut(BaseModel):
     updated_at: datetime
 
 
+class EventOut(BaseModel):
+    dedupe_key: str
+    actor: Actor | None
+    data: dict[str, Any]
+    created_at: datetime
+
+
 class NotificationOut(BaseModel):
     id: int
     recipient: str | None
@@ -368,6 +390,10 @@ class NotificationOut(BaseModel):
     archived_at: datetime | None
     created_at: datetime
     deliveries: list[DeliveryOut]
+    event_count: int = Field(description="How many events this notification holds (more than 1: aggregated).")
+    actor_count: int = Field(description="How many distinct actors those events name.")
+    window_ends_at: datetime | None = Field(description="Aggregated: when its window closes (then e-mail/push go).")
+    events: list[EventOut] = Field(description="The events an aggregated notification holds, oldest first.")
 
 
 class UserOut(BaseModel):

@@ -166,13 +166,15 @@ def create_notifications(payload: schemas.NotificationIn):
         "group_key": payload.group_key,
         "cancellation_key": payload.cancellation_key,
     }
+    actor = payload.actor.model_dump() if payload.actor is not None else None
     send_at = schemas.parse_send_at(payload.send_at) if payload.send_at is not None else None
     # A send_at in the past (or now) means now, by the database's clock.
     if send_at is not None and send_at > db_now():
         scheduled = schedule(payload.recipient_ids(), send_at=send_at, **content)
         body = schemas.NotificationScheduled.of(payload.type, dedupe_key, send_at, scheduled)
     else:
-        body = schemas.NotificationAccepted.of(payload.type, dedupe_key, notify(payload.recipient_ids(), **content))
+        result = notify(payload.recipient_ids(), **content, actor=actor)
+        body = schemas.NotificationAccepted.of(payload.type, dedupe_key, result)
     response = store(json_response(202, body))
     commit()
     return response

@@ -8,6 +8,7 @@ from app.console.blueprint import bp, operator_zone
 from app.delivery import ledger_queries
 from app.limits import EMAIL_MAX, TYPE_KEY_MAX
 from app.notification_types import queries as type_queries
+from app.notify.queries import notification_events
 from app.pagination import parse_id_cursor
 from app.timezones import parse_local
 from app.web.headers import sent_content_csp
@@ -63,7 +64,12 @@ def delivery(delivery_id: int):
     if row is None:
         return render_template("console/missing.html", what="delivery"), 404
     response = make_response(
-        render_template("console/deliveries_detail.html", d=row, attempts=ledger_queries.attempts(delivery_id))
+        render_template(
+            "console/deliveries_detail.html",
+            d=row,
+            attempts=ledger_queries.attempts(delivery_id),
+            events=notification_events(row["notification_id"]),
+        )
     )
     # Rendered HTML is shown in a sandboxed srcdoc iframe, which inherits this page's CSP: inline
     # styles, but nothing fetched from elsewhere (app/web/headers.py sent_content_csp).

@@ -29,7 +29,14 @@ from app.limits import (
     TYPE_KEY_MAX,
 )
 from app.models import PRIORITIES, ROLES
-from app.notification_types.service import CAP_MAX, ESCALATE_UNLESS, TIMING_MAX_SECONDS, TYPE_KEY_RE
+from app.notification_types.service import (
+    AGGREGATION_MAX_SECONDS,
+    CAP_MAX,
+    EMAIL_FREQUENCIES,
+    ESCALATE_UNLESS,
+    TIMING_MAX_SECONDS,
+    TYPE_KEY_RE,
+)
 from app.timezones import LOCAL_FORMAT
 
 
@@ -78,6 +85,10 @@ class TypeForm(FlaskForm):
     skip_when_online = BooleanField("Skip e-mail and push while the user is online")
     cap_count = IntegerField("At most this many e-mails (and pushes)", validators=[Optional(), NumberRange(1, CAP_MAX)])
     cap_window = IntegerField("per (seconds)", validators=[Optional(), NumberRange(1, TIMING_MAX_SECONDS)])
+    aggregation_window = IntegerField(
+        "Aggregation window (seconds)", validators=[Optional(), NumberRange(1, AGGREGATION_MAX_SECONDS)]
+    )
+    email_frequency = SelectField("E-mail by default", choices=dict(EMAIL_FREQUENCIES), default="immediate")
 
     def validate(self, extra_validators=None) -> bool:
         """Also: a cap needs both its count and its window (Optional() would skip a validate_ method)."""

@@ -7,6 +7,7 @@ from flask_login import current_user
 
 from app.console.blueprint import bp
 from app.console.forms import TemplateForm
+from app.digests import templates as digest_templates
 from app.locales import normalize_locale
 from app.message_templates import preview as previews
 from app.message_templates import queries, service
@@ -54,6 +55,7 @@ def templates():
         templates=queries.message_templates(),
         types=type_queries.notification_types(),
         channels=TEMPLATE_CHANNELS,
+        digest_locales=digest_templates.locales(),
     )
 
 
@@ -149,3 +151,55 @@ def restore_template(template_id: int, version_id: int):
     return redirect(
         url_for("console.edit_template", type_=template.type, channel=template.channel, locale=template.locale)
     )
+
+
+# --- the digest e-mail's wording per locale (app/digests/templates.py) -------------------------------
+
+
+def _digest_preview(form: TemplateForm, locale: str) -> digest_templates.Preview:
+    return digest_templates.preview(
+        form.subject.data or "", form.body_text.data or "", form.body_html.data or "", locale
+    )
+
+
+@bp.route("/templates/digest/<locale>", methods=["GET", "POST"])
+def edit_digest_template(locale: str):
+    """Edit the digest e-mail's wording for one locale, previewed with a sample user and sample items."""
+    try:
+        locale = normalize_locale(locale)
+    except Refused:
+        abort(404)
+    template = digest_templates.digest_template(locale)
+    form = TemplateForm(obj=template)
+    preview = _digest_preview(form, locale)
+    status = 200
+    if request.method == "POST" and form.validate_on_submit():
+        parts = {name: getattr(form, name).data or "" for name in digest_templates.PARTS}
+        try:
+            saved = digest_templates.save(current_user, locale, problems=preview.problems, **parts)
+        except Refused as exc:
+            form.form_errors.append(str(exc))
+        else:
+            commit()
+            flash("Digest template saved." if saved else "Nothing changed.", "success")
+            return redirect(url_for("console.edit_digest_template", locale=locale))
+    if form.errors or form.form_errors:
+        status = 422
+    response = make_response(
+        render_template(
+            "console/digest_template_editor.html", form=form, locale=locale, template=template, preview=preview
+        ),
+        status,
+    )
+    response.headers["Content-Security-Policy"] = preview_csp()
+    return response
+
+
+@bp.post("/templates/digest/<locale>/preview")
+def preview_digest_template(locale: str):
+    """Render the editor's current digest wording (HTMX fragment)."""
+    try:
+        locale = normalize_locale(locale)
+    except Refused:
+        abort(404)
+    return render_template("console/_digest_preview.html", preview=_digest_preview(TemplateForm(), locale))

@@ -21,6 +21,8 @@ def _settings(form: TypeForm) -> dict:
         skip_when_online=form.skip_when_online.data,
         cap_count=form.cap_count.data,
         cap_window=form.cap_window.data,
+        aggregation_window=form.aggregation_window.data,
+        email_frequency=form.email_frequency.data,
     )
     return {name: getattr(form, name).data for name in SETTINGS} | {
         "description": form.description.data or "",

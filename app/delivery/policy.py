@@ -87,6 +87,8 @@ def skip_reason(row: BatchRow, configured: bool, channel_check: ChannelCheck = l
         return reason
     if row.skip_when_online and row.user_id in online:
         return "online"
+    if row.channel == "email" and row.frequency != "immediate":
+        return "digested"  # the user's hourly/daily digest sends it (app/digests)
     return None
 
 
@@ -134,11 +136,12 @@ def cap_groups(rows: Iterable[BatchRow]) -> dict[tuple[int, str, str], list[Batc
 
 
 def apply_caps(decisions: Plan, admitted: AbstractSet[int]) -> None:
-    """Move capped rows that were not admitted (see service.admit_capped) from send to skip, reason 'capped'."""
+    """Move capped rows that were not admitted (see service.admit_capped) from send to skip: e-mail with reason
+    'digested' (the user's next digest carries it, app/digests), push with reason 'capped'."""
     keep = []
     for row in decisions.send:
         if row.cap_count is None or row.id in admitted:
             keep.append(row)
         else:
-            decisions.skip.append((row, "capped"))
+            decisions.skip.append((row, "digested" if row.channel == "email" else "capped"))
     decisions.send = keep

@@ -22,7 +22,10 @@ SELECT d.id, d.channel, d.attempts, d.locked_until,
        {EFFECTIVE_SEND_SQL} AS allowed,
        EXISTS (SELECT 1 FROM email_suppressions s WHERE s.address = lower(btrim(u.email))) AS suppressed,
        d.escalation, n.read_at IS NOT NULL AS read, coalesce(n.created_at <= ls.seen_at, false) AS seen,
-       t.skip_when_online, t.cap_count, t.cap_window
+       t.skip_when_online, t.cap_count, t.cap_window,
+       CASE WHEN t.mandatory THEN 'immediate' ELSE coalesce(
+         (SELECT dp.frequency FROM digest_preferences dp WHERE dp.user_id = u.id AND dp.type = t.type),
+         t.email_frequency) END AS frequency
 FROM notification_deliveries d
 JOIN notifications n ON n.id = d.notification_id
 JOIN users u ON u.id = n.user_id
@@ -77,6 +80,7 @@ class BatchRow:
     skip_when_online: bool = False
     cap_count: int | None = None
     cap_window: int | None = None
+    frequency: str = "immediate"  # e-mail: immediate | hourly | daily (a digest takes it: app/digests)
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,16 @@ def index():
     return render_template("inbox/index.html", **context)
 
 
+@bp.get("/inbox/live")
+@login_required
+def live():
+    """The first page's content alone: the list refreshes its top when a new or re-surfaced row arrives."""
+    filter_name, _ = _listing_args()
+    if filter_name not in SEEN_FILTERS:
+        abort(400, "Only the newest notifications refresh live.")
+    return render_template("inbox/_content.html", **_content_context(filter_name))
+
+
 @bp.get("/inbox/badge")
 @login_required
 def badge():

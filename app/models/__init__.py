@@ -1,5 +1,6 @@
 """Tables, one module per area; import them from here."""
 
+from app.models.aggregation import NotificationEvent
 from app.models.api import ApiKey, IdempotencyKey, LoginLink
 from app.models.console import (
     AUDIENCE_KINDS,
@@ -18,6 +19,7 @@ from app.models.delivery import (
     MessageTemplate,
     PushSubscription,
 )
+from app.models.digests import DIGEST_KINDS, FREQUENCIES, DigestPreference, DigestRun, DigestTemplate
 from app.models.notifications import (
     CHANNELS,
     DELIVERY_CHANNELS,
@@ -36,6 +38,11 @@ from app.models.notifications import (
 from app.models.users import ROLES, User
 
 __all__ = [
+    "DIGEST_KINDS",
+    "FREQUENCIES",
+    "DigestPreference",
+    "DigestRun",
+    "DigestTemplate",
     "AUDIENCE_KINDS",
     "CAMPAIGN_STATUSES",
     "AuditEntry",
@@ -65,6 +72,7 @@ __all__ = [
     "NotificationMute",
     "ScheduledNotification",
     "NotificationDelivery",
+    "NotificationEvent",
     "NotificationPreference",
     "NotificationType",
 ]

@@ -32,6 +32,12 @@ class NotificationType(db.Model):
             "(cap_count IS NULL) = (cap_window IS NULL) AND (cap_count IS NULL OR (cap_count > 0 AND cap_window > 0))",
             name="notification_types_cap",
         ),
+        sa.CheckConstraint(
+            "aggregation_window IS NULL OR aggregation_window > 0", name="notification_types_aggregation"
+        ),
+        sa.CheckConstraint(
+            "email_frequency IN ('immediate', 'hourly', 'daily')", name="notification_types_email_frequency"
+        ),
     )
 
     type: Mapped[str] = mapped_column(sa.Text, primary_key=True)
@@ -50,6 +56,10 @@ class NotificationType(db.Model):
     # Frequency cap: at most cap_count e-mails (and pushes) per cap_window seconds per user and type.
     cap_count: Mapped[int | None] = mapped_column(sa.Integer)
     cap_window: Mapped[int | None] = mapped_column(sa.Integer)
+    # Aggregation: events of one (user, group_key) within this many seconds collapse into one row.
+    aggregation_window: Mapped[int | None] = mapped_column(sa.Integer)
+    # E-mail goes out immediately or in the user's hourly/daily digest (digest_preferences holds deviations).
+    email_frequency: Mapped[str] = mapped_column(sa.Text, server_default="immediate")
 
 
 class Notification(db.Model):
@@ -68,6 +78,14 @@ class Notification(db.Model):
         ),
         sa.Index("notifications_snoozed_idx", "snoozed_until", postgresql_where=sa.text("snoozed_until IS NOT NULL")),
         sa.Index("notifications_campaign_idx", "campaign_id", postgresql_where=sa.text("campaign_id IS NOT NULL")),
+        sa.Index(
+            "notifications_window_idx",
+            "user_id",
+            "type",
+            "group_key",
+            sa.text("window_ends_at DESC"),
+            postgresql_where=sa.text("window_ends_at IS NOT NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
@@ -93,6 +111,11 @@ class Notification(db.Model):
     cancellation_key: Mapped[str | None] = mapped_column(sa.Text)
     # Snoozed: out of the unread index (read_at set) and hidden until then, then back on top as unread.
     snoozed_until: Mapped[datetime | None] = mapped_column(_tz)
+    # Aggregated rows (app/notify/aggregate.py): events join the row until window_ends_at; e-mail/push wait for it.
+    window_ends_at: Mapped[datetime | None] = mapped_column(_tz)
+    event_count: Mapped[int] = mapped_column(server_default="1")
+    actor_count: Mapped[int] = mapped_column(server_default="0")
+    actor_names: Mapped[list] = mapped_column(JSONB, server_default=sa.text("'[]'::jsonb"))
 
 
 class ScheduledNotification(db.Model):
@@ -202,6 +225,12 @@ class NotificationDelivery(db.Model):
         sa.Index("notification_deliveries_lease_idx", "locked_until", postgresql_where=sa.text("status = 'sending'")),
         sa.Index("notification_deliveries_created_idx", "created_at"),  # dashboard windows (0006)
         sa.Index("notification_deliveries_failed_idx", "id", postgresql_where=sa.text("status = 'failed'")),  # the DLQ
+        sa.Index(  # e-mail waiting for the user's next digest (app/digests)
+            "notification_deliveries_digest_wait_idx",
+            "notification_id",
+            postgresql_where=sa.text("skip_reason = 'digested' AND digest_id IS NULL"),
+        ),
+        sa.Index("notification_deliveries_digest_idx", "digest_id", postgresql_where=sa.text("digest_id IS NOT NULL")),
     )
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
@@ -221,5 +250,7 @@ class NotificationDelivery(db.Model):
     rendered_body: Mapped[str | None] = mapped_column(sa.Text)
     # An escalation waits until next_attempt_at and is sent only if the notification is still unread/unseen.
     escalation: Mapped[str | None] = mapped_column(sa.Text)
+    # Skipped with reason 'digested': the digest run that took it (NULL while it waits for one).
+    digest_id: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("digest_runs.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
     updated_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())

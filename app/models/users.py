@@ -33,6 +33,7 @@ class User(UserMixin, db.Model):
     password_hash: Mapped[str | None] = mapped_column(sa.Text)
     quiet_hours_start: Mapped[time | None] = mapped_column(sa.Time)
     quiet_hours_end: Mapped[time | None] = mapped_column(sa.Time)
+    digest_time: Mapped[time | None] = mapped_column(sa.Time)  # the daily digest's local time; NULL = 09:00
     created_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), server_default=sa.func.now())
     # Bumped to end every session at once (sign out everywhere, password or role change).
     session_version: Mapped[int] = mapped_column(sa.Integer, server_default="0")

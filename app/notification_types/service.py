@@ -30,11 +30,16 @@ TYPE_FIELDS = (
     "skip_when_online",
     "cap_count",
     "cap_window",
+    "aggregation_window",
+    "email_frequency",
 )
 # What an escalation waits for, and how the console says it.
 ESCALATE_UNLESS = {"read": "unread", "seen": "unseen"}
 TIMING_MAX_SECONDS = 30 * 86400  # escalation delay and cap window: up to 30 days
 CAP_MAX = 10000
+# A type's default e-mail frequency (users may choose another), and how the console says it.
+EMAIL_FREQUENCIES = {"immediate": "immediately", "hourly": "in the hourly digest", "daily": "in the daily digest"}
+AGGREGATION_MAX_SECONDS = 86400  # a window longer than a day would hold e-mail back too long
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,8 @@ class Timing:
     skip_when_online: bool = False  # skip e-mail/push while the user has a live socket
     cap_count: int | None = None  # at most cap_count e-mails (and pushes) per cap_window seconds per user
     cap_window: int | None = None
+    aggregation_window: int | None = None  # seconds: events of one group_key collapse into one row
+    email_frequency: str = "immediate"  # the default for users: immediate | hourly | daily digest (app/digests)
 
 
 class NeedsConfirmation(Refused):
@@ -74,6 +81,10 @@ def _check_timing(timing: Timing) -> None:
         raise Refused(f"The cap must be 1 to {CAP_MAX:,} messages.")
     if timing.cap_window is not None and not 1 <= timing.cap_window <= TIMING_MAX_SECONDS:
         raise Refused(f"The cap window must be 1 to {TIMING_MAX_SECONDS:,} seconds.")
+    if timing.aggregation_window is not None and not 1 <= timing.aggregation_window <= AGGREGATION_MAX_SECONDS:
+        raise Refused(f"The aggregation window must be 1 to {AGGREGATION_MAX_SECONDS:,} seconds, or empty.")
+    if timing.email_frequency not in EMAIL_FREQUENCIES:
+        raise Refused(f"E-mail goes {', '.join(EMAIL_FREQUENCIES.values())}.")
 
 
 def _check_key(key: str) -> None:

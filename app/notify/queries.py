@@ -1,4 +1,4 @@
-"""Reads for the notify pipeline: existing rows by dedupe key, one notification with its ledger."""
+"""Reads for the notify pipeline: existing rows by dedupe key, one notification with its ledger and events."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ WHERE user_id = ANY(CAST(:user_ids AS bigint[])) AND dedupe_key = :dedupe_key
 NOTIFICATION_SQL = sa.text(
     """
 SELECT n.id, u.external_id AS recipient, n.type, n.title, n.body, n.link_path AS link, n.data,
-       n.dedupe_key, n.in_app, n.read_at, n.archived_at, n.created_at
+       n.dedupe_key, n.in_app, n.read_at, n.archived_at, n.created_at, n.event_count, n.actor_count,
+       n.window_ends_at
 FROM notifications n
 JOIN users u ON u.id = n.user_id
 WHERE n.id = :id AND n.api_key_id = :api_key_id
@@ -34,6 +35,32 @@ WHERE notification_id = :id
 ORDER BY channel
 """
 )
+
+
+# An aggregated row's raw events (capped: the count on the row is the total).
+EVENTS_SQL = sa.text(
+    """
+SELECT dedupe_key, actor_id, actor_name, data, created_at FROM notification_events
+WHERE notification_id = :id
+ORDER BY id
+LIMIT :limit
+"""
+)
+EVENTS_SHOWN = 1000
+
+
+def notification_events(notification_id: int) -> list[dict]:
+    """Return the events an aggregated notification holds, oldest first (an empty list for others)."""
+    rows = db.session.execute(EVENTS_SQL, {"id": notification_id, "limit": EVENTS_SHOWN}).mappings()
+    return [
+        {
+            "dedupe_key": row["dedupe_key"],
+            "actor": {"id": row["actor_id"], "name": row["actor_name"]} if row["actor_id"] else None,
+            "data": row["data"],
+            "created_at": row["created_at"],
+        }
+        for row in rows
+    ]
 
 
 def existing_notifications(user_ids: Sequence[int], dedupe_key: str) -> dict[int, tuple[int, bool]]:
@@ -51,4 +78,4 @@ def notification_with_deliveries(notification_id: int, *, api_key_id: int) -> di
     if row is None:
         return None
     deliveries = db.session.execute(DELIVERIES_SQL, {"id": notification_id}).mappings().all()
-    return {**row, "deliveries": [dict(d) for d in deliveries]}
+    return {**row, "deliveries": [dict(d) for d in deliveries], "events": notification_events(notification_id)}

@@ -20,7 +20,8 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.live.publish import badge_after_commit
-from app.notify import queries
+from app.notify import aggregate, queries
+from app.notify.aggregate import THREAD_LOCK_SQL
 from app.preferences.queries import EFFECTIVE_SEND_SQL
 from app.queueing import delivery_queue, enqueue_deliveries_after_commit
 
@@ -118,6 +119,16 @@ WANTED_SQL = {
 }
 
 
+# The type's priority and aggregation window. For a grouped event of an aggregating type (which the
+# statement leaves to app/notify/aggregate.py), `locks` takes each recipient's thread lock, in user-id
+# order so two requests cannot deadlock; the aggregate statement that follows takes its snapshot after them.
+AGGREGATING_TYPE_SQL = f"""SELECT priority, aggregation_window,
+         CASE WHEN aggregation_window IS NOT NULL AND CAST(:group_key AS text) IS NOT NULL THEN (
+           SELECT count({THREAD_LOCK_SQL}) FROM (SELECT user_id FROM wanted WHERE user_id IS NOT NULL ORDER BY 1) l
+         ) END AS locks
+  FROM notification_types WHERE type = :type"""
+
+
 def _notify_statement(by: str) -> sa.TextClause:
     return sa.text(
         f"""
@@ -129,6 +140,9 @@ recipients AS (
   SELECT user_id, email FROM wanted
   WHERE user_id IS NOT NULL
     AND NOT (:strict AND EXISTS (SELECT 1 FROM wanted WHERE user_id IS NULL))
+    -- a grouped event of an aggregating type writes nothing here: app/notify/aggregate.py takes it
+    AND NOT EXISTS (SELECT 1 FROM notification_types
+                    WHERE type = :type AND aggregation_window IS NOT NULL AND CAST(:group_key AS text) IS NOT NULL)
 ),
 prefs AS (
   SELECT p.user_id, p.channel, p.enabled FROM notification_preferences p
@@ -137,12 +151,13 @@ prefs AS (
 {_notify_ctes("CAST(:api_key_id AS bigint)")}
 -- One row per recipient, then one per new pending delivery: two lists, so nothing is joined to the
 -- data-modifying CTEs' output (the planner guesses one row for them; a join could go quadratic).
-SELECT 'recipient' AS kind, w.ord, w.ref, w.user_id, i.id, i.in_app, NULL AS channel,
-       (SELECT priority FROM notification_types WHERE type = :type) AS priority
+SELECT 'recipient' AS kind, w.ord, w.ref, w.user_id, i.id, i.in_app, NULL AS channel, tp.priority,
+       tp.aggregation_window
 FROM wanted w
 LEFT JOIN inserted i ON i.user_id = w.user_id
+LEFT JOIN ({AGGREGATING_TYPE_SQL}) tp ON true
 UNION ALL
-SELECT 'delivery', NULL, NULL, NULL, d.id, NULL, d.channel, NULL
+SELECT 'delivery', NULL, NULL, NULL, d.id, NULL, d.channel, NULL, NULL
 FROM deliveries d
 WHERE d.status = 'pending' AND d.escalation IS NULL
 ORDER BY 1 DESC, 2, 5
@@ -151,6 +166,7 @@ ORDER BY 1 DESC, 2, 5
 
 
 NOTIFY_SQL = {by: _notify_statement(by) for by in WANTED_SQL}
+AGGREGATE_SQL = {by: aggregate.upsert_statement(sql) for by, sql in WANTED_SQL.items()}
 PRIORITY_SQL = sa.text("SELECT priority FROM notification_types WHERE type = :type")
 
 
@@ -212,6 +228,7 @@ def notify(
     api_key_id: int | None = None,
     group_key: str | None = None,
     cancellation_key: str | None = None,
+    actor: dict | None = None,
 ) -> NotifyResult:
     """Write one notification per recipient and its e-mail/push deliveries, in the caller's transaction.
 
@@ -219,6 +236,8 @@ def notify(
     creates no deliveries. strict=True writes nothing at all when any recipient is unknown.
     After the commit, the new deliveries are enqueued and the recipients' badges told (with a toast).
     A recipient who muted the group_key thread gets the row born read and hidden, and no e-mail/push.
+    An event with a group_key of a type with an aggregation window joins the recipient's open row
+    instead (app/notify/aggregate.py): the statement below then writes nothing and says so.
     Raises NotifyError for an unknown type or (strict) unknown recipients.
     """
     refs = unique(refs)
@@ -242,6 +261,9 @@ def notify(
         "cancellation_key": cancellation_key,
     }
     rows = db.session.execute(NOTIFY_SQL[by], params).all()
+    window = rows[0].aggregation_window if rows and rows[0].kind == "recipient" else None
+    if window is not None and group_key is not None:
+        return _aggregated(AGGREGATE_SQL[by], params, window, actor, strict)
     result = _result(rows, type_, dedupe_key, strict)
     for channel, ids in result.pending.items():
         enqueue_deliveries_after_commit(delivery_queue(result.priority, campaign_id is not None), channel, ids)
@@ -269,3 +291,20 @@ def _result(rows: list, type_: str, dedupe_key: str, strict: bool) -> NotifyResu
         if row.kind == "delivery":
             pending[row.channel].append(row.id)
     return NotifyResult(priority=priority, recipients=recipients, pending=pending)
+
+
+def _aggregated(statement, params: dict, window: int, actor: dict | None, strict: bool) -> NotifyResult:
+    """The grouped event of an aggregating type: join or open each recipient's window (no job now)."""
+    rows = aggregate.join_windows(statement, params, window=window, actor=actor)
+    unknown = [row.ref for row in rows if row.user_id is None]
+    if unknown and strict:
+        raise NotifyError(None, unknown)
+    repeats = [row.user_id for row in rows if row.user_id is not None and row.id is None]
+    existing = aggregate.existing_events(repeats, params["dedupe_key"])
+    recipients = []
+    for row in rows:
+        found = (row.id, row.in_app) if row.id is not None else existing.get(row.user_id)
+        if found is not None:
+            recipients.append(Recipient(row.ref, row.user_id, found[0], row.id is not None, found[1]))
+    badge_after_commit([row.user_id for row in rows if row.id is not None and row.visible], toast_title=params["title"])
+    return NotifyResult(priority=rows[0].priority, recipients=recipients, pending={"email": [], "push": []})

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from app.digests.queries import DEFAULT_DIGEST_TIME, frequencies
 from app.extensions import db
 
 # The type's default for channel c, as in the seed's CASE.
@@ -78,7 +79,7 @@ SOURCE_LABELS = {"default": "Default", "user": "Your choice", "mandatory": "Requ
 
 TYPES_SQL = sa.text(
     """
-SELECT type, label, description, mandatory, default_in_app, default_email, default_push
+SELECT type, label, description, mandatory, default_in_app, default_email, default_push, email_frequency
 FROM notification_types
 WHERE (CAST(:type AS text) IS NULL OR type = CAST(:type AS text))
 ORDER BY type
@@ -138,3 +139,37 @@ LIMIT :limit
 def muted_threads(user_id: int, limit: int = MUTES_LIMIT) -> list:
     """Return the user's muted threads, newest mute first: group key, when muted, latest title (or None)."""
     return list(db.session.execute(MUTES_SQL, {"user_id": user_id, "limit": limit}).mappings())
+
+
+# --- e-mail frequency (digests) -------------------------------------------------------------------
+
+FREQUENCY_LABELS = {"immediate": "Immediately", "hourly": "Hourly digest", "daily": "Daily digest", "off": "Off"}
+
+
+@dataclass(frozen=True)
+class EmailChoice:
+    """How one type's e-mail reaches the user: immediate | hourly | daily | off, and the type's default."""
+
+    type: str
+    label: str
+    mandatory: bool
+    choice: str
+    default: str
+
+
+def email_choices(user_id: int) -> list[EmailChoice]:
+    """Every type's e-mail frequency for the user: off when e-mail is off, mandatory types always immediate."""
+    freq = frequencies(user_id)
+    result = []
+    for row in matrix(user_id):
+        cell = row.cells["email"]
+        effective, type_default = freq[row.type]
+        choice = effective if cell.send else "off"
+        default = type_default if cell.type_default else "off"
+        result.append(EmailChoice(row.type, row.label, row.mandatory, choice, default))
+    return result
+
+
+def digest_time(user) -> str:
+    """The user's daily digest time as HH:MM (09:00 when they never chose one)."""
+    return (user.digest_time or DEFAULT_DIGEST_TIME).strftime("%H:%M")

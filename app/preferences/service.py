@@ -1,4 +1,4 @@
-"""Preference writes: store only deviations from a type's default, the user's quiet hours, unmuting.
+"""Preference writes: store only deviations from a type's default, e-mail frequency, quiet hours, unmuting.
 
 Functions validate, change rows through the session and flush; they never commit. Bad input raises
 an error whose message is shown to the user, before anything is written.
@@ -112,3 +112,48 @@ UNMUTE_SQL = sa.text("DELETE FROM notification_mutes WHERE user_id = :user_id AN
 def unmute(user_id: int, group_key: str) -> int:
     """Unmute one of the user's threads; 0 if the user had not muted it. Later notifications arrive as usual."""
     return db.session.execute(UNMUTE_SQL, {"user_id": user_id, "group_key": group_key}).rowcount
+
+
+FREQUENCY_CHOICES = ("immediate", "hourly", "daily", "off")
+
+DELETE_FREQUENCY_SQL = sa.text("DELETE FROM digest_preferences WHERE user_id = :user_id AND type = :type")
+UPSERT_FREQUENCY_SQL = sa.text(
+    """
+INSERT INTO digest_preferences (user_id, type, frequency) VALUES (:user_id, :type, :frequency)
+ON CONFLICT (user_id, type) DO UPDATE SET frequency = EXCLUDED.frequency
+"""
+)
+
+
+def set_email_frequency(user_id: int, type_: str, choice: str) -> None:
+    """Send type_'s e-mail immediately, in the hourly or daily digest, or not at all; defaults are not stored."""
+    if choice not in FREQUENCY_CHOICES:
+        raise PreferenceError(f"Unknown e-mail frequency {choice!r}: use one of {', '.join(FREQUENCY_CHOICES)}.")
+    kind = queries.notification_type(type_)
+    if kind is None:
+        raise PreferenceError(f"There is no notification type called {type_!r}.")
+    if kind["mandatory"]:
+        raise MandatoryTypeError(f"“{kind['label']}” e-mails are required and always sent immediately.")
+    set_preference(user_id, type_, "email", choice != "off")
+    if choice == "off":
+        return  # the frequency stays as chosen, for when e-mail is turned back on
+    params = {"user_id": user_id, "type": type_}
+    if choice == kind["email_frequency"]:
+        db.session.execute(DELETE_FREQUENCY_SQL, params)
+    else:
+        db.session.execute(UPSERT_FREQUENCY_SQL, {**params, "frequency": choice})
+
+
+def parse_digest_time(text: str) -> time:
+    """The daily digest's local time from the form (HH:MM); raise ScheduleError when it is not one."""
+    parsed = _parse_time(text or "")
+    if parsed is None:
+        raise ScheduleError({"digest_time": "Give a time like 09:00."})
+    return parsed
+
+
+def set_digest_time(user_id: int, at: time) -> None:
+    """Store the user's daily digest time; 09:00 (the default) is stored as no choice."""
+    user = db.session.get(User, user_id)
+    user.digest_time = None if at == queries.DEFAULT_DIGEST_TIME else at
+    db.session.flush()

@@ -1,4 +1,5 @@
-"""The preference screen: type × channel switches, time zone and quiet hours, muted threads."""
+"""The preference screen: type × channel switches, e-mail frequency (digests), time zone and quiet hours, muted
+threads."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ def _page(status: int = 200, **schedule):
         "preferences/index.html",
         rows=queries.matrix(current_user.id),
         mutes=queries.muted_threads(current_user.id),
+        email_choices=queries.email_choices(current_user.id),
+        digest_time=queries.digest_time(current_user),
+        frequency_labels=queries.FREQUENCY_LABELS,
         timezones=timezones.choices(),
         now=datetime.now(UTC),
         **context,
@@ -44,7 +48,7 @@ def _page(status: int = 200, **schedule):
 @login_required
 def index():
     """Show the type × channel matrix and the quiet-hours form."""
-    return _page(saved=request.args.get("saved") == "schedule")
+    return _page(saved=request.args.get("saved") == "schedule", email_saved=request.args.get("saved") == "email")
 
 
 @bp.post("/preferences")
@@ -119,3 +123,25 @@ def unmute():
     return render_template(
         "preferences/_unmuted.html", group_key=group_key, left=len(queries.muted_threads(current_user.id))
     )
+
+
+@bp.post("/preferences/email-frequency")
+@login_required
+def update_email_frequency():
+    """Save each type's e-mail frequency (immediately, hourly or daily digest, off) and the daily digest time.
+
+    Only the types the form names change; mandatory types are always immediate (422 if asked otherwise).
+    """
+    try:
+        at = service.parse_digest_time(request.form.get("digest_time", ""))
+        for choice in queries.email_choices(current_user.id):
+            wanted = request.form.get(f"frequency-{choice.type}")
+            if wanted is None or wanted == choice.choice:
+                continue
+            service.set_email_frequency(current_user.id, choice.type, wanted)
+        service.set_digest_time(current_user.id, at)
+    except (service.PreferenceError, service.ScheduleError) as exc:
+        db.session.rollback()
+        abort(422, str(exc))
+    commit()
+    return redirect(url_for("preferences.index", saved="email", _anchor="email-frequency"), 303)

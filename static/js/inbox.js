@@ -109,6 +109,78 @@
     window.setTimeout(function () { focusAfterRemoval(target, candidates); }, 0);
   });
 
+  // Live list: a websocket frame with a toast means a new or re-surfaced notification. On the newest
+  // page the list refreshes in place, unless keyboard focus is inside it (replacing it would drop the
+  // focus): then a polite "New notifications — Show" button appears above it instead. Plain fetch, not
+  // an htmx swap, so the focus handling below never runs for it: focus stays where the user left it.
+  var refreshing = false, refreshAgain = false;
+
+  function liveContent() { return document.querySelector("#inbox-content[data-live-url]"); }
+
+  function announce(text) {
+    var status = document.getElementById("inbox-status");
+    if (status) { status.textContent = text; }
+  }
+
+  function refreshList(then) {
+    var content = liveContent();
+    if (!content) { return; }
+    if (refreshing) { refreshAgain = true; return; }
+    refreshing = true;
+    fetch(content.getAttribute("data-live-url"), { credentials: "same-origin", headers: { "HX-Request": "true" } })
+      .then(function (response) {
+        if (!response.ok) { throw new Error("live list " + response.status); }
+        return response.text();
+      })
+      .then(function (html) {
+        var current = liveContent();
+        var box = document.createElement("div");
+        box.innerHTML = html;
+        var fresh = box.querySelector("#inbox-content");
+        if (!current || !fresh) { return; }
+        current.replaceWith(fresh);
+        if (window.htmx) { window.htmx.process(fresh); }
+        refreshTimes(fresh);
+        var button = document.getElementById("inbox-live-show");
+        if (button) { button.remove(); }
+        announce("New notifications arrived.");
+        if (then) { then(); }
+      })
+      .catch(function () { /* the next frame (or a reload) brings the list up to date */ })
+      .finally(function () {
+        refreshing = false;
+        if (refreshAgain) { refreshAgain = false; refreshList(); }
+      });
+  }
+
+  function offerRefresh(content) {
+    if (document.getElementById("inbox-live-show")) { return; }
+    var button = document.createElement("button");
+    button.type = "button";
+    button.id = "inbox-live-show";
+    button.className = "button inbox__live";
+    button.textContent = "New notifications \u2014 Show";
+    button.addEventListener("click", function () {
+      refreshList(function () {
+        var heading = document.getElementById("notifications-title");
+        if (heading) { heading.setAttribute("tabindex", "-1"); heading.focus(); }
+      });
+    });
+    content.parentNode.insertBefore(button, content);
+    announce("New notifications. Use the Show button above the list to see them.");
+  }
+
+  document.addEventListener("htmx:wsAfterMessage", function (evt) {
+    var message = evt.detail && evt.detail.message;
+    var content = liveContent();
+    if (!content || typeof message !== "string" || message.indexOf("data-toast") === -1) { return; }
+    if (content.contains(document.activeElement)) {
+      offerRefresh(content);
+    } else {
+      refreshList();
+    }
+  });
+
   // An outerHTML swap removes the button that had focus; put focus back on the new element so
   // keyboard and screen-reader users keep their place (htmx only restores focus by matching id).
   document.addEventListener("htmx:afterSettle", function (evt) {

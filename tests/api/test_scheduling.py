@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
+from app import keyspace
 from app.api_keys.service import create_api_key
 from app.extensions import db
 from app.queueing import get_queue
@@ -145,7 +146,7 @@ def test_a_muted_thread_is_stored_read_and_hidden_without_email(api, comment_typ
         sa.text("INSERT INTO notification_mutes (user_id, group_key) VALUES (:u, 'post:9')"), {"u": recipient.id}
     )
     pubsub = redis_client.pubsub()
-    pubsub.psubscribe("*")
+    pubsub.psubscribe(keyspace.key("*"))  # this installation's channels only (others share the server)
     pubsub.get_message(timeout=1)
     response = api.post("/v1/notifications", send_body(recipient.external_id, group_key="post:9"))
     assert response.status_code == 202 and response.get_json()["created"] == 1

@@ -1,0 +1,1 @@
+"""E-mail digests: hourly or daily, per user and type, exactly once per (user, period)."""
