@@ -21,6 +21,7 @@ from flask import current_app
 from app.delivery.rendering import RenderError, render_string
 from app.extensions import db
 from app.locales import locale_chain
+from app.notify.delivery_sql import SKIP_REASON_LATERAL
 from app.preferences.queries import EFFECTIVE_SEND_SQL
 
 ACTOR_NAMES_SHOWN = 3  # the first few distinct actors kept on the row (with the total)
@@ -112,16 +113,7 @@ deliveries AS (
   FROM inserted i
   JOIN cells c ON c.user_id = i.user_id AND c.channel <> 'in_app' AND c.send
   JOIN notification_types t ON t.type = :type
-  CROSS JOIN LATERAL (
-    SELECT CASE
-      WHEN c.muted THEN 'muted'
-      WHEN c.channel = 'email' AND coalesce(c.email, '') = '' THEN 'no_email_address'
-      WHEN c.channel = 'push' AND NOT EXISTS (
-        SELECT 1 FROM push_subscriptions ps WHERE ps.user_id = i.user_id AND ps.invalidated_at IS NULL
-      ) THEN 'no_push_subscription'
-    END AS reason
-  ) s
-  RETURNING id
+{SKIP_REASON_LATERAL}  RETURNING id
 ),
 events AS (
   INSERT INTO notification_events (notification_id, user_id, dedupe_key, actor_id, actor_name, data)

@@ -22,6 +22,7 @@ from app.extensions import db
 from app.live.publish import badge_after_commit
 from app.notify import aggregate, queries
 from app.notify.aggregate import THREAD_LOCK_SQL
+from app.notify.delivery_sql import SKIP_REASON_LATERAL
 from app.preferences.queries import EFFECTIVE_SEND_SQL
 from app.queueing import delivery_queue, enqueue_deliveries_after_commit
 
@@ -92,16 +93,7 @@ deliveries AS (
   FROM inserted i
   JOIN cells c ON c.user_id = i.user_id AND c.dedupe_key = i.dedupe_key AND c.channel <> 'in_app' AND c.send
   JOIN notification_types et ON et.type = c.type
-  CROSS JOIN LATERAL (
-    SELECT CASE
-      WHEN c.muted THEN 'muted'
-      WHEN c.channel = 'email' AND coalesce(c.email, '') = '' THEN 'no_email_address'
-      WHEN c.channel = 'push' AND NOT EXISTS (
-        SELECT 1 FROM push_subscriptions ps WHERE ps.user_id = i.user_id AND ps.invalidated_at IS NULL
-      ) THEN 'no_push_subscription'
-    END AS reason
-  ) s
-  RETURNING id, notification_id, channel, status, escalation
+{SKIP_REASON_LATERAL}  RETURNING id, notification_id, channel, status, escalation
 )"""
 
 
