@@ -1,4 +1,4 @@
-"""Keyset pagination, the one way lists page here: a page is the rows after a cursor, never an OFFSET.
+"""Keyset pagination, the one way lists page here: a page is the rows after a cursor, never rows skipped by count.
 
 A query asks for `limit + 1` rows after the cursor; Page.of() keeps `limit` and, when the extra row
 came back, makes the cursor of the next page from the last row kept. Two cursor shapes exist:

@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 document, generated from the pydantic models in schemas.py (spec and behaviour cannot drift)."""
+"""The OpenAPI 3.1 document, generated from the models in schemas.py and responses.py (spec and code cannot drift)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 
+from app.api import responses as answers
 from app.api import schemas
 from app.api.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
 from app.api_keys.scopes import SCOPES
@@ -93,7 +94,7 @@ OPERATIONS = (
         "/v1/notifications",
         "createNotifications",
         "Send a notification to 1-1,000 recipients",
-        {202: (schemas.NotificationAccepted, schemas.NotificationScheduled)},
+        {202: (answers.NotificationAccepted, answers.NotificationScheduled)},
         (*BODY_ERRORS, 409),
         body=schemas.NotificationIn,
         idempotent=True,
@@ -116,7 +117,7 @@ OPERATIONS = (
         "/v1/cancellations/{cancellation_key}",
         "cancelNotifications",
         "Cancel what has not happened yet under a cancellation key",
-        {200: schemas.CancellationOut},
+        {200: answers.CancellationOut},
         (400, 409, 422),
         params=(CANCELLATION_KEY,),
         idempotent=True,
@@ -130,7 +131,7 @@ OPERATIONS = (
         "/v1/notifications/{notification_id}",
         "getNotification",
         "A notification and its per-channel delivery state",
-        {200: schemas.NotificationOut},
+        {200: answers.NotificationOut},
         (404,),
         params=(NOTIFICATION_ID,),
         scope="notifications:read",
@@ -142,7 +143,7 @@ OPERATIONS = (
         "/v1/users/{external_id}",
         "putUser",
         "Create or update a recipient",
-        {200: schemas.UserOut, 201: schemas.UserOut},
+        {200: answers.UserOut, 201: answers.UserOut},
         (*BODY_ERRORS, 403, 409),
         body=schemas.UserIn,
         params=(EXTERNAL_ID,),
@@ -170,7 +171,7 @@ OPERATIONS = (
         "/v1/users/{external_id}/counts",
         "getUserCounts",
         "A member's unread and unseen counts (the inbox badge)",
-        {200: schemas.CountsOut},
+        {200: answers.CountsOut},
         (403, 404, 422),
         params=(EXTERNAL_ID,),
         scope="notifications:read",
@@ -186,7 +187,7 @@ OPERATIONS = (
         "/v1/users/{external_id}/login-links",
         "createLoginLink",
         "A one-time sign-in URL for a member's inbox",
-        {201: schemas.LoginLinkOut},
+        {201: answers.LoginLinkOut},
         (400, 403, 404, 409, 422),
         params=(EXTERNAL_ID,),
         idempotent=True,
@@ -202,7 +203,7 @@ OPERATIONS = (
         "/v1/ping",
         "ping",
         "Is the API process up (no key needed)",
-        {200: schemas.Ping},
+        {200: answers.Ping},
         public=True,
         tags=("meta",),
     ),
@@ -232,7 +233,7 @@ def _responses(op: Operation, refs: dict) -> dict:
                 }
             }
         responses[str(status)] = response
-    problem = {PROBLEM: {"schema": refs[(schemas.Problem, "serialization")]}}
+    problem = {PROBLEM: {"schema": refs[(answers.Problem, "serialization")]}}
     errors = op.errors if op.public else (*op.errors, *AUTHED_ERRORS)
     for status in sorted(set(errors)):
         response = {"description": MESSAGES.get(status, "Error"), "content": problem}
@@ -278,7 +279,7 @@ def spec(base_url: str) -> dict:
         for model in op.responses.values()
         for m in (model if isinstance(model, tuple) else (model,))
         if m is not None
-    } | {schemas.Problem}
+    } | {answers.Problem}
     models = [(m, "validation") for m in sorted(inputs, key=lambda m: m.__name__)]
     models += [(m, "serialization") for m in sorted(outputs, key=lambda m: m.__name__)]
     refs, definitions = models_json_schema(models, ref_template=REF, schema_generator=StrictKeysJsonSchema)

@@ -15,7 +15,7 @@ from flask import Blueprint, current_app, jsonify, request, url_for
 from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from app.api import auth, openapi, schemas
+from app.api import auth, openapi, responses, schemas
 from app.api.idempotency import idempotent, json_response, store
 from app.api.schemas import ApiError
 from app.auth import links
@@ -171,10 +171,10 @@ def create_notifications(payload: schemas.NotificationIn):
     # A send_at in the past (or now) means now, by the database's clock.
     if send_at is not None and send_at > db_now():
         scheduled = schedule(payload.recipient_ids(), send_at=send_at, **content)
-        body = schemas.NotificationScheduled.of(payload.type, dedupe_key, send_at, scheduled)
+        body = responses.NotificationScheduled.of(payload.type, dedupe_key, send_at, scheduled)
     else:
         result = notify(payload.recipient_ids(), **content, actor=actor)
-        body = schemas.NotificationAccepted.of(payload.type, dedupe_key, result)
+        body = responses.NotificationAccepted.of(payload.type, dedupe_key, result)
     response = store(json_response(202, body))
     commit()
     return response
@@ -187,7 +187,7 @@ def cancel_notifications(cancellation_key: str):
     """Cancel what has not happened yet of this API key's notifications under the cancellation key."""
     key = schemas.validate_cancellation_key(cancellation_key)
     cancelled = cancel(key, api_key_id=auth.current_key().id)
-    out = schemas.CancellationOut(
+    out = responses.CancellationOut(
         cancellation_key=key,
         scheduled=cancelled.scheduled,
         deliveries=cancelled.deliveries,
@@ -206,7 +206,7 @@ def get_notification(notification_id: int):
     row = notification_with_deliveries(notification_id, api_key_id=auth.current_key().id)
     if row is None:
         raise ApiError(404, "There is no notification with this id.")
-    return json_response(200, schemas.NotificationOut.model_validate(row))
+    return json_response(200, responses.NotificationOut.model_validate(row))
 
 
 @bp.put("/users/<external_id>")
@@ -215,7 +215,7 @@ def get_notification(notification_id: int):
 def put_user(external_id: str, payload: schemas.UserIn):
     """Create the recipient (201) or update the fields sent (200)."""
     user, created = users.upsert_member(schemas.validate_path_id(external_id), payload.changes())
-    response = store(json_response(201 if created else 200, schemas.UserOut(**user)))
+    response = store(json_response(201 if created else 200, responses.UserOut(**user)))
     commit()
     return response
 
@@ -236,7 +236,7 @@ def delete_user(external_id: str):
 def get_counts(external_id: str):
     """A member's two badges: unread, and unseen (unread and newer than their last opening of the inbox)."""
     counts = member_badge_counts(schemas.validate_path_id(external_id))
-    return json_response(200, schemas.CountsOut(unread=counts.unread, unseen=counts.unseen))
+    return json_response(200, responses.CountsOut(unread=counts.unread, unseen=counts.unseen))
 
 
 @bp.post("/users/<external_id>/login-links")
@@ -246,6 +246,6 @@ def create_login_link(external_id: str):
     """A one-time sign-in URL (5 minutes, single use) for a member; a replay never shows it again."""
     token, expires_at = links.create_for_member(external_id)
     url = current_app.config["BASE_URL"] + url_for("auth.login_link", token=token)
-    response = store(json_response(201, schemas.LoginLinkOut(url=url, expires_at=expires_at)))
+    response = store(json_response(201, responses.LoginLinkOut(url=url, expires_at=expires_at)))
     commit()
     return response

@@ -1,0 +1,176 @@
+"""Response models of the JSON API (what it answers); openapi.py generates the spec from these same classes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from app.api.schemas import Actor
+from app.models import DELIVERY_CHANNELS, DELIVERY_STATUSES, PRIORITIES
+
+
+class RecipientResult(BaseModel):
+    recipient: str
+    notification_id: int
+    status: Literal["created", "existing"]
+
+
+class NotificationAccepted(BaseModel):
+    type: str
+    priority: Literal[PRIORITIES]
+    dedupe_key: str
+    created: int = Field(description="How many recipients got a new notification.")
+    existing: int = Field(description="How many already had one under this dedupe key.")
+    results: list[RecipientResult]
+
+    @classmethod
+    def of(cls, type_: str, dedupe_key: str, result) -> NotificationAccepted:
+        """Build the 202 body from a notify.service.NotifyResult."""
+        results = [
+            RecipientResult(
+                recipient=r.ref, notification_id=r.notification_id, status="created" if r.created else "existing"
+            )
+            for r in result.recipients
+        ]
+        created = sum(r.status == "created" for r in results)
+        return cls(
+            type=type_,
+            priority=result.priority,
+            dedupe_key=dedupe_key,
+            created=created,
+            existing=len(results) - created,
+            results=results,
+        )
+
+
+class ScheduledResult(BaseModel):
+    recipient: str
+    status: Literal["scheduled", "existing"] = Field(
+        description="existing: this recipient already has a notification, or one scheduled, under this dedupe key."
+    )
+
+
+class NotificationScheduled(BaseModel):
+    """The 202 body of a request with a future send_at: nothing exists yet but the schedule."""
+
+    status: Literal["scheduled"]
+    type: str
+    priority: Literal[PRIORITIES]
+    dedupe_key: str
+    send_at: datetime
+    scheduled: int = Field(description="How many recipients got a scheduled notification.")
+    existing: int = Field(description="How many already had one (sent or scheduled) under this dedupe key.")
+    results: list[ScheduledResult]
+
+    @classmethod
+    def of(cls, type_: str, dedupe_key: str, send_at: datetime, result) -> NotificationScheduled:
+        """Build the 202 body from a notify.schedule.ScheduleResult."""
+        results = [
+            ScheduledResult(recipient=ref, status="scheduled" if new else "existing") for ref, new in result.recipients
+        ]
+        scheduled = sum(r.status == "scheduled" for r in results)
+        return cls(
+            status="scheduled",
+            type=type_,
+            priority=result.priority,
+            dedupe_key=dedupe_key,
+            send_at=send_at,
+            scheduled=scheduled,
+            existing=len(results) - scheduled,
+            results=results,
+        )
+
+
+class CancellationOut(BaseModel):
+    cancellation_key: str
+    scheduled: int = Field(description="Scheduled notifications removed before they were sent.")
+    deliveries: int = Field(description="Pending e-mail/push deliveries now skipped (reason `cancelled`).")
+    escalations: int = Field(description="Waiting escalations now skipped (reason `cancelled`).")
+
+
+class DeliveryOut(BaseModel):
+    channel: Literal[DELIVERY_CHANNELS]
+    status: Literal[DELIVERY_STATUSES]
+    attempts: int
+    last_error: str | None
+    error_kind: str | None
+    skip_reason: str | None
+    sent_at: datetime | None
+    next_attempt_at: datetime
+    updated_at: datetime
+
+
+class EventOut(BaseModel):
+    dedupe_key: str
+    actor: Actor | None
+    data: dict[str, Any]
+    created_at: datetime
+
+
+class NotificationOut(BaseModel):
+    id: int
+    recipient: str | None
+    type: str
+    title: str
+    body: str
+    link: str | None
+    data: dict[str, Any]
+    dedupe_key: str
+    in_app: bool = Field(
+        description="false: the user turned in-app off for this type; the row only anchors deliveries."
+    )
+    read_at: datetime | None
+    archived_at: datetime | None
+    created_at: datetime
+    deliveries: list[DeliveryOut]
+    event_count: int = Field(description="How many events this notification holds (more than 1: aggregated).")
+    actor_count: int = Field(description="How many distinct actors those events name.")
+    window_ends_at: datetime | None = Field(description="Aggregated: when its window closes (then e-mail/push go).")
+    events: list[EventOut] = Field(description="The events an aggregated notification holds, oldest first.")
+
+
+class UserOut(BaseModel):
+    external_id: str
+    email: str | None
+    display_name: str
+    locale: str
+    timezone: str
+
+
+class LoginLinkOut(BaseModel):
+    url: str = Field(description="Open in the user's browser within 5 minutes; it works once.")
+    expires_at: datetime
+
+
+class CountsOut(BaseModel):
+    unread: int = Field(
+        ge=0, le=200, description="Unread notifications + unread active announcements; each part stops at 100."
+    )
+    unseen: int = Field(
+        ge=0,
+        le=200,
+        description="Those of them newer than the user's last opening of the inbox; each part stops at 100.",
+    )
+
+
+class Ping(BaseModel):
+    ok: bool
+
+
+class FieldError(BaseModel):
+    field: str
+    message: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldError] | None = None
+    unknown_recipients: list[str] | None = None
+    scope: str | None = Field(None, description="The scope the API key lacks (403 insufficient_scope).")
