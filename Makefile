@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install run test bench lint clean
+.PHONY: install run test bench lint clean i18n catalogs
 
 install: $(STAMP)
 
@@ -26,6 +26,14 @@ test: lint
 
 bench: install
 	$(PY) -m app.devstack bench
+
+# Extracts every translatable string, updates translations/*/LC_MESSAGES/messages.po, compiles them.
+i18n: install
+	$(PY) -m app.devstack i18n
+
+# Compiles the catalogs only (run, test and bench do this themselves; production runs it after a deploy).
+catalogs: install
+	$(PY) -m app.devstack catalogs
 
 # ruff: pyflakes, pycodestyle, isort, bugbear, pyupgrade and bandit rules, and the formatter (pyproject.toml);
 # import-linter: the layers and no import cycles (.importlinter).

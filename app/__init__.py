@@ -32,11 +32,12 @@ def create_app(test_config: dict | None = None) -> Flask:
     from app.preferences.views import bp as preferences_bp
     from app.push.views import bp as push_bp
     from app.realtime.views import bp as realtime_bp
-    from app.web import errors, headers, templating
+    from app.web import errors, headers, i18n, templating
 
     extensions.init_app(app)
     unitofwork.init_app(app)
     headers.init_app(app)
+    i18n.init_app(app)
     templating.init_app(app)
     errors.init_app(app)
     cli.init_app(app)

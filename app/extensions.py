@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import redis as redis_lib
 from flask import Flask, current_app
+from flask_babel import Babel
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 from flask_login import LoginManager
@@ -28,6 +29,7 @@ migrate = Migrate()
 login = LoginManager()
 csrf = CSRFProtect()
 sock = Sock()
+babel = Babel()  # bound by app/web/i18n.py, which owns the locale and zone selectors
 limiter = Limiter(key_func=get_remote_address, in_memory_fallback_enabled=True)
 
 

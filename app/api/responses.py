@@ -135,7 +135,7 @@ class UserOut(BaseModel):
     external_id: str
     email: str | None
     display_name: str
-    locale: str
+    locale: str | None
     timezone: str
 
 

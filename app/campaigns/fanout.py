@@ -25,6 +25,7 @@ import json
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
+from flask import current_app
 
 from app.campaigns import queries
 from app.extensions import db
@@ -38,7 +39,8 @@ from app.unitofwork import after_commit, commit
 # `(SELECT … LIMIT)` on the primary key, with the cursor as a plain parameter: the index scan starts
 # at the cursor and stops after :size rows, however many users there are.
 LOCALE_MATCH_SQL = (
-    "(lower(replace(u.locale, '_', '-')) = :locale OR lower(replace(u.locale, '_', '-')) LIKE :locale || '-%')"
+    "(lower(replace(coalesce(u.locale, :default_locale), '_', '-')) = :locale"
+    " OR lower(replace(coalesce(u.locale, :default_locale), '_', '-')) LIKE :locale || '-%')"
 )
 
 AUDIENCE_SQL = {
@@ -103,9 +105,16 @@ def dedupe_key(campaign_id: int) -> str:
     return f"campaign:{campaign_id}"
 
 
+def _default_locale() -> str:
+    """Users who chose no language count as DEFAULT_LOCALE's in a locale audience."""
+    return current_app.config["DEFAULT_LOCALE"].lower()
+
+
 def audience_size(kind: str, locale: str | None = None, campaign_id: int | None = None) -> int:
     """How many users an audience names right now."""
-    return db.session.execute(COUNT_SQL[kind], {"locale": locale, "campaign_id": campaign_id}).scalar_one()
+    return db.session.execute(
+        COUNT_SQL[kind], {"locale": locale, "campaign_id": campaign_id, "default_locale": _default_locale()}
+    ).scalar_one()
 
 
 def _locked(campaign_id: int) -> Campaign | None:
@@ -149,6 +158,7 @@ def run_batch(campaign_id: int, size: int) -> Batch | None:
             "after": campaign.cursor_user_id,
             "size": size,
             "locale": campaign.audience_locale,
+            "default_locale": _default_locale(),
             "campaign_id": campaign.id,
             "type": campaign.type,
             "title": campaign.title,

@@ -88,7 +88,11 @@ def absolute_link(base_url: str, link_path: str | None) -> str | None:
 def template_context(row: BatchRow, base_url: str, unsubscribe_url: str) -> dict:
     """The variables operator templates see: plain data only, never ORM objects."""
     return {
-        "user": {"name": row.display_name or row.email or "", "email": row.email or "", "locale": row.locale},
+        "user": {
+            "name": row.display_name or row.email or "",
+            "email": row.email or "",
+            "locale": row.locale or current_app.config["DEFAULT_LOCALE"],
+        },
         "notification": {
             "id": row.notification_id,
             "title": row.title,

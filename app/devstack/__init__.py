@@ -4,6 +4,8 @@
     python -m app.devstack test [-- ARGS]   the pytest suite (real PostgreSQL, Redis and Chromium)
     python -m app.devstack bench            every tests/perf/bench_*.py module, one after another
     python -m app.devstack env              `export …` lines for the services the tests would use
+    python -m app.devstack i18n             extract strings, update translations/*/messages.po, compile (make i18n)
+    python -m app.devstack catalogs         compile the catalogs only (.po → .mo)
 
 Which services: DATABASE_URL / REDIS_URL win when they are set (`test` and `bench` switch to their
 own database name / Redis db number on that server). When unset, `run` starts a private PostgreSQL

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from app.devstack import catalogs
 from app.devstack.processes import (
     Child,
     ChildDied,
@@ -64,6 +65,7 @@ from app.devstack.settings import (
 
 
 def cmd_run() -> int:
+    catalogs.compile_all()
     if port_in_use(WEB_PORT):
         say(f"port {WEB_PORT} is already in use (is another `make run` running?)")
         return 1
@@ -205,6 +207,7 @@ def ensure_chromium() -> str:
 
 
 def cmd_test(pytest_args: list[str]) -> int:
+    catalogs.compile_all()
     chromium = ensure_chromium()
     signals = Signals()
     signals.install()
@@ -231,6 +234,7 @@ def cmd_test(pytest_args: list[str]) -> int:
 
 
 def cmd_bench() -> int:
+    catalogs.compile_all()
     modules = sorted(p.stem for p in (ROOT / "tests" / "perf").glob("bench_*.py"))
     if not modules:
         say("no benchmarks yet")
@@ -319,5 +323,10 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_bench()
     if command == "env" and not rest:
         return cmd_env()
+    if command == "i18n" and not rest:
+        return catalogs.main()
+    if command == "catalogs" and not rest:
+        catalogs.compile_all()
+        return 0
     print(_usage(), file=sys.stderr)
     return 2

@@ -62,7 +62,11 @@ def digest_context(name: str, email: str, locale: str, kind: str, items: list[It
         groups.append({"type": members[0].type, "label": label, "count": len(members), "entries": shown,
                        "more": max(len(members) - ITEMS_PER_TYPE, 0)})  # fmt: skip
     return {
-        "user": {"name": name or email or "", "email": email or "", "locale": locale},
+        "user": {
+            "name": name or email or "",
+            "email": email or "",
+            "locale": locale or current_app.config["DEFAULT_LOCALE"],
+        },
         "kind": kind,
         "total": len(items),
         "groups": groups,

@@ -27,7 +27,7 @@ class User(UserMixin, db.Model):
     external_id: Mapped[str | None] = mapped_column(sa.Text, unique=True)
     email: Mapped[str | None] = mapped_column(sa.Text)
     display_name: Mapped[str] = mapped_column(sa.Text, server_default="")
-    locale: Mapped[str] = mapped_column(sa.Text, server_default="en")
+    locale: Mapped[str | None] = mapped_column(sa.Text)  # NULL: not chosen (Accept-Language, then DEFAULT_LOCALE)
     timezone: Mapped[str] = mapped_column(sa.Text, server_default="UTC")
     role: Mapped[str] = mapped_column(sa.Text, server_default="member")
     password_hash: Mapped[str | None] = mapped_column(sa.Text)

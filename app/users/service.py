@@ -64,7 +64,7 @@ def create_or_update_user(
     role: str = "member",
     display_name: str = "",
     external_id: str | None = None,
-    locale: str = "en",
+    locale: str | None = None,
     timezone: str = "UTC",
 ) -> User:
     """Create the user with this e-mail, or update the existing one; flush, never commit."""
@@ -81,7 +81,8 @@ def create_or_update_user(
         user = User(email=email.strip())
         db.session.add(user)
     user.role = role
-    user.locale = locale
+    if locale is not None:
+        user.locale = locale
     user.timezone = timezone
     if display_name:
         user.display_name = display_name
@@ -145,7 +146,7 @@ def upsert_member(external_id: str, changes: dict) -> tuple[dict, bool]:
     values = {
         "email": None,
         "display_name": "",
-        "locale": config["DEFAULT_LOCALE"],
+        "locale": None,
         "timezone": config["DEFAULT_TIMEZONE"],
         **changes,
         "external_id": external_id,

@@ -10,8 +10,11 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from flask import Flask, current_app, has_request_context, request
+from flask_babel import gettext
 from flask_login import current_user
+from markupsafe import Markup
 
+from app import i18n
 from app.announcements.markdown import announcement_html
 from app.audit.queries import changed_fields
 from app.inbox import queries as inbox_queries
@@ -19,6 +22,7 @@ from app.links import same_site_path
 from app.models import CHANNELS
 from app.preferences.queries import CHANNEL_LABELS, SOURCE_LABELS
 from app.timezones import user_zone
+from app.web.i18n import current_language
 
 BADGE_KEY = "hato.badge_count"  # the request's badge count, kept in the WSGI environ
 
@@ -37,33 +41,32 @@ def badge_text(count: int) -> str:
 
 
 def localtime(value: datetime) -> str:
-    """An instant in the reader's zone, e.g. "Sat 26 Sep 2026, 09:00 JST"."""
-    return value.astimezone(reader_zone()).strftime("%a %d %b %Y, %H:%M %Z")
+    """An instant in the reader's zone and language, e.g. "Sat, Sep 26, 2026, 9:00 AM JST"."""
+    return i18n.local_datetime(value, reader_zone(), current_language())
 
 
 def reltime(value: datetime, now: datetime | None = None) -> str:
-    """How long ago value was ("5 min ago") within a week; older ones get a short local date."""
-    now = now or datetime.now(UTC)
-    seconds = (now - value).total_seconds()
-    if seconds < 60:
-        return "just now"
-    if seconds < 3600:
-        return f"{int(seconds // 60)} min ago"
-    if seconds < 86400:
-        return f"{int(seconds // 3600)} h ago"
-    if seconds < 7 * 86400:
-        days = int(seconds // 86400)
-        return "yesterday" if days == 1 else f"{days} days ago"
-    zone = reader_zone()
-    local = value.astimezone(zone)
-    return local.strftime("%d %b" if local.year == now.astimezone(zone).year else "%d %b %Y")
+    """How long ago value was ("5 minutes ago" / "5分前") within a week; older ones get a short local date."""
+    return i18n.relative(value, reader_zone(), current_language(), now, just_now=gettext("just now"))
 
 
-def console_time(value: datetime | None) -> str:
-    """A timestamp in the operator's zone, e.g. 2026-11-29 14:05 JST."""
+def console_time(value: datetime | None) -> Markup:
+    """A timestamp in the operator's zone (2026-11-29 14:05 JST), its UTC value on hover and for machines."""
     if value is None:
-        return "—"
-    return value.astimezone(reader_zone()).strftime("%Y-%m-%d %H:%M %Z")
+        return Markup("—")
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(
+        value.astimezone(UTC).isoformat(), i18n.utc_datetime(value), i18n.numeric_datetime(value, reader_zone())
+    )
+
+
+def console_text(value: datetime | None) -> str:
+    """The same timestamp as plain text, for attributes and labels (2026-11-29 14:05 JST)."""
+    return "—" if value is None else i18n.numeric_datetime(value, reader_zone())
+
+
+def number(value: int | float) -> str:
+    """A count with the reader's grouping (12,345)."""
+    return i18n.number(value, current_language())
 
 
 def duration(seconds: float | None) -> str:
@@ -71,17 +74,17 @@ def duration(seconds: float | None) -> str:
     if seconds is None:
         return "—"
     if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
+        return gettext("%(n).0f ms", n=seconds * 1000)
     if seconds < 60:
-        return f"{seconds:.1f} s"
+        return gettext("%(n).1f s", n=seconds)
     minutes, secs = divmod(int(seconds), 60)
     if minutes < 60:
-        return f"{minutes} min {secs} s"
+        return gettext("%(m)s min %(s)s s", m=minutes, s=secs)
     hours, minutes = divmod(minutes, 60)
     if hours < 48:
-        return f"{hours} h {minutes} min"
+        return gettext("%(h)s h %(m)s min", h=hours, m=minutes)
     days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h"
+    return gettext("%(d)s d %(h)s h", d=days, h=hours)
 
 
 def audit_changes(entry) -> list:
@@ -93,9 +96,11 @@ FILTERS = {
     "announcement_html": announcement_html,
     "audit_changes": audit_changes,
     "badge_text": badge_text,
+    "console_text": console_text,
     "console_time": console_time,
     "duration": duration,
     "localtime": localtime,
+    "number": number,
     "reltime": reltime,
     "safe_link": same_site_path,
 }

@@ -23,7 +23,7 @@ def test_put_creates_a_member_with_defaults(api):
         "external_id": "u-1",
         "email": "ann@example.com",
         "display_name": "Ann",
-        "locale": "en",
+        "locale": None,  # not chosen: pages follow Accept-Language, e-mail DEFAULT_LOCALE
         "timezone": "UTC",
     }
     row = _user("u-1")

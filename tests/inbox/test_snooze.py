@@ -144,7 +144,7 @@ def test_over_htmx_the_row_leaves_and_the_badge_and_status_come_out_of_band(clie
     assert parse(html).select("li.item") == []  # swapped for nothing: the row leaves the list
     assert one(html, "#inbox-badge")["hx-swap-oob"] == "true" and one(html, "#inbox-badge").get_text() == ""
     status = one(html, "#inbox-status").get_text()
-    assert status.startswith("Snoozed “Review requested” until Mon") and "09:00 JST" in status
+    assert status.startswith("Snoozed “Review requested” until Mon") and "9:00\u202fAM JST" in status
     assert _row(row.id).snoozed_until == datetime.combine(
         (_now().astimezone(TOKYO) + timedelta(days=(7 - _now().astimezone(TOKYO).weekday()) % 7 or 7)).date(),
         datetime.min.time().replace(hour=9),

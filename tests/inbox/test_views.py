@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
+from flask_babel import force_locale
 
 from app.extensions import db
 from app.web.templating import reltime
@@ -47,7 +48,7 @@ def test_times_are_in_the_users_zone_with_relative_text(client, member):
     NotificationFactory(user_id=member.id, created_at=_now() - timedelta(minutes=5))
     html = client.get("/inbox").get_data(as_text=True)
     stamp = one(html, "#notification-list time[data-relative]")
-    assert stamp["datetime"] and re.fullmatch(r".+ JST", stamp["title"]) and stamp.get_text() == "5 min ago"
+    assert stamp["datetime"] and re.fullmatch(r".+ JST", stamp["title"]) and stamp.get_text() == "5 minutes ago"
 
 
 def test_empty_states_say_what_to_do(client, member):
@@ -276,18 +277,22 @@ def test_rows_with_off_site_links_have_no_open_button(client, member):
 
 
 @pytest.mark.parametrize(
-    "ago, text",
+    "ago, english, japanese",
     [
-        (timedelta(seconds=10), "just now"),
-        (timedelta(minutes=5), "5 min ago"),
-        (timedelta(hours=3), "3 h ago"),
-        (timedelta(days=1, hours=2), "yesterday"),
-        (timedelta(days=4), "4 days ago"),
+        (timedelta(seconds=10), "just now", "たった今"),
+        (timedelta(minutes=5), "5 minutes ago", "5分前"),
+        (timedelta(hours=3), "3 hours ago", "3時間前"),
+        (timedelta(days=1, hours=2), "1 day ago", "1日前"),
+        (timedelta(days=4), "4 days ago", "4日前"),
     ],
 )
-def test_reltime(app, ago, text):
+def test_reltime(app, ago, english, japanese):
     now = datetime(2026, 10, 6, 12, 0, tzinfo=UTC)
-    with app.test_request_context():
-        assert reltime(now - ago, now) == text
-        assert reltime(datetime(2026, 9, 1, tzinfo=UTC), now) == "01 Sep"
-        assert reltime(datetime(2025, 9, 1, tzinfo=UTC), now) == "01 Sep 2025"
+    for language, text, this_year, last_year in (
+        ("en", english, "Sep 1", "Sep 1, 2025"),
+        ("ja", japanese, "9月1日", "2025年9月1日"),
+    ):
+        with app.test_request_context(), force_locale(language):
+            assert reltime(now - ago, now) == text
+            assert reltime(datetime(2026, 9, 1, tzinfo=UTC), now) == this_year
+            assert reltime(datetime(2025, 9, 1, tzinfo=UTC), now) == last_year

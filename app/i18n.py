@@ -1,0 +1,80 @@
+"""The languages Hato speaks, and locale-aware formatting of instants, ages and numbers.
+
+The catalogs live in translations/<language>/LC_MESSAGES/messages.po (English is the source
+language, so en's entries repeat their msgids; `make i18n` keeps both in step). A stored locale
+(ja-jp, en-gb, pt-br) speaks the UI language of its first part when Hato has one, else none, and
+callers fall back along Accept-Language and DEFAULT_LOCALE (app/web/i18n.py). Formatting takes the
+locale and the zone explicitly, so workers rendering e-mail format exactly as pages do.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta, tzinfo
+from pathlib import Path
+
+from babel import Locale
+from babel.dates import format_skeleton, format_time, format_timedelta
+from babel.numbers import format_decimal
+
+TRANSLATIONS_DIR = Path(__file__).resolve().parent.parent / "translations"
+LANGUAGES = ("en", "ja")  # the UI languages with a complete catalog; the first is the source language
+LANGUAGE_NAMES = {"en": "English", "ja": "日本語"}  # each in its own language, as language pickers show them
+RECENT = timedelta(days=7)  # younger than this reads "3 minutes ago"; older, a date
+# CLDR puts a space between a number and a Japanese unit ("3 分前"); Japanese text has none.
+_CJK_GAP = re.compile(r"(?<=\d)\s+(?=[\u3040-\u30ff\u4e00-\u9fff])")
+
+
+def ui_language(locale: str | None) -> str | None:
+    """The UI language a stored or requested locale speaks (ja-JP → ja), or None when Hato has none for it."""
+    language = (locale or "").replace("_", "-").split("-")[0].strip().lower()
+    return language if language in LANGUAGES else None
+
+
+def language_or_default(locale: str | None, default_locale: str) -> str:
+    """The UI language of locale, else of the default locale, else the source language."""
+    return ui_language(locale) or ui_language(default_locale) or LANGUAGES[0]
+
+
+def _tidy(text: str, locale: str) -> str:
+    return _CJK_GAP.sub("", text) if locale == "ja" else text
+
+
+def local_datetime(value: datetime, zone: tzinfo, locale: str, weekday: bool = True) -> str:
+    """An instant to the minute in zone, the locale's way ("Mon, Nov 30, 2026, 9:05 AM JST" in English)."""
+    local = value.astimezone(zone)
+    date = format_skeleton("yMMMEd" if weekday else "yMMMd", local, locale=locale)
+    time = format_time(local, "short", locale=locale)
+    joined = Locale.parse(locale).datetime_formats["medium"].format(time, date)
+    return f"{joined} {local.tzname()}"  # the zone's own abbreviation (JST), which CLDR lacks for most zones
+
+
+def numeric_datetime(value: datetime, zone: tzinfo) -> str:
+    """An instant as operators scan it in tables, the same in every language: 2026-11-30 09:05 JST."""
+    return value.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def utc_datetime(value: datetime) -> str:
+    """The instant in UTC, shown on hover beside a local time: 2026-11-30 00:05:00 UTC."""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def relative(value: datetime, zone: tzinfo, locale: str, now: datetime | None = None, just_now: str = "") -> str:
+    """How long ago value was ("3 minutes ago" / "3分前") within a week; older ones get a local date.
+
+    just_now is what under a minute reads (from the catalog; CLDR has no such phrase).
+    """
+    now = now or datetime.now(UTC)
+    age = now - value
+    if age < timedelta(minutes=1):
+        return just_now or format_timedelta(-age, add_direction=True, locale=locale)
+    if age < RECENT:
+        return _tidy(format_timedelta(-age, add_direction=True, threshold=1, locale=locale), locale)
+    local = value.astimezone(zone)
+    skeleton = "MMMd" if local.year == now.astimezone(zone).year else "yMMMd"
+    return format_skeleton(skeleton, local, locale=locale)
+
+
+def number(value: int | float, locale: str) -> str:
+    """A count with the locale's grouping (12,345)."""
+    return format_decimal(value, locale=locale)
