@@ -130,7 +130,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("VAPID_PUBLIC_KEY", "", "str", help="Web Push public key"),
     Setting("VAPID_PRIVATE_KEY", "", "str", help="Web Push private key"),
     Setting("VAPID_SUBJECT", "mailto:ops@localhost", "str", help="contact sent to push services (mailto: or https:)"),
-    Setting("DEFAULT_LOCALE", "en", "str", help="template locale fallback"),
+    Setting("DEFAULT_LOCALE", "en", "str", help="language for users who chose none (after Accept-Language) and template locale fallback"),
     Setting("DEFAULT_TIMEZONE", "UTC", "str", help="time zone for users without one"),
     Setting("RETRY_BASE_SECONDS", 2.0, "float", 0.01, DAY, "first retry delay"),
     Setting("RETRY_CAP_SECONDS", 600.0, "float", 0.1, 7 * DAY, "longest retry delay, and the longest Retry-After honoured"),

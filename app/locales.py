@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from flask_babel import gettext
+
 from app.refusal import Refused
 
 LOCALE_RE = re.compile(r"^[a-z]{2,3}(-[a-z0-9]{2,8}){0,2}$")
@@ -17,7 +19,7 @@ def normalize_locale(locale: str) -> str:
     """Return the locale as it is stored (lower case, '-' separated), or raise Refused."""
     value = (locale or "").strip().replace("_", "-").lower()
     if not LOCALE_RE.match(value):
-        raise Refused("The locale must look like en, pt-br or zh-hant-tw.")
+        raise Refused(gettext("The locale must look like en, pt-br or zh-hant-tw."))
     return value
 
 

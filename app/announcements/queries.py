@@ -7,6 +7,7 @@ import sqlalchemy as sa
 from app.extensions import db
 from app.models import Announcement
 from app.pagination import Cursor, Page, time_cursor
+from app.sqltext import like_prefix
 
 # Live: published and not expired. Inbox statements and counts share this condition (alias a).
 ACTIVE_ANNOUNCEMENT_SQL = "a.published_at <= now() AND (a.expires_at IS NULL OR a.expires_at > now())"
@@ -23,18 +24,36 @@ ORDER BY a.expires_at DESC, a.id DESC""",
 }
 SECTION_LIMIT = 100
 EXPIRED_PAGE = 20
+SECTIONS = ("active", "scheduled", "expired")
+BODY_FORMATS = ("plain", "markdown")
+# The console's search: title or body containing the words (wildcards escaped), and the body format.
+SEARCH_SQL = "(a.title ILIKE :contains ESCAPE '\\' OR a.body ILIKE :contains ESCAPE '\\')"
 
 
-def announcement_section(section: str, cursor: str | None = None) -> Page:
-    """Return one section of the announcement list; expired ones page by (expires_at, id)."""
+def announcement_section(section: str, cursor: str | None = None, q: str = "", body_format: str = "") -> Page:
+    """Return one section of the announcement list; expired ones page by (expires_at, id).
+
+    q narrows to titles or bodies containing it (case-insensitive, its % and _ taken literally);
+    body_format to plain or markdown ones.
+    """
     where = SECTION_SQL[section]
     params: dict = {"limit": SECTION_LIMIT}
+    narrow = []
+    if q.strip():
+        narrow.append(SEARCH_SQL)
+        params["contains"] = "%" + like_prefix(q.strip())
+    if body_format:
+        narrow.append("a.body_format = :body_format")
+        params["body_format"] = body_format
     if section == "expired":
         position = Cursor.decode(cursor)
-        where = where.format(after="AND (a.expires_at, a.id) < (:c_at, :c_id)" if position else "")
-        params = {"limit": EXPIRED_PAGE + 1}
+        after = ["(a.expires_at, a.id) < (:c_at, :c_id)"] if position else []
+        where = where.format(after="".join(f"AND {c} " for c in [*after, *narrow]))
+        params["limit"] = EXPIRED_PAGE + 1
         if position:
             params.update(c_at=position.created_at, c_id=position.id)
+    elif narrow:
+        where = where.replace("WHERE ", "WHERE " + " AND ".join(narrow) + " AND ", 1)
     sql = sa.text(
         f"SELECT {ANNOUNCEMENT_COLUMNS} FROM announcements a "
         f"LEFT JOIN users u ON u.id = a.created_by {where} LIMIT :limit"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from flask_babel import gettext
+
 from app.announcements.markdown import BODY_FORMATS
 from app.audit import service as audit
 from app.clock import PAST_GRACE, db_now
@@ -37,15 +39,15 @@ def _check_announcement(
     title: str, body: str, body_format: str, published_at: datetime, expires_at: datetime | None, now: datetime
 ) -> None:
     if not title.strip() or len(title) > TITLE_MAX:
-        raise Refused(f"The title must have 1 to {TITLE_MAX} characters.")
+        raise Refused(gettext("The title must have 1 to %(max)s characters.", max=TITLE_MAX))
     if not body.strip() or len(body) > OPERATOR_BODY_MAX:
-        raise Refused(f"The body must have 1 to {OPERATOR_BODY_MAX:,} characters.")
+        raise Refused(gettext("The body must have 1 to %(max)s characters.", max=f"{OPERATOR_BODY_MAX:,}"))
     if body_format not in BODY_FORMATS:
-        raise Refused("The body format must be plain text or Markdown.")
+        raise Refused(gettext("The body format must be plain text or Markdown."))
     if expires_at is not None and expires_at <= published_at:
-        raise Refused("The expiry must be after the publication time.")
+        raise Refused(gettext("The expiry must be after the publication time."))
     if expires_at is not None and expires_at <= now:
-        raise Refused("The expiry must be in the future.")
+        raise Refused(gettext("The expiry must be in the future."))
 
 
 def create_announcement(
@@ -60,7 +62,7 @@ def create_announcement(
     """Create an announcement (published now when no time is given); return whether it is live."""
     now = db_now()
     if published_at is not None and published_at < now - PAST_GRACE:
-        raise Refused("That publication time has passed: choose a future time or publish now.")
+        raise Refused(gettext("That publication time has passed: choose a future time or publish now."))
     published_at = published_at or now
     _check_announcement(title, body, body_format, published_at, expires_at, now)
     item = Announcement(
@@ -80,7 +82,7 @@ def create_announcement(
 def _locked_announcement(announcement_id: int) -> Announcement:
     item = db.session.get(Announcement, announcement_id, with_for_update=True)
     if item is None:
-        raise Refused("That announcement no longer exists.")
+        raise Refused(gettext("That announcement no longer exists."))
     return item
 
 
@@ -111,7 +113,7 @@ def update_announcement(
     if published_at is None:  # "publish now": keep the original time of one already live
         published_at = item.published_at if item.published_at <= now else now
     elif published_at != item.published_at and published_at < now - PAST_GRACE:
-        raise Refused("That publication time has passed: choose a future time or publish now.")
+        raise Refused(gettext("That publication time has passed: choose a future time or publish now."))
     _check_announcement(title, body, body_format, published_at, expires_at, now)
     return _change_announcement(
         actor,
@@ -131,7 +133,7 @@ def publish_announcement(actor, announcement_id: int) -> bool:
     item = _locked_announcement(announcement_id)
     now = db_now()
     if item.published_at <= now:
-        raise Refused("That announcement is already published.")
+        raise Refused(gettext("That announcement is already published."))
     return _change_announcement(actor, item, "announcement.publish", now, published_at=now)
 
 
@@ -140,7 +142,7 @@ def expire_announcement(actor, announcement_id: int) -> bool:
     item = _locked_announcement(announcement_id)
     now = db_now()
     if not is_live(item, now):
-        raise Refused("Only a live announcement can be expired; delete a scheduled one instead.")
+        raise Refused(gettext("Only a live announcement can be expired; delete a scheduled one instead."))
     return _change_announcement(actor, item, "announcement.expire", now, expires_at=now)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import wraps
 
 from flask import request
+from flask_babel import gettext
 
 from app.api.schemas import ApiError
 from app.api_keys.scopes import SCOPES
@@ -52,10 +53,13 @@ def requires(scope: str):
             if key is None or not key.allows(scope):
                 raise ApiError(
                     403,
-                    f"This API key lacks the scope {scope!r}; an admin can add it on the console's API keys page.",
+                    gettext(
+                        "This API key lacks the scope %(scope)s; an admin can add it on the console's API keys page.",
+                        scope=repr(scope),
+                    ),
                     headers={"WWW-Authenticate": f'Bearer realm="hato", error="insufficient_scope", scope="{scope}"'},
                     type=INSUFFICIENT_SCOPE,
-                    title="Insufficient scope",
+                    title=gettext("Insufficient scope"),
                     scope=scope,
                 )
             return view(*args, **kwargs)

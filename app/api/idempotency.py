@@ -30,6 +30,7 @@ from functools import wraps
 
 import sqlalchemy as sa
 from flask import Response, request
+from flask_babel import LazyString, gettext
 from pydantic import BaseModel
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -100,7 +101,10 @@ def header_key() -> str | None:
     if key is None:
         return None
     if len(key) > MAX_KEY_LENGTH or not KEY_RE.fullmatch(key):
-        raise ApiError(400, f"Idempotency-Key must be 1-{MAX_KEY_LENGTH} printable ASCII characters, e.g. a UUID.")
+        raise ApiError(
+            400,
+            gettext("Idempotency-Key must be 1-%(max)d printable ASCII characters, e.g. a UUID.", max=MAX_KEY_LENGTH),
+        )
     return key
 
 
@@ -131,7 +135,7 @@ def claim(api_key_id: int, key: str, fingerprint: str) -> KeyClaim | Response:
     if not row.held:
         raise ApiError(
             409,
-            "A request with this Idempotency-Key is still in progress; retry shortly.",
+            gettext("A request with this Idempotency-Key is still in progress; retry shortly."),
             headers={"Retry-After": "1"},
         )
     if row.id is not None:
@@ -141,7 +145,8 @@ def claim(api_key_id: int, key: str, fingerprint: str) -> KeyClaim | Response:
     db.session.rollback()
     if existing.request_hash != fingerprint:
         raise ApiError(
-            422, "This Idempotency-Key was already used for a different request; use a new key for a new request."
+            422,
+            gettext("This Idempotency-Key was already used for a different request; use a new key for a new request."),
         )
     return _replay(existing.response_status, existing.response_body)
 
@@ -174,12 +179,20 @@ def store(response: Response) -> Response:
     return response
 
 
-def idempotent(model: type[BaseModel] | None = None, withheld: str | None = None):
+@dataclass(frozen=True)
+class Withheld:
+    """What a replay of a secret answer says instead (lazy strings: in the replaying request's language)."""
+
+    title: LazyString
+    detail: LazyString
+
+
+def idempotent(model: type[BaseModel] | None = None, withheld: Withheld | None = None):
     """Parse the JSON body as model (passed as `payload`) and apply Idempotency-Key around the view.
 
     The view must store() its response and commit; if it raises instead, its work and its claim are
-    rolled back together. withheld names what the view's answer is (say "sign-in link"): its body is
-    never stored, and a replay is a 409 saying it cannot be shown again.
+    rolled back together. withheld says what the view's answer is (a sign-in link): its body is
+    never stored, and a replay is a 409 whose title and detail say it cannot be shown again.
     """
 
     def decorate(view):
@@ -195,13 +208,7 @@ def idempotent(model: type[BaseModel] | None = None, withheld: str | None = None
             outcome = claim(current_key().id, key, request_hash(request.method, request.path, canonical))
             if isinstance(outcome, Response):
                 if withheld is not None:  # whatever the record holds (rows from before this rule included)
-                    raise ApiError(
-                        409,
-                        f"A {withheld} was already issued for this Idempotency-Key and cannot be shown again; "
-                        "send a new Idempotency-Key to get a new one.",
-                        type=ALREADY_ISSUED,
-                        title=f"The {withheld} was already issued",
-                    )
+                    raise ApiError(409, str(withheld.detail), type=ALREADY_ISSUED, title=str(withheld.title))
                 return outcome
             outcome.withheld = withheld is not None
             request.hato_idempotency_claim = outcome  # per request, not per app context (g)

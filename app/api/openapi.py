@@ -1,10 +1,16 @@
-"""The OpenAPI 3.1 document, generated from the models in schemas.py and responses.py (spec and code cannot drift)."""
+"""The OpenAPI 3.1 document, generated from the models in schemas.py and responses.py (spec and code cannot drift).
+
+The document is developer documentation and stays English whatever the caller's Accept-Language (the problem
+documents the API answers with are translated; their type, status and field names are the same in every
+language, which is what the spec describes): it is built under force_locale of the source language.
+"""
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
 
+from flask_babel import force_locale
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 
@@ -12,6 +18,7 @@ from app.api import responses as answers
 from app.api import schemas
 from app.api.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
 from app.api_keys.scopes import SCOPES
+from app.i18n import LANGUAGES
 from app.pagination import MAX_ID
 from app.web.errors import MESSAGES
 
@@ -220,7 +227,7 @@ def _json(ref: dict) -> dict:
 def _responses(op: Operation, refs: dict) -> dict:
     responses = {}
     for status, model in op.responses.items():
-        response = {"description": "OK" if status < 300 else MESSAGES.get(status, "")}
+        response = {"description": "OK" if status < 300 else str(MESSAGES.get(status, ""))}
         if isinstance(model, tuple):
             response["content"] = _json({"oneOf": [refs[(m, "serialization")] for m in model]})
         elif model is not None:
@@ -236,7 +243,7 @@ def _responses(op: Operation, refs: dict) -> dict:
     problem = {PROBLEM: {"schema": refs[(answers.Problem, "serialization")]}}
     errors = op.errors if op.public else (*op.errors, *AUTHED_ERRORS)
     for status in sorted(set(errors)):
-        response = {"description": MESSAGES.get(status, "Error"), "content": problem}
+        response = {"description": str(MESSAGES.get(status, "Error")), "content": problem}
         if status in (409, 429, 503):
             response["headers"] = {"Retry-After": HEADER_INT}
         if status == 429:
@@ -271,7 +278,12 @@ def _operation(op: Operation, refs: dict) -> dict:
 
 @functools.cache
 def spec(base_url: str) -> dict:
-    """Return the OpenAPI 3.1 document for a deployment at base_url."""
+    """Return the OpenAPI 3.1 document for a deployment at base_url, in English (see the module's docstring)."""
+    with force_locale(LANGUAGES[0]):
+        return _document(base_url)
+
+
+def _document(base_url: str) -> dict:
     inputs = {op.body for op in OPERATIONS if op.body is not None}
     outputs = {
         m
@@ -306,7 +318,7 @@ def spec(base_url: str) -> dict:
                     "description": "An API key from `flask api-keys create NAME --scope …` or the console. "
                     "Each operation lists the scope its key needs; without it the answer is 403 with "
                     '`WWW-Authenticate: Bearer error="insufficient_scope"`. Scopes: '
-                    + " ".join(f"`{name}`: {text}" for name, text in SCOPES.items()),
+                    + " ".join(f"`{name}`: {str(text)}" for name, text in SCOPES.items()),
                 }
             },
         },

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, TypeVar
 
 from flask import current_app, request
+from flask_babel import gettext, lazy_gettext, ngettext
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -42,22 +43,28 @@ EMAIL_PATTERN = rf"^{_ATEXT}(\.{_ATEXT})*@{_LABEL}(\.{_LABEL})+$"
 SEND_AT_MAX_DAYS = 90
 KEY_MAX = 200  # a group_key or cancellation_key
 # RFC 3339 date-time: the offset is required (Z or ±hh:mm), so "10:00" is never read in a guessed zone.
-SEND_AT_MESSAGE = "must be an RFC 3339 date-time with an offset, such as 2026-12-01T09:00:00+09:00"
+SEND_AT_MESSAGE = lazy_gettext("must be an RFC 3339 date-time with an offset, such as 2026-12-01T09:00:00+09:00")
 RFC3339_PATTERN = r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
 
-LINK_MESSAGE = "must be a relative path on this site, such as /orders/42"
+LINK_MESSAGE = lazy_gettext("must be a relative path on this site, such as /orders/42")
+TIMEZONE_MESSAGE = lazy_gettext("must be an IANA time zone name such as Europe/Paris")
+RECIPIENTS_MESSAGE = lazy_gettext("send either recipients (a list) or recipient (one id)")
 
+# Field messages are in the reader's language (Accept-Language); the field names they are filed under never
+# change. Lazy: each is translated when a problem document is written (field_errors).
 PATTERN_MESSAGES = {
-    NO_NUL: "must not contain NUL characters",
-    EXTERNAL_ID_PATTERN: "must not contain '/' or control characters",
+    NO_NUL: lazy_gettext("must not contain NUL characters"),
+    EXTERNAL_ID_PATTERN: lazy_gettext("must not contain '/' or control characters"),
     SHAPE_PATTERN: LINK_MESSAGE,
-    LOCALE_PATTERN: "must be a language tag such as en or ja-JP",
-    EMAIL_PATTERN: "must be an e-mail address such as ann@example.com",
+    LOCALE_PATTERN: lazy_gettext("must be a language tag such as en or ja-JP"),
+    EMAIL_PATTERN: lazy_gettext("must be an e-mail address such as ann@example.com"),
     RFC3339_PATTERN: SEND_AT_MESSAGE,
 }
+# Hato's own validators raise PydanticCustomError with these error types; their English msg is looked up here.
+CUSTOM_MESSAGES = {"link": LINK_MESSAGE, "timezone": TIMEZONE_MESSAGE, "recipients": RECIPIENTS_MESSAGE}
 
 MAX_RECIPIENTS = 1000
-INVALID_FIELDS = "Some fields are missing or invalid."
+INVALID_FIELDS = lazy_gettext("Some fields are missing or invalid.")
 
 
 def _text(min_length: int, max_length: int, pattern: str = NO_NUL):
@@ -67,7 +74,7 @@ def _text(min_length: int, max_length: int, pattern: str = NO_NUL):
 def _same_site_link(value: str) -> str:
     # The pattern is the rule's shape; app/links.py also judges what percent-decoding would make of it.
     if same_site_path(value) is None:
-        raise PydanticCustomError("link", LINK_MESSAGE)
+        raise PydanticCustomError("link", str(LINK_MESSAGE))
     return value
 
 
@@ -87,13 +94,15 @@ def parse_send_at(value: str) -> datetime:
         too_far = moment - datetime.now(UTC) > timedelta(days=SEND_AT_MAX_DAYS)
     except (ValueError, OverflowError):
         raise ApiError(
-            422, "send_at is not a real date and time.", errors=[{"field": "send_at", "message": SEND_AT_MESSAGE}]
+            422,
+            gettext("send_at is not a real date and time."),
+            errors=[{"field": "send_at", "message": str(SEND_AT_MESSAGE)}],
         ) from None
     if too_far:
-        message = f"must be at most {SEND_AT_MAX_DAYS} days ahead"
+        message = gettext("must be at most %(days)d days ahead", days=SEND_AT_MAX_DAYS)
         raise ApiError(
             422,
-            f"send_at is more than {SEND_AT_MAX_DAYS} days ahead.",
+            gettext("send_at is more than %(days)d days ahead.", days=SEND_AT_MAX_DAYS),
             errors=[{"field": "send_at", "message": message}],
         )
     return moment
@@ -133,7 +142,7 @@ def _zone_names() -> frozenset[str]:
 
 def _known_timezone(value: str) -> str:
     if value not in _zone_names():
-        raise PydanticCustomError("timezone", "must be an IANA time zone name such as Europe/Paris")
+        raise PydanticCustomError("timezone", str(TIMEZONE_MESSAGE))
     return value
 
 
@@ -232,9 +241,7 @@ class NotificationIn(_In):
     @model_validator(mode="after")
     def _one_recipient_field(self) -> NotificationIn:
         if (self.recipients is None) == (self.recipient is None):
-            raise PydanticCustomError(
-                "recipients", "send either recipients (a list) or recipient (one id)", {"field": "recipients"}
-            )
+            raise PydanticCustomError("recipients", str(RECIPIENTS_MESSAGE), {"field": "recipients"})
         return self
 
     def recipient_ids(self) -> list[str]:
@@ -277,16 +284,76 @@ class UserIn(_In):
 
 
 class ApiError(Exception):
-    """An error the API answers with a problem document (status, a sentence, extra members)."""
+    """An error the API answers with a problem document (status, a sentence, extra members).
+
+    detail (and a title in extra) is a sentence for people, in the request's language (gettext when raised,
+    or lazy); type, status, scope and the errors' field names are for programs and never translated.
+    """
 
     def __init__(self, status: int, detail: str, headers: dict | None = None, **extra) -> None:
         super().__init__(detail)
         self.status, self.detail, self.headers, self.extra = status, detail, headers or {}, extra
 
 
+def _list_length(at_least: bool):
+    def message(ctx: dict) -> str:
+        if ctx.get("field_type") != "List":
+            raise KeyError("field_type")  # another container: pydantic's own words
+        if at_least:
+            return ngettext(
+                "List should have at least %(num)d item after validation, not %(actual)d",
+                "List should have at least %(num)d items after validation, not %(actual)d",
+                int(ctx["min_length"]),
+                actual=int(ctx["actual_length"]),
+            )
+        return ngettext(
+            "List should have at most %(num)d item after validation, not %(actual)d",
+            "List should have at most %(num)d items after validation, not %(actual)d",
+            int(ctx["max_length"]),
+            actual=int(ctx["actual_length"]),
+        )
+
+    return message
+
+
+# pydantic's own messages for the errors a request body can produce, in the same English words; any other
+# error keeps pydantic's English. Each takes the error's ctx.
+PYDANTIC_MESSAGES = {
+    "missing": lambda ctx: gettext("Field required"),
+    "extra_forbidden": lambda ctx: gettext("Extra inputs are not permitted"),
+    "string_type": lambda ctx: gettext("Input should be a valid string"),
+    "int_type": lambda ctx: gettext("Input should be a valid integer"),
+    "bool_type": lambda ctx: gettext("Input should be a valid boolean"),
+    "list_type": lambda ctx: gettext("Input should be a valid list"),
+    "dict_type": lambda ctx: gettext("Input should be an object"),
+    "finite_number": lambda ctx: gettext("Input should be a finite number"),
+    "string_too_short": lambda ctx: ngettext(
+        "String should have at least %(num)d character",
+        "String should have at least %(num)d characters",
+        int(ctx["min_length"]),
+    ),
+    "string_too_long": lambda ctx: ngettext(
+        "String should have at most %(num)d character",
+        "String should have at most %(num)d characters",
+        int(ctx["max_length"]),
+    ),
+    "too_short": _list_length(at_least=True),
+    "too_long": _list_length(at_least=False),
+}
+
+
 def _message(error: dict) -> str:
-    pattern = (error.get("ctx") or {}).get("pattern")
-    return PATTERN_MESSAGES.get(pattern, error["msg"])
+    ctx = error.get("ctx") or {}
+    if (pattern := ctx.get("pattern")) in PATTERN_MESSAGES:
+        return str(PATTERN_MESSAGES[pattern])
+    if error["type"] in CUSTOM_MESSAGES:
+        return str(CUSTOM_MESSAGES[error["type"]])
+    if (translate := PYDANTIC_MESSAGES.get(error["type"])) is not None:
+        try:
+            return translate(ctx)
+        except (KeyError, TypeError, ValueError):  # a ctx this version of pydantic shapes differently
+            return error["msg"]
+    return error["msg"]
 
 
 # pydantic names the branch of a union (JsonValue) in the error location; people want the path only.
@@ -316,35 +383,40 @@ M = TypeVar("M", bound=BaseModel)
 def parse_body(model: type[M]) -> M:
     """Validate the JSON body as model: 415 wrong type, 400 malformed, 422 with the failing fields."""
     if request.mimetype != "application/json":
-        raise ApiError(415, "Send the body as JSON with Content-Type: application/json.")
+        raise ApiError(415, gettext("Send the body as JSON with Content-Type: application/json."))
     raw = request.get_data()
     limit = current_app.config["API_MAX_BODY_BYTES"]
     if len(raw) > limit:
-        raise ApiError(413, f"The body is larger than {limit} bytes.")
+        raise ApiError(413, body_too_large(limit))
     if not raw.strip():
-        raise ApiError(400, "The request body is empty; send a JSON object.")
+        raise ApiError(400, gettext("The request body is empty; send a JSON object."))
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:
         if any(error["type"] == "json_invalid" for error in exc.errors()):
-            raise ApiError(400, "The body is not valid JSON (UTF-8, at most 200 levels deep).") from None
-        raise ApiError(422, INVALID_FIELDS, errors=field_errors(exc)) from None
+            raise ApiError(400, gettext("The body is not valid JSON (UTF-8, at most 200 levels deep).")) from None
+        raise ApiError(422, str(INVALID_FIELDS), errors=field_errors(exc)) from None
 
 
-def _path_value(field: str, annotation, value: str, what: str):
+def body_too_large(limit: int) -> str:
+    """The 413 sentence (the limit in bytes, grouped as the reader's language groups numbers)."""
+    return ngettext("The body is larger than %(num)d byte.", "The body is larger than %(num)d bytes.", limit)
+
+
+def _path_value(field: str, annotation, value: str, detail):
     """Check one URL segment with the rules the same field has in a body (422 naming it otherwise)."""
     try:
         return TypeAdapter(annotation).validate_python(value)
     except ValidationError as exc:
         errors = [{**error, "field": field} for error in field_errors(exc)]
-        raise ApiError(422, f"The {what} in the URL is invalid.", errors=errors) from None
+        raise ApiError(422, str(detail), errors=errors) from None
 
 
 def validate_path_id(value: str) -> str:
     """Check an external id taken from the URL with the same rules as in a body (422 otherwise)."""
-    return _path_value("external_id", ExternalId, value, "external id")
+    return _path_value("external_id", ExternalId, value, lazy_gettext("The external id in the URL is invalid."))
 
 
 def validate_cancellation_key(value: str) -> str:
     """Check a cancellation key taken from the URL with the body's rules (422 otherwise)."""
-    return _path_value("cancellation_key", Key, value, "cancellation key")
+    return _path_value("cancellation_key", Key, value, lazy_gettext("The cancellation key in the URL is invalid."))

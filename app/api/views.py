@@ -1,5 +1,7 @@
 """The JSON API for product services under /v1: bearer API key, application/json, problem+json errors.
 
+Problem documents speak the caller's language (Accept-Language: their title and detail, and the field
+messages); type, status, scope, field names and error codes are for programs and never change with it.
 The session cookie is never accepted as authentication (so no CSRF token either); every limit
 is per API key, and every endpoint declares the scope its key needs (auth.requires). Views parse,
 call one service, store their response for the Idempotency-Key and commit once; the Redis work the
@@ -12,11 +14,12 @@ import logging
 import time
 
 from flask import Blueprint, current_app, jsonify, request, url_for
+from flask_babel import gettext, lazy_gettext, ngettext
 from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from app.api import auth, openapi, responses, schemas
-from app.api.idempotency import idempotent, json_response, store
+from app.api.idempotency import Withheld, idempotent, json_response, store
 from app.api.schemas import ApiError
 from app.auth import links
 from app.clock import db_now
@@ -35,6 +38,13 @@ bp = Blueprint("api", __name__, url_prefix="/v1")
 csrf.exempt(bp)
 
 PUBLIC_ENDPOINTS = frozenset({"api.ping", "api.openapi_document"})
+LOGIN_LINK_WITHHELD = Withheld(
+    title=lazy_gettext("The sign-in link was already issued"),
+    detail=lazy_gettext(
+        "A sign-in link was already issued for this Idempotency-Key and cannot be shown again; "
+        "send a new Idempotency-Key to get a new one."
+    ),
+)
 
 
 def _public() -> bool:
@@ -57,11 +67,11 @@ def guard():
     if auth.current_key() is None:
         raise ApiError(
             401,
-            "Send a valid API key as `Authorization: Bearer hato_…`.",
+            gettext("Send a valid API key as `Authorization: Bearer hato_…`."),
             headers={"WWW-Authenticate": 'Bearer realm="hato"'},
         )
     if (request.content_length or 0) > limit:
-        raise ApiError(413, f"The body is larger than {limit} bytes.")
+        raise ApiError(413, schemas.body_too_large(limit))
     return None
 
 
@@ -92,24 +102,40 @@ def api_error(error: ApiError):
 def unknown_type_or_recipients(error: NotifyError):
     """422 naming the unknown type and recipients (nothing was written)."""
     errors = []
+    unknown = len(error.unknown_recipients)
     if error.unknown_type is not None:
-        errors.append({"field": "type", "message": f"there is no notification type {error.unknown_type!r}"})
-    if error.unknown_recipients:
-        errors.append({"field": "recipients", "message": "unknown recipients: create them with PUT /v1/users/{id}"})
+        message = gettext("there is no notification type %(type)s", type=repr(error.unknown_type))
+        errors.append({"field": "type", "message": message})
+    if unknown:
+        message = gettext("unknown recipients: create them with PUT /v1/users/{id}")
+        errors.append({"field": "recipients", "message": message})
+    if error.unknown_type is not None and unknown:
+        detail = ngettext(
+            "Nothing was sent: unknown notification type %(type)s; %(num)d unknown recipient.",
+            "Nothing was sent: unknown notification type %(type)s; %(num)d unknown recipients.",
+            unknown,
+            type=repr(error.unknown_type),
+        )
+    elif error.unknown_type is not None:
+        detail = gettext("Nothing was sent: unknown notification type %(type)s.", type=repr(error.unknown_type))
+    else:
+        detail = ngettext(
+            "Nothing was sent: %(num)d unknown recipient.", "Nothing was sent: %(num)d unknown recipients.", unknown
+        )
     extra = {"unknown_recipients": error.unknown_recipients} if error.unknown_recipients else {}
-    return problem(422, f"Nothing was sent: {error}.", errors=errors, **extra)
+    return problem(422, detail, errors=errors, **extra)
 
 
 @bp.errorhandler(users.UserNotFound)
 def user_not_found(error):
     """404 for an unknown external id."""
-    return problem(404, "There is no user with this external id.")
+    return problem(404, gettext("There is no user with this external id."))
 
 
 @bp.errorhandler(users.NotAMember)
 def not_a_member(error):
     """403: operator accounts are not managed through the API."""
-    return problem(403, "This external id belongs to an operator account, which the API cannot manage.")
+    return problem(403, gettext("This external id belongs to an operator account, which the API cannot manage."))
 
 
 @bp.errorhandler(users.EmailTaken)
@@ -117,8 +143,8 @@ def email_taken(error):
     """409: the address belongs to another user."""
     return problem(
         409,
-        "Another user already has this e-mail address.",
-        errors=[{"field": "email", "message": "already used by another user"}],
+        gettext("Another user already has this e-mail address."),
+        errors=[{"field": "email", "message": gettext("already used by another user")}],
     )
 
 
@@ -132,7 +158,7 @@ def database_unavailable(error):
         db.session.rollback()
     except SQLAlchemyError:
         pass  # the connection is gone; the session is discarded at the end of the request anyway
-    response = problem(503, "The database is unavailable; retry shortly.")
+    response = problem(503, gettext("The database is unavailable; retry shortly."))
     response.headers["Retry-After"] = "5"
     return response
 
@@ -145,7 +171,7 @@ def ping():
 
 @bp.get("/openapi.json")
 def openapi_document():
-    """The OpenAPI 3.1 document, generated from the same models that validate requests."""
+    """The OpenAPI 3.1 document, generated from the same models that validate requests (always English)."""
     return jsonify(openapi.spec(current_app.config["BASE_URL"]))
 
 
@@ -205,7 +231,7 @@ def get_notification(notification_id: int):
     # Another key's row answers exactly like a missing one: ids are a sequence, and 403 would confirm them.
     row = notification_with_deliveries(notification_id, api_key_id=auth.current_key().id)
     if row is None:
-        raise ApiError(404, "There is no notification with this id.")
+        raise ApiError(404, gettext("There is no notification with this id."))
     return json_response(200, responses.NotificationOut.model_validate(row))
 
 
@@ -241,7 +267,7 @@ def get_counts(external_id: str):
 
 @bp.post("/users/<external_id>/login-links")
 @auth.requires("links:create")
-@idempotent(withheld="sign-in link")
+@idempotent(withheld=LOGIN_LINK_WITHHELD)
 def create_login_link(external_id: str):
     """A one-time sign-in URL (5 minutes, single use) for a member; a replay never shows it again."""
     token, expires_at = links.create_for_member(external_id)

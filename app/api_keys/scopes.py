@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from flask_babel import gettext, lazy_gettext
+
 from app.refusal import Refused
 
 # Ordered as shown in the console, the CLI and the OpenAPI document.
@@ -12,6 +14,17 @@ SCOPES = {
     "notifications:read": "Read back the notifications this key sent (with delivery state) and members' badge counts.",
     "users:write": "Create, update and erase recipients (PUT and DELETE /v1/users/{id}).",
     "links:create": "Mint one-time sign-in links, which sign a member in: give it only to the product's backend.",
+}
+# The same descriptions in the console operator's language.
+SCOPE_LABELS = {
+    "notifications:write": lazy_gettext("Send notifications (POST /v1/notifications)."),
+    "notifications:read": lazy_gettext(
+        "Read back the notifications this key sent (with delivery state) and members' badge counts."
+    ),
+    "users:write": lazy_gettext("Create, update and erase recipients (PUT and DELETE /v1/users/{id})."),
+    "links:create": lazy_gettext(
+        "Mint one-time sign-in links, which sign a member in: give it only to the product's backend."
+    ),
 }
 # A new key can only send (least privilege); the database column has the same default (0007_security).
 DEFAULT_SCOPES = ("notifications:write",)
@@ -22,7 +35,11 @@ def normalize(names: Iterable[str]) -> tuple[str, ...]:
     wanted = {name.strip() for name in names}
     unknown = sorted(wanted - SCOPES.keys())
     if unknown:
-        raise Refused(f"Unknown scope {unknown[0]!r}: choose from {', '.join(SCOPES)}.")
+        raise Refused(
+            gettext(
+                "Unknown scope %(scope)s: choose from %(choices)s.", scope=repr(unknown[0]), choices=", ".join(SCOPES)
+            )
+        )
     if not wanted:
-        raise Refused("Give the key at least one scope.")
+        raise Refused(gettext("Give the key at least one scope."))
     return tuple(name for name in SCOPES if name in wanted)

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+from flask_babel import gettext
 from sqlalchemy.exc import IntegrityError
 
 from app.api_keys.scopes import DEFAULT_SCOPES, normalize
@@ -106,7 +107,7 @@ def create_api_key(actor, name: str, scopes: Iterable[str] = DEFAULT_SCOPES) -> 
     """Create a key named name with scopes; return the key itself (shown once, never stored)."""
     name = name.strip()
     if not name or len(name) > API_KEY_NAME_MAX or "\x00" in name:
-        raise Refused(f"The key's name must have 1 to {API_KEY_NAME_MAX} characters.")
+        raise Refused(gettext("The key's name must have 1 to %(max)s characters.", max=API_KEY_NAME_MAX))
     scopes = list(normalize(scopes))
     for _ in range(3):
         key = generate_key()
@@ -129,7 +130,7 @@ def revoke_api_key(actor, prefix: str) -> None:
     """Revoke the live key with this prefix: requests using it get 401 from now on."""
     forget(prefix)
     if db.session.execute(REVOKE_SQL, {"prefix": prefix}).first() is None:
-        raise Refused("That key does not exist or is already revoked.")
+        raise Refused(gettext("That key does not exist or is already revoked."))
     audit.record(actor, "api_key.revoke", "api_key", prefix, before={"revoked": False}, after={"revoked": True})
 
 
@@ -138,7 +139,7 @@ def set_scopes(actor, prefix: str, scopes: Iterable[str]) -> bool:
     scopes = list(normalize(scopes))
     before = db.session.execute(SCOPES_SQL, {"prefix": prefix}).scalar()
     if before is None:
-        raise Refused("That key does not exist or is revoked.")
+        raise Refused(gettext("That key does not exist or is revoked."))
     if list(before) == scopes:
         return False
     db.session.execute(SET_SCOPES_SQL, {"prefix": prefix, "scopes": scopes})

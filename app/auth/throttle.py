@@ -31,7 +31,7 @@ from app.extensions import limiter
 
 log = logging.getLogger(__name__)
 
-TOO_MANY = "Too many sign-in attempts."
+TOO_MANY = "Too many sign-in attempts."  # werkzeug's description; the page shows errors.MESSAGES[429] instead
 
 
 def _account() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flask import Blueprint, flash, redirect, render_template, request, session, url_for
+from flask_babel import gettext, lazy_gettext
 from flask_login import current_user, login_required, login_user, logout_user
 from flask_wtf import FlaskForm
 from werkzeug.security import check_password_hash, generate_password_hash
@@ -28,8 +29,8 @@ _DUMMY_HASH = generate_password_hash("not-a-real-password", method="scrypt")
 class LoginForm(FlaskForm):
     """E-mail and password."""
 
-    email = EmailField("E-mail", validators=[DataRequired(), Length(max=EMAIL_MAX)])
-    password = PasswordField("Password", validators=[DataRequired(), Length(max=PASSWORD_MAX)])
+    email = EmailField(lazy_gettext("E-mail"), validators=[DataRequired(), Length(max=EMAIL_MAX)])
+    password = PasswordField(lazy_gettext("Password"), validators=[DataRequired(), Length(max=PASSWORD_MAX)])
 
 
 @login_manager.user_loader
@@ -114,7 +115,7 @@ def logout_everywhere():
     version = end_sessions(current_user, keep_sid=sessions.current_sid())
     commit()
     sessions.restamp(version)
-    flash("Every other session is signed out. This browser stays signed in.", "success")
+    flash(gettext("Every other session is signed out. This browser stays signed in."), "success")
     return redirect(url_for("auth.sign_ins"))
 
 

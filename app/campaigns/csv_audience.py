@@ -12,6 +12,8 @@ import io
 import re
 from dataclasses import dataclass, field
 
+from flask_babel import gettext
+
 MAX_BYTES = 1_000_000
 MAX_IDS = 100_000
 ID_MAX_CHARS = 255
@@ -47,28 +49,35 @@ class ParsedList:
 def _problem(row: list[str]) -> str | None:
     values = [value.strip() for value in row]
     if sum(1 for value in values if value) > 1:
-        return "more than one value on the line (one external id per line)"
+        return gettext("more than one value on the line (one external id per line)")
     value = next((v for v in values if v), "")
     if len(value) > ID_MAX_CHARS:
-        return f"longer than {ID_MAX_CHARS} characters"
+        return gettext("longer than %(max)s characters", max=ID_MAX_CHARS)
     if BAD_ID_CHARS.search(value):
-        return "contains '/' or a control character"
+        return gettext("contains '/' or a control character")
     return None
 
 
 def parse(data: bytes) -> ParsedList:
     """Read one external id per line (a first line naming the column is skipped); raise ListError."""
     if len(data) > MAX_BYTES:
-        raise ListError(f"The file is larger than {MAX_BYTES // 1000:,} kB; split the audience into several campaigns.")
+        raise ListError(
+            gettext(
+                "The file is larger than %(size)s kB; split the audience into several campaigns.",
+                size=f"{MAX_BYTES // 1000:,}",
+            )
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ListError(f"The file is not UTF-8 text (byte {exc.start + 1} cannot be read).") from None
+        raise ListError(
+            gettext("The file is not UTF-8 text (byte %(byte)s cannot be read).", byte=exc.start + 1)
+        ) from None
     result, seen = ParsedList(), set()
     try:
         rows = list(csv.reader(io.StringIO(text, newline="")))
     except csv.Error as exc:
-        raise ListError(f"The file is not readable as CSV: {exc}.") from None
+        raise ListError(gettext("The file is not readable as CSV: %(error)s.", error=str(exc))) from None
     for number, row in enumerate(rows, start=1):
         if not any(value.strip() for value in row):
             continue  # blank lines are harmless
@@ -86,12 +95,17 @@ def parse(data: bytes) -> ParsedList:
         seen.add(value)
         result.ids.append(value)
         if len(result.ids) > MAX_IDS:
-            raise ListError(f"The file has more than {MAX_IDS:,} ids; split the audience into several campaigns.")
+            raise ListError(
+                gettext(
+                    "The file has more than %(count)s ids; split the audience into several campaigns.",
+                    count=f"{MAX_IDS:,}",
+                )
+            )
     if not result.ids:
         raise ListError(
-            "The file has no external ids."
+            gettext("The file has no external ids.")
             if not result.bad_lines
-            else "No line of the file holds a usable external id."
+            else gettext("No line of the file holds a usable external id.")
         )
     return result
 

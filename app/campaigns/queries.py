@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+from flask_babel import lazy_pgettext
 
 from app.extensions import db
-from app.models import Campaign
+from app.models import CAMPAIGN_STATUSES, Campaign
 from app.pagination import Cursor, Page, time_cursor
+from app.sqltext import like_prefix
 
 PAGE_SIZE = 30
 LIVE_STATUSES = ("scheduled", "running")
@@ -25,14 +27,41 @@ LIMIT :limit
 """
 
 
-def campaign_page(cursor: str | None = None, limit: int = PAGE_SIZE) -> Page:
-    """Return one page of campaigns, newest first, keyset on (created_at, id)."""
+STATUSES = CAMPAIGN_STATUSES
+# How operators read each status (the stored value stays).
+STATUS_LABELS = {
+    "draft": lazy_pgettext("campaign status", "draft"),
+    "scheduled": lazy_pgettext("campaign status", "scheduled"),
+    "running": lazy_pgettext("campaign status", "running"),
+    "done": lazy_pgettext("campaign status", "done"),
+    "cancelled": lazy_pgettext("campaign status", "cancelled"),
+    "failed": lazy_pgettext("campaign status", "failed"),
+}
+
+
+def campaign_page(
+    cursor: str | None = None, limit: int = PAGE_SIZE, q: str = "", status: str = "", type_: str = ""
+) -> Page:
+    """Return one page of campaigns, newest first, keyset on (created_at, id).
+
+    q narrows to names or titles containing it (case-insensitive; % and _ literal); status and type_ exactly.
+    """
     position = Cursor.decode(cursor)
     params: dict = {"limit": limit + 1}
-    where = ""
+    conditions = []
     if position:
-        where = "WHERE (c.created_at, c.id) < (:c_at, :c_id)"
+        conditions.append("(c.created_at, c.id) < (:c_at, :c_id)")
         params.update(c_at=position.created_at, c_id=position.id)
+    if q.strip():
+        conditions.append("(c.name ILIKE :contains ESCAPE '\\' OR c.title ILIKE :contains ESCAPE '\\')")
+        params["contains"] = "%" + like_prefix(q.strip())
+    if status:
+        conditions.append("c.status = :status")
+        params["status"] = status
+    if type_:
+        conditions.append("c.type = :type")
+        params["type"] = type_
+    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
     rows = list(db.session.execute(sa.text(LIST_SQL.format(where=where)), params).mappings())
     return Page.of(rows, limit, time_cursor())
 

@@ -12,6 +12,7 @@ import json
 from datetime import datetime
 
 import sqlalchemy as sa
+from flask_babel import gettext
 
 from app.audit import service as audit
 from app.campaigns import csv_audience, fanout, queries
@@ -57,39 +58,46 @@ def parse_data(text: str | None) -> dict:
     if not (text or "").strip():
         return {}
     if len(text.encode("utf-8")) > DATA_MAX_BYTES:
-        raise Refused(f"The data must be at most {DATA_MAX_BYTES:,} bytes of JSON.")
+        raise Refused(gettext("The data must be at most %(max)s bytes of JSON.", max=f"{DATA_MAX_BYTES:,}"))
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise Refused(f"The data is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).") from None
+        raise Refused(
+            gettext(
+                "The data is not valid JSON: %(error)s (line %(line)s, column %(column)s).",
+                error=exc.msg,
+                line=exc.lineno,
+                column=exc.colno,
+            )
+        ) from None
     if not isinstance(value, dict):
-        raise Refused('The data must be a JSON object, like {"code": "SPRING"}.')
+        raise Refused(gettext('The data must be a JSON object, like {"code": "SPRING"}.'))
     return value
 
 
 def _check_content(name: str, type_: str, title: str, body: str, link_path: str | None) -> None:
     if not name.strip() or len(name) > NAME_MAX:
-        raise Refused(f"The name must have 1 to {NAME_MAX} characters.")
+        raise Refused(gettext("The name must have 1 to %(max)s characters.", max=NAME_MAX))
     if db.session.get(NotificationType, type_) is None:
-        raise Refused(f"There is no notification type {type_!r}.")
+        raise Refused(gettext("There is no notification type %(type)s.", type=repr(type_)))
     if not title.strip() or len(title) > TITLE_MAX:
-        raise Refused(f"The title must have 1 to {TITLE_MAX} characters.")
+        raise Refused(gettext("The title must have 1 to %(max)s characters.", max=TITLE_MAX))
     if not body.strip() or len(body) > OPERATOR_BODY_MAX:
-        raise Refused(f"The body must have 1 to {OPERATOR_BODY_MAX:,} characters.")
+        raise Refused(gettext("The body must have 1 to %(max)s characters.", max=f"{OPERATOR_BODY_MAX:,}"))
     # A link is a path inside the product: never another site (the inbox renders it as a plain href).
     if link_path and not same_site_path(link_path):
-        raise Refused("The link must be a path in the product starting with / (like /offers/spring).")
+        raise Refused(gettext("The link must be a path in the product starting with / (like /offers/spring)."))
 
 
 def _audience(kind: str, locale: str | None, list_file: bytes | None):
     """Validate the audience; return (locale, parsed list, unknown ids) without writing anything."""
     if kind not in AUDIENCE_KINDS:
-        raise Refused("Choose an audience: everyone, a locale, or an uploaded list.")
+        raise Refused(gettext("Choose an audience: everyone, a locale, or an uploaded list."))
     if kind == "locale":
         return normalize_locale(locale or ""), None, []
     if kind == "list":
         if not list_file:
-            raise Refused("Upload the list of external ids (a .csv or .txt file, one id per line).")
+            raise Refused(gettext("Upload the list of external ids (a .csv or .txt file, one id per line)."))
         try:
             parsed = csv_audience.parse(list_file)
         except csv_audience.ListError as exc:
@@ -97,8 +105,11 @@ def _audience(kind: str, locale: str | None, list_file: bytes | None):
         unknown = queries.unknown_external_ids(parsed.ids)
         if len(unknown) == len(parsed.ids):
             raise Refused(
-                f"None of the {len(parsed.ids):,} ids in the file is a known user "
-                f"(first: {unknown[0]!r}). Nothing was created."
+                gettext(
+                    "None of the %(count)s ids in the file is a known user (first: %(first)s). Nothing was created.",
+                    count=f"{len(parsed.ids):,}",
+                    first=repr(unknown[0]),
+                )
             )
         return None, parsed, unknown
     return None, None, []
@@ -144,10 +155,15 @@ def create_campaign(
     return campaign
 
 
+def _status(campaign: Campaign) -> str:
+    """The campaign's status as the operator reads it."""
+    return str(queries.STATUS_LABELS.get(campaign.status, campaign.status))
+
+
 def _locked(campaign_id: int) -> Campaign:
     campaign = db.session.get(Campaign, campaign_id, with_for_update=True, populate_existing=True)
     if campaign is None:
-        raise Refused("That campaign no longer exists.")
+        raise Refused(gettext("That campaign no longer exists."))
     return campaign
 
 
@@ -171,12 +187,14 @@ def send_campaign(actor, campaign_id: int, at: datetime | None = None) -> bool:
     """Send a draft now (its fanout job follows the commit) or schedule it for `at`; return True for now."""
     campaign = _locked(campaign_id)
     if campaign.status != "draft":
-        raise Refused(f"This campaign is {campaign.status}: only a draft can be sent or scheduled.")
+        raise Refused(
+            gettext("This campaign is %(status)s: only a draft can be sent or scheduled.", status=_status(campaign))
+        )
     now = db_now()
     if at is not None and at < now - PAST_GRACE:
-        raise Refused("That time has passed: choose a future time or send now.")
+        raise Refused(gettext("That time has passed: choose a future time or send now."))
     if campaign.total == 0:
-        raise Refused("The audience is empty: nobody would receive this campaign.")
+        raise Refused(gettext("The audience is empty: nobody would receive this campaign."))
     when = at if at is not None and at > now else now
     _change(
         actor, campaign, "campaign.send" if when == now else "campaign.schedule", status="scheduled", scheduled_at=when
@@ -194,7 +212,12 @@ def cancel_campaign(actor, campaign_id: int) -> None:
     """
     campaign = _locked(campaign_id)
     if campaign.status not in queries.LIVE_STATUSES:
-        raise Refused(f"This campaign is {campaign.status}: only a scheduled or running one can be cancelled.")
+        raise Refused(
+            gettext(
+                "This campaign is %(status)s: only a scheduled or running one can be cancelled.",
+                status=_status(campaign),
+            )
+        )
     _change(actor, campaign, "campaign.cancel", status="cancelled", finished_at=db_now())
 
 
@@ -202,7 +225,9 @@ def resume_campaign(actor, campaign_id: int) -> None:
     """Start a failed campaign's fanout again; it continues from its cursor (nothing is written twice)."""
     campaign = _locked(campaign_id)
     if campaign.status != "failed":
-        raise Refused(f"This campaign is {campaign.status}: only a failed one can be resumed.")
+        raise Refused(
+            gettext("This campaign is %(status)s: only a failed one can be resumed.", status=_status(campaign))
+        )
     _change(actor, campaign, "campaign.resume", status="scheduled", scheduled_at=db_now(), error=None)
     after_commit(fanout_job(campaign.id))
 
@@ -211,7 +236,7 @@ def delete_draft(actor, campaign_id: int) -> None:
     """Delete a draft (and its uploaded recipients); campaigns that went out are kept for the record."""
     campaign = _locked(campaign_id)
     if campaign.status != "draft":
-        raise Refused(f"This campaign is {campaign.status}: only a draft can be deleted.")
+        raise Refused(gettext("This campaign is %(status)s: only a draft can be deleted.", status=_status(campaign)))
     before = _snapshot(campaign)
     db.session.delete(campaign)
     db.session.flush()

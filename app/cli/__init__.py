@@ -1,6 +1,10 @@
 """The `flask --app wsgi …` commands, one module per group; init_app registers them all.
 
 users create · demo seed · api-keys create|list|revoke · vapid generate · worker · sweep
+
+What the commands print for operators goes through the catalogs and reads in DEFAULT_LOCALE's language:
+there is no request, so app.web.i18n.select_locale answers with it. --help texts stay English (click reads
+them when the command is declared, before any app exists).
 """
 
 from __future__ import annotations

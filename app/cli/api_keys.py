@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 from flask.cli import AppGroup
+from flask_babel import gettext
 
 from app.api_keys import queries, service
 from app.api_keys.scopes import DEFAULT_SCOPES, SCOPES, normalize
@@ -32,8 +33,13 @@ def create_key_command(name: str, scopes: tuple[str, ...]) -> None:
         raise click.BadParameter(str(exc), param_hint="NAME") from exc
     commit()
     click.echo(key)
-    click.echo(f"Key {service.key_prefix(key)}… ({name.strip()}) created with {', '.join(normalize(scopes))}. "
-               "Store it now: it cannot be shown again.", err=True)  # fmt: skip
+    message = gettext(
+        "Key %(prefix)s… (%(name)s) created with %(scopes)s. Store it now: it cannot be shown again.",
+        prefix=service.key_prefix(key),
+        name=name.strip(),
+        scopes=", ".join(normalize(scopes)),
+    )
+    click.echo(message, err=True)
 
 
 @api_keys_cli.command("revoke")
@@ -43,9 +49,9 @@ def revoke_key_command(prefix: str) -> None:
     try:
         service.revoke_api_key(None, prefix.rstrip("…"))
     except Refused as exc:
-        raise click.ClickException(f"no live key has the prefix {prefix!r}") from exc
+        raise click.ClickException(gettext("no live key has the prefix %(prefix)s", prefix=repr(prefix))) from exc
     commit()
-    click.echo(f"Key {prefix} revoked.")
+    click.echo(gettext("Key %(prefix)s revoked.", prefix=prefix))
 
 
 @api_keys_cli.command("list")
@@ -53,12 +59,20 @@ def list_keys_command() -> None:
     """List keys, live ones first: prefix, name, created, last used, state, scopes."""
     rows = queries.api_keys()
     if not rows:
-        click.echo("No API keys yet: flask --app wsgi api-keys create NAME")
+        click.echo(gettext("No API keys yet: flask --app wsgi api-keys create NAME"))
         return
     for row in rows:
-        used = row["last_used_at"].isoformat(timespec="minutes") if row["last_used_at"] else "never"
-        state = f"revoked {row['revoked_at']:%Y-%m-%d}" if row["revoked_at"] else "live"
-        click.echo(
-            f"{row['prefix']}…  {row['name']:<24} created {row['created_at']:%Y-%m-%d}  last used {used}  {state}"
-            f"  scopes {','.join(row['scopes'])}"
+        used = row["last_used_at"].isoformat(timespec="minutes") if row["last_used_at"] else gettext("never")
+        revoked = row["revoked_at"].strftime("%Y-%m-%d") if row["revoked_at"] else None
+        state = gettext("revoked %(date)s", date=revoked) if revoked else gettext("live")
+        name, created = row["name"].ljust(24), row["created_at"].strftime("%Y-%m-%d")  # padded before placing
+        line = gettext(
+            "%(prefix)s…  %(name)s created %(created)s  last used %(used)s  %(state)s  scopes %(scopes)s",
+            prefix=row["prefix"],
+            name=name,
+            created=created,
+            used=used,
+            state=state,
+            scopes=",".join(row["scopes"]),
         )
+        click.echo(line)

@@ -1,6 +1,10 @@
 """`flask --app wsgi demo seed`: the demo data `make run` loads (safe to repeat), and its logins; dev mode only.
 
-The seed article's four types, members, an operator, an admin, notifications and announcements.
+The seed article's four types, members, an operator, an admin, notifications and announcements. One member,
+hanako, reads Hato in Japanese (locale ja, Asia/Tokyo): her notifications are worded as the requirement
+documents' examples (予約 #310 が承認されました…), and the demo types have Japanese e-mail templates. Bob's
+locale de has no catalog, so he shows the fallback to English. Type labels and notification titles are data,
+not catalog entries; what the command prints is (in DEFAULT_LOCALE's language).
 """
 
 from __future__ import annotations
@@ -11,10 +15,11 @@ import click
 import sqlalchemy as sa
 from flask import current_app
 from flask.cli import AppGroup
+from flask_babel import gettext
 from sqlalchemy.dialects.postgresql import insert
 
 from app.extensions import db
-from app.models import Announcement, Notification, NotificationType
+from app.models import Announcement, MessageTemplate, Notification, NotificationType
 from app.unitofwork import commit
 from app.users.service import create_or_update_user
 
@@ -63,6 +68,15 @@ DEMO_ACCOUNTS = [
         "name": "Alice Member",
         "external_id": "demo-alice",
         "timezone": "Asia/Tokyo",
+        "locale": "en",
+    },
+    {
+        "email": "hanako@example.com",
+        "password": "hato-hanako-demo",
+        "role": "member",
+        "name": "山田花子",
+        "external_id": "demo-hanako",
+        "timezone": "Asia/Tokyo",
         "locale": "ja",
     },
     {
@@ -106,6 +120,54 @@ DEMO_ACCOUNTS = [
 NOTIFICATIONS_PER_MEMBER = 30
 UNREAD_PER_MEMBER = 6
 
+# What each demo type's notifications say, by the member's language (English for every other one).
+DEMO_WORDING = {
+    "en": {
+        "titles": {
+            "reservation_approved": "Reservation #{n} was approved",
+            "comment": "New comment on reservation #{n}",
+            "reservation_remind": "Tomorrow: projector for reservation #{n}",
+            "security": "New sign-in to your account",
+        },
+        "body": "Open it to see the details.",
+    },
+    # The requirement documents' examples (the seed article's 予約 #310 が承認されました, コメントが付きました).
+    "ja": {
+        "titles": {
+            "reservation_approved": "予約 #{n} が承認されました",
+            "comment": "予約 #{n} にコメントが付きました",
+            "reservation_remind": "明日のご利用：予約 #{n}（プロジェクター）",
+            "security": "アカウントに新しいログインがありました",
+        },
+        "body": "開いて詳細をご確認ください。",
+    },
+}
+
+
+def _ja_email(lead: str, closing: str = "") -> str:
+    """A Japanese text body: the greeting, a lead sentence, the notification, a closing, its link."""
+    return (
+        "{{ user.name }} 様\n\n" + lead + "\n\n{{ notification.title }}\n{{ notification.body }}"
+        + (f"\n\n{closing}" if closing else "")
+        + "{% if notification.link %}\n\n詳細はこちら：{{ notification.link }}{% endif %}\n"
+    )  # fmt: skip
+
+
+# Japanese e-mail wording of the demo types (type, subject, text body); the HTML part is made from the text.
+DEMO_TEMPLATES_JA = [
+    ("reservation_approved", "【予約の承認】{{ notification.title }}", _ja_email("ご予約が承認されました。")),
+    ("reservation_remind", "【利用前日のお知らせ】{{ notification.title }}", _ja_email("明日はご予約の利用日です。")),
+    ("comment", "【コメント】{{ notification.title }}", _ja_email("ご予約に新しいコメントが付きました。")),
+    (
+        "security",
+        "【重要】{{ notification.title }}",
+        _ja_email(
+            "アカウントのセキュリティに関するお知らせです。",
+            "心当たりがない場合は、すぐにパスワードを変更してください。",
+        ),
+    ),
+]
+
 
 def seed_types() -> None:
     """Insert or refresh the four demo types."""
@@ -126,25 +188,30 @@ def seed_types() -> None:
     db.session.execute(stmt.on_conflict_do_nothing(index_elements=["type"]))
 
 
-def _demo_notifications(user_id: int, now: datetime) -> list[dict]:
+def seed_templates() -> None:
+    """Insert the Japanese e-mail templates of the demo types (an operator's later edits are kept)."""
+    rows = [
+        dict(type=type_, channel="email", locale="ja", subject=subject, body_text=body_text, body_html="")
+        for type_, subject, body_text in DEMO_TEMPLATES_JA
+    ]
+    stmt = insert(MessageTemplate).values(rows).on_conflict_do_nothing(constraint="message_templates_once")
+    db.session.execute(stmt)
+
+
+def _demo_notifications(user_id: int, now: datetime, locale: str | None = None) -> list[dict]:
     kinds = ["reservation_approved", "comment", "reservation_remind", "comment", "security"]
+    wording = DEMO_WORDING.get((locale or "").split("-")[0], DEMO_WORDING["en"])
     rows = []
     for n in range(1, NOTIFICATIONS_PER_MEMBER + 1):
         kind = kinds[n % len(kinds)]
         created = now - timedelta(hours=7 * (NOTIFICATIONS_PER_MEMBER - n) + 1)
         unread = n > NOTIFICATIONS_PER_MEMBER - UNREAD_PER_MEMBER
-        title = {
-            "reservation_approved": f"Reservation #{300 + n} was approved",
-            "comment": f"New comment on reservation #{300 + n}",
-            "reservation_remind": f"Tomorrow: projector for reservation #{300 + n}",
-            "security": "New sign-in to your account",
-        }[kind]
         rows.append(
             dict(
                 user_id=user_id,
                 type=kind,
-                title=title,
-                body="Open it to see the details.",
+                title=wording["titles"][kind].format(n=300 + n),
+                body=wording["body"],
                 link_path=f"/inbox?filter=all#r{300 + n}",
                 dedupe_key=f"demo:{n}",
                 created_at=created,
@@ -154,9 +221,12 @@ def _demo_notifications(user_id: int, now: datetime) -> list[dict]:
     return rows
 
 
-def seed_notifications(user_ids: list[int], now: datetime) -> None:
-    """Give each member a few dozen notifications, the newest unread (no duplicates on re-run)."""
-    rows = [row for user_id in user_ids for row in _demo_notifications(user_id, now)]
+def seed_notifications(members: list[tuple[int, str | None]], now: datetime) -> None:
+    """Give each (user id, locale) member a few dozen notifications in their language, the newest unread.
+
+    No duplicates on re-run (the dedupe keys are the same).
+    """
+    rows = [row for user_id, locale in members for row in _demo_notifications(user_id, now, locale)]
     stmt = insert(Notification).values(rows).on_conflict_do_nothing(constraint="notifications_dedupe")
     db.session.execute(stmt)
 
@@ -198,6 +268,7 @@ def seed() -> None:
     """Load all demo data; running it twice leaves the same rows."""
     now = datetime.now(UTC)
     seed_types()
+    seed_templates()
     users = [
         create_or_update_user(
             a["email"],
@@ -210,7 +281,7 @@ def seed() -> None:
         )
         for a in DEMO_ACCOUNTS
     ]
-    seed_notifications([u.id for u in users if u.role == "member"], now)
+    seed_notifications([(u.id, u.locale) for u in users if u.role == "member"], now)
     seed_announcements(now)
     db.session.flush()
 
@@ -221,11 +292,23 @@ def demo_seed_command() -> None:
     if not current_app.config.get("DEV_MODE"):
         # The demo admin's password is in this file: on a real database it would be anyone's way in.
         raise click.ClickException(
-            "demo seed creates an admin whose password is published; it runs only in dev mode "
-            "(HATO_DEV=1, which make run sets). Nothing was changed."
+            gettext(
+                "demo seed creates an admin whose password is published; it runs only in dev mode "
+                "(HATO_DEV=1, which make run sets). Nothing was changed."
+            )
         )
     seed()
     commit()
-    click.echo("Demo data loaded. Sign in with:")
+    click.echo(gettext("Demo data loaded. Sign in with:"))
     for account in DEMO_ACCOUNTS:
-        click.echo(f"  {account['role']:<9} {account['email']:<24} password: {account['password']}")
+        # The role and the language are data (as stored); the columns are padded before they are placed.
+        role, email, password = account["role"].ljust(9), account["email"].ljust(24), account["password"].ljust(16)
+        line = gettext(
+            "%(role)s %(email)s password: %(password)s  (%(locale)s, %(timezone)s)",
+            role=role,
+            email=email,
+            password=password,
+            locale=account["locale"],
+            timezone=account["timezone"],
+        )
+        click.echo("  " + line)

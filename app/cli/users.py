@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 from flask.cli import AppGroup
+from flask_babel import gettext
 
 from app.models import ROLES
 from app.refusal import Refused
@@ -33,4 +34,4 @@ def create_user_command(email: str, password: str, role: str, external_id: str |
     except Refused as exc:
         raise click.BadParameter(str(exc)) from exc
     commit()
-    click.echo(f"user {user.id} {user.email} ({user.role})")
+    click.echo(gettext("user %(id)s %(email)s (%(role)s)", id=user.id, email=user.email, role=user.role))

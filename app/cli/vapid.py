@@ -8,6 +8,7 @@ import os
 import click
 from cryptography.hazmat.primitives import serialization
 from flask.cli import AppGroup
+from flask_babel import gettext
 from py_vapid import Vapid
 
 vapid_cli = AppGroup("vapid", help="Web Push VAPID keys.")
@@ -41,8 +42,9 @@ def generate_command(out: str | None) -> None:
         try:
             fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError as exc:
-            raise click.BadParameter(f"{out} exists; refusing to overwrite keys", param_hint="--out") from exc
+            message = gettext("%(path)s exists; refusing to overwrite keys", path=out)
+            raise click.BadParameter(message, param_hint="--out") from exc
         with os.fdopen(fd, "w") as handle:
             handle.write(lines)
-        click.echo(f"# written to {out}", err=True)
+        click.echo("# " + gettext("written to %(path)s", path=out), err=True)
     click.echo(lines, nl=False)

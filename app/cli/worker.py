@@ -13,6 +13,7 @@ from __future__ import annotations
 import click
 from flask import current_app
 from flask.cli import with_appcontext
+from flask_babel import ngettext
 from rq import SimpleWorker, Worker
 from rq.serializers import JSONSerializer
 
@@ -70,7 +71,14 @@ def worker_command(queues: tuple[str, ...], burst: bool, fork: bool) -> None:
     names = queues or QUEUE_NAMES
     unknown = [n for n in names if n not in QUEUE_NAMES]
     if unknown:
-        raise click.BadParameter(f"unknown queue(s) {', '.join(unknown)}; choose from {', '.join(QUEUE_NAMES)}")
+        message = ngettext(
+            "unknown queue %(names)s; choose from %(choices)s",
+            "unknown queues %(names)s; choose from %(choices)s",
+            len(unknown),
+            names=", ".join(unknown),
+            choices=", ".join(QUEUE_NAMES),
+        )
+        raise click.BadParameter(message)
     connection = redis.client()
     worker_class = AppWorker if fork else AppSimpleWorker
     worker = worker_class([get_queue(n, connection) for n in names], connection=connection, serializer=JSONSerializer)

@@ -7,6 +7,7 @@ After a commit that changes what inboxes show, every open socket is told to reco
 from __future__ import annotations
 
 from flask import flash, redirect, render_template, request, url_for
+from flask_babel import gettext, lazy_gettext
 from flask_login import current_user
 
 from app.announcements import queries, service
@@ -14,16 +15,17 @@ from app.announcements.markdown import render_body
 from app.clock import db_now
 from app.console.blueprint import bp, operator_zone
 from app.console.forms import AnnouncementForm
+from app.console.listing import ListArgs
 from app.limits import OPERATOR_BODY_MAX
 from app.refusal import Refused
 from app.timezones import aware, local_value
 from app.unitofwork import commit
 
 
-def _commit(message: str):
+def _commit(message) -> object:
     """Commit (the sockets hear of a live change after it); back to the list."""
     commit()
-    flash(message, "success")
+    flash(str(message), "success")
     return redirect(url_for("console.announcements"))
 
 
@@ -38,14 +40,31 @@ def _values(form: AnnouncementForm) -> dict:
     )
 
 
+STATE_LABELS = {
+    "active": lazy_gettext("Live now"),
+    "scheduled": lazy_gettext("Scheduled"),
+    "expired": lazy_gettext("Expired"),
+}
+
+
 @bp.get("/announcements")
 def announcements():
-    """Active, scheduled and expired announcements."""
+    """Active, scheduled and expired announcements; search by words, narrow by state and format."""
+    lf = ListArgs(request.args)
+    q = lf.text("q")
+    state = lf.choice("state", queries.SECTIONS, gettext("state"))
+    body_format = lf.choice("format", queries.BODY_FORMATS, gettext("format"))
     sections = {
-        name: queries.announcement_section(name, request.args.get("expired_cursor"))
-        for name in ("active", "scheduled", "expired")
+        name: queries.announcement_section(name, request.args.get("expired_cursor"), q=q, body_format=body_format)
+        for name in queries.SECTIONS
+        if not state or name == state
     }
-    return render_template("console/announcements.html", sections=sections)
+    return render_template(
+        "console/announcements.html",
+        sections=sections,
+        lf=lf,
+        state_labels=STATE_LABELS,
+    )
 
 
 @bp.route("/announcements/new", methods=["GET", "POST"])
@@ -58,7 +77,7 @@ def new_announcement():
         except Refused as exc:
             form.form_errors.append(str(exc))
         else:
-            return _commit("Announcement published." if live else "Announcement scheduled.")
+            return _commit(gettext("Announcement published.") if live else gettext("Announcement scheduled."))
     return render_template("console/announcement_form.html", form=form, item=None), 422 if form.errors else 200
 
 
@@ -80,14 +99,14 @@ def edit_announcement(announcement_id: int):
         except Refused as exc:
             form.form_errors.append(str(exc))
         else:
-            return _commit("Announcement saved.")
+            return _commit(gettext("Announcement saved."))
     return render_template("console/announcement_form.html", form=form, item=item), 422 if form.errors else 200
 
 
 ACTIONS = {
-    "publish": (service.publish_announcement, "Announcement published."),
-    "expire": (service.expire_announcement, "Announcement expired: it left every inbox."),
-    "delete": (service.delete_announcement, "Announcement deleted."),
+    "publish": (service.publish_announcement, lazy_gettext("Announcement published.")),
+    "expire": (service.expire_announcement, lazy_gettext("Announcement expired: it left every inbox.")),
+    "delete": (service.delete_announcement, lazy_gettext("Announcement deleted.")),
 }
 
 

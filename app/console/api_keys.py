@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
-from flask import flash, redirect, render_template, url_for
+from flask import flash, redirect, render_template, request, url_for
+from flask_babel import gettext
 from flask_login import current_user
 
 from app.api_keys import queries, service
-from app.api_keys.scopes import SCOPES
+from app.api_keys.scopes import SCOPE_LABELS, SCOPES
 from app.auth.access import admin_required
 from app.console.blueprint import bp
 from app.console.forms import ApiKeyForm, ApiKeyScopesForm
+from app.console.listing import ListArgs
 from app.refusal import Refused
 from app.unitofwork import commit
 
 
 def _page(form: ApiKeyForm, new_key: str | None = None, status: int = 200):
-    keys = queries.api_keys()
-    return render_template("console/api_keys.html", keys=keys, form=form, new_key=new_key, scopes=SCOPES), status
+    lf = ListArgs(request.args)
+    q = lf.text("q")
+    state = lf.choice("state", queries.STATES, gettext("state"))
+    scope = lf.choice("scope", SCOPES, gettext("scope"))
+    keys = queries.api_keys(q=q, state=state, scope=scope)
+    return render_template(
+        "console/api_keys.html",
+        keys=keys,
+        form=form,
+        new_key=new_key,
+        scopes=SCOPE_LABELS,
+        scope_options=[(name, name) for name in SCOPES],
+        lf=lf,
+    ), status
 
 
 @bp.get("/api-keys")
@@ -48,7 +62,7 @@ def set_api_key_scopes(prefix: str):
     """Give a live key exactly the ticked scopes (audited); the key's next request sees them."""
     form = ApiKeyScopesForm()
     if not form.validate_on_submit():
-        flash(" ".join(form.scopes.errors) or "Choose at least one scope.", "error")
+        flash(" ".join(form.scopes.errors) or gettext("Choose at least one scope."), "error")
         return redirect(url_for("console.api_keys"))
     try:
         changed = service.set_scopes(current_user, prefix, form.scopes.data)
@@ -57,7 +71,12 @@ def set_api_key_scopes(prefix: str):
     else:
         commit()
         scopes = ", ".join(form.scopes.data)
-        flash(f"Key {prefix}… now has: {scopes}." if changed else f"Key {prefix}… already had: {scopes}.", "success")
+        flash(
+            gettext("Key %(prefix)s… now has: %(scopes)s.", prefix=prefix, scopes=scopes)
+            if changed
+            else gettext("Key %(prefix)s… already had: %(scopes)s.", prefix=prefix, scopes=scopes),
+            "success",
+        )
     return redirect(url_for("console.api_keys", _anchor=f"key-{prefix}"))
 
 
@@ -71,5 +90,5 @@ def revoke_api_key(prefix: str):
         flash(str(exc), "error")
     else:
         commit()
-        flash(f"Key {prefix}… revoked: requests with it now get 401.", "success")
+        flash(gettext("Key %(prefix)s… revoked: requests with it now get 401.", prefix=prefix), "success")
     return redirect(url_for("console.api_keys"))

@@ -7,6 +7,7 @@ from flask import render_template, request
 from app.audit import queries as audit_queries
 from app.audit import service as audit
 from app.console.blueprint import bp, operator_zone
+from app.console.listing import time_errors
 from app.limits import EMAIL_MAX, EXTERNAL_ID_MAX, FILTER_TEXT_MAX
 from app.timezones import parse_local
 
@@ -14,11 +15,7 @@ from app.timezones import parse_local
 def filters_from(args) -> audit_queries.AuditFilters:
     """Read the filters from the query string (times in the operator's zone)."""
     zone = operator_zone()
-    errors = [
-        f"{label} is not a date and time."
-        for name, label in (("since", "From"), ("until", "Until"))
-        if args.get(name, "").strip() and parse_local(args.get(name), zone) is None
-    ]
+    errors = time_errors(args, zone)
     return audit_queries.AuditFilters(
         actor=args.get("actor", "")[:EMAIL_MAX].strip(),
         action=args.get("action", "")[:FILTER_TEXT_MAX].strip(),

@@ -11,10 +11,13 @@ from zoneinfo import ZoneInfo
 from flask import Blueprint, abort
 from flask_login import current_user
 
+from app.console.labels import console_labels
 from app.extensions import login
 from app.timezones import user_zone
 
 bp = Blueprint("console", __name__, url_prefix="/console")
+# Globals, not a context processor: the macros that console templates import see them too.
+bp.record_once(lambda state: state.app.jinja_env.globals.update(console_labels()))
 
 
 @bp.before_request

@@ -7,6 +7,7 @@ a fragment the page polls every second while the campaign is scheduled or runnin
 from __future__ import annotations
 
 from flask import current_app, flash, redirect, render_template, request, url_for
+from flask_babel import gettext, lazy_gettext
 from flask_login import current_user
 from flask_wtf import FlaskForm
 from flask_wtf.file import FileField
@@ -15,6 +16,8 @@ from wtforms.validators import DataRequired, Length, Optional, ValidationError
 
 from app.campaigns import csv_audience, queries, service
 from app.console.blueprint import bp, operator_zone
+from app.console.forms import choices
+from app.console.listing import ListArgs
 from app.limits import LINK_MAX, LOCALE_MAX, NAME_MAX, OPERATOR_BODY_MAX, TITLE_MAX
 from app.notification_types import queries as type_queries
 from app.refusal import Refused
@@ -23,33 +26,41 @@ from app.unitofwork import commit
 
 # How long sending waits to tell whether the fanout job reached the queue.
 HANDOFF_WAIT_SECONDS = 2.0
-AUDIENCES = {"all": "Everyone", "locale": "Users of a locale", "list": "An uploaded list of external ids"}
+AUDIENCES = {
+    "all": lazy_gettext("Everyone"),
+    "locale": lazy_gettext("Users of a locale"),
+    "list": lazy_gettext("An uploaded list of external ids"),
+}
 
 
 class CampaignForm(FlaskForm):
     """What to send and to whom (when is chosen on the review page)."""
 
-    name = StringField("Name (for operators)", validators=[DataRequired(), Length(max=NAME_MAX)])
-    type = SelectField("Notification type", validators=[DataRequired()])
-    title = StringField("Title", validators=[DataRequired(), Length(max=TITLE_MAX)])
-    body = TextAreaField("Body", validators=[DataRequired(), Length(max=OPERATOR_BODY_MAX)])
-    link_path = StringField("Link (optional)", validators=[Optional(), Length(max=LINK_MAX)])
-    payload = TextAreaField("Data for the templates (JSON, optional)", validators=[Optional()])
-    audience = RadioField("Audience", choices=AUDIENCES, default="all")
-    locale = StringField("Locale", validators=[Optional(), Length(max=LOCALE_MAX)])
-    list_file = FileField("List of external ids")
+    name = StringField(lazy_gettext("Name (for operators)"), validators=[DataRequired(), Length(max=NAME_MAX)])
+    type = SelectField(lazy_gettext("Notification type"), validators=[DataRequired()])
+    title = StringField(lazy_gettext("Title"), validators=[DataRequired(), Length(max=TITLE_MAX)])
+    body = TextAreaField(lazy_gettext("Body"), validators=[DataRequired(), Length(max=OPERATOR_BODY_MAX)])
+    link_path = StringField(lazy_gettext("Link (optional)"), validators=[Optional(), Length(max=LINK_MAX)])
+    payload = TextAreaField(lazy_gettext("Data for the templates (JSON, optional)"), validators=[Optional()])
+    audience = RadioField(lazy_gettext("Audience"), choices=choices(AUDIENCES), default="all")
+    locale = StringField(lazy_gettext("Locale"), validators=[Optional(), Length(max=LOCALE_MAX)])
+    list_file = FileField(lazy_gettext("List of external ids"))
 
 
 class SendForm(FlaskForm):
     """Send a reviewed draft now or at a time."""
 
-    when = RadioField("When", choices={"now": "Now", "at": "At a time"}, default="now")
-    send_at = DateTimeLocalField("Send at", format=LOCAL_FORMAT, validators=[Optional()])
+    when = RadioField(
+        lazy_gettext("When"),
+        choices=choices({"now": lazy_gettext("Now"), "at": lazy_gettext("At a time")}),
+        default="now",
+    )
+    send_at = DateTimeLocalField(lazy_gettext("Send at"), format=LOCAL_FORMAT, validators=[Optional()])
 
     def validate_when(self, field) -> None:
         """A scheduled send needs its time."""
         if field.data == "at" and self.send_at.data is None:
-            raise ValidationError("Choose when to send, or send now.")
+            raise ValidationError(gettext("Choose when to send, or send now."))
 
 
 def _list_bytes(form: CampaignForm) -> bytes | None:
@@ -60,8 +71,14 @@ def _list_bytes(form: CampaignForm) -> bytes | None:
 
 @bp.get("/campaigns")
 def campaigns():
-    """Every campaign, newest first, with its progress."""
-    return render_template("console/campaigns.html", page=queries.campaign_page(request.args.get("cursor")))
+    """Every campaign, newest first, with its progress; search by name or title, narrow by status and type."""
+    types = type_queries.notification_types()
+    lf = ListArgs(request.args)
+    q = lf.text("q")
+    status = lf.choice("status", queries.STATUSES, gettext("status"))
+    type_ = lf.choice("type", [t["type"] for t in types], gettext("notification type"))
+    page = queries.campaign_page(request.args.get("cursor"), q=q, status=status, type_=type_)
+    return render_template("console/campaigns.html", page=page, lf=lf, types=types, statuses=queries.STATUSES)
 
 
 @bp.route("/campaigns/new", methods=["GET", "POST"])
@@ -87,7 +104,7 @@ def new_campaign():
             form.form_errors.append(str(exc))
         else:
             commit()
-            flash("Draft saved: check the audience below, then send or schedule it.", "success")
+            flash(gettext("Draft saved: check the audience below, then send or schedule it."), "success")
             return redirect(url_for("console.campaign", campaign_id=campaign.id))
     locales = queries.known_locales(current_app.config["DEFAULT_LOCALE"])
     return render_template("console/campaigns_form.html", form=form, locales=locales), 422 if form.errors else 200
@@ -121,16 +138,18 @@ def send_campaign(campaign_id: int):
     handoff = commit()
     # The operator learns at once if the job queue is down (the sweeper then starts the fanout).
     if now and not handoff.wait(HANDOFF_WAIT_SECONDS).get("jobs"):
-        flash("Sending: the job queue did not answer, so the sweeper will start the fanout shortly.", "success")
+        flash(
+            gettext("Sending: the job queue did not answer, so the sweeper will start the fanout shortly."), "success"
+        )
     else:
-        flash("Sending now." if now else "Scheduled.", "success")
+        flash(gettext("Sending now.") if now else gettext("Scheduled."), "success")
     return redirect(url_for("console.campaign", campaign_id=campaign_id))
 
 
 ACTIONS = {
-    "cancel": (service.cancel_campaign, "Cancelled: the fanout stops after the batch in progress."),
-    "resume": (service.resume_campaign, "Resumed from where the fanout stopped."),
-    "delete": (service.delete_draft, "Draft deleted."),
+    "cancel": (service.cancel_campaign, lazy_gettext("Cancelled: the fanout stops after the batch in progress.")),
+    "resume": (service.resume_campaign, lazy_gettext("Resumed from where the fanout stopped.")),
+    "delete": (service.delete_draft, lazy_gettext("Draft deleted.")),
 }
 
 
@@ -144,7 +163,7 @@ def campaign_action(campaign_id: int, action: str):
         flash(str(exc), "error")
         return redirect(url_for("console.campaign", campaign_id=campaign_id))
     commit()  # a resumed campaign's fanout job follows the commit (or the sweeper starts it)
-    flash(message, "success")
+    flash(str(message), "success")
     if action == "delete":
         return redirect(url_for("console.campaigns"))
     return redirect(url_for("console.campaign", campaign_id=campaign_id))

@@ -11,8 +11,17 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 
+from flask_babel import gettext, lazy_pgettext, ngettext
+
 # Bottom to top: what went out, what waits, what will not go out.
 STATUS_ORDER = ("sent", "sending", "pending", "skipped", "failed")
+STATUS_WORDS = {
+    "sent": lazy_pgettext("delivery status", "sent"),
+    "sending": lazy_pgettext("delivery status", "sending"),
+    "pending": lazy_pgettext("delivery status", "pending"),
+    "skipped": lazy_pgettext("delivery status", "skipped"),
+    "failed": lazy_pgettext("delivery status", "failed"),
+}
 MINUTES = 60
 WIDTH, HEIGHT = 720, 240
 LEFT, RIGHT, TOP, BOTTOM = 48, 8, 12, 28
@@ -67,9 +76,16 @@ class Chart:
         """A one-sentence description for the SVG's <desc>."""
         total = sum(self.totals.values())
         if not total:
-            return "No deliveries were created in the last 60 minutes."
-        parts = ", ".join(f"{self.totals[s]:,} {s}" for s in STATUS_ORDER if self.totals.get(s))
-        return f"{total:,} deliveries in the last 60 minutes ({parts}); at most {self.peak:,} in one minute."
+            return gettext("No deliveries were created in the last 60 minutes.")
+        parts = ", ".join(f"{self.totals[s]:,} {STATUS_WORDS[s]}" for s in STATUS_ORDER if self.totals.get(s))
+        return ngettext(
+            "%(count)s delivery in the last 60 minutes (%(parts)s); at most %(peak)s in one minute.",
+            "%(count)s deliveries in the last 60 minutes (%(parts)s); at most %(peak)s in one minute.",
+            total,
+            count=f"{total:,}",
+            parts=parts,
+            peak=f"{self.peak:,}",
+        )
 
 
 def nice_ceiling(value: int) -> int:

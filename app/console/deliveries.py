@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from flask import make_response, render_template, request
+from flask_babel import gettext
 
 from app.console.blueprint import bp, operator_zone
+from app.console.listing import time_errors
 from app.delivery import ledger_queries
 from app.limits import EMAIL_MAX, TYPE_KEY_MAX
 from app.notification_types import queries as type_queries
@@ -17,16 +19,14 @@ from app.web.headers import sent_content_csp
 def log_filters(args) -> ledger_queries.LogFilters:
     """Read the filters from the query string; a value that cannot be right becomes an error, not a guess."""
     zone = operator_zone()
-    errors = [
-        f"{label} is not a date and time."
-        for name, label in (("since", "From"), ("until", "Until"))
-        if args.get(name, "").strip() and parse_local(args.get(name), zone) is None
-    ]
+    errors = time_errors(args, zone)
     channel, status = args.get("channel", "").strip(), args.get("status", "").strip()
     if channel and channel not in ledger_queries.LOG_CHANNELS:
-        errors.append(f"The channel must be one of {', '.join(ledger_queries.LOG_CHANNELS)}.")
+        errors.append(
+            gettext("The channel must be one of %(choices)s.", choices=", ".join(ledger_queries.LOG_CHANNELS))
+        )
     if status and status not in ledger_queries.LOG_STATUSES:
-        errors.append(f"The status must be one of {', '.join(ledger_queries.LOG_STATUSES)}.")
+        errors.append(gettext("The status must be one of %(choices)s.", choices=", ".join(ledger_queries.LOG_STATUSES)))
     return ledger_queries.LogFilters(
         user=args.get("user", "")[:EMAIL_MAX].strip(),
         type=args.get("type", "")[:TYPE_KEY_MAX].strip(),

@@ -8,9 +8,11 @@ writes, and their audit rows, are app/delivery/dlq.py. Discarding marks a row `s
 from __future__ import annotations
 
 from flask import flash, redirect, render_template, request, url_for
+from flask_babel import gettext, ngettext
 from flask_login import current_user
 
 from app.console.blueprint import bp, operator_zone
+from app.console.listing import time_errors
 from app.delivery import dlq as dlq_service
 from app.delivery import ledger_queries
 from app.limits import FILTER_TEXT_MAX, TYPE_KEY_MAX
@@ -20,22 +22,26 @@ from app.pagination import parse_id_cursor
 from app.refusal import Refused
 from app.timezones import parse_local
 from app.unitofwork import commit
+from app.web.templating import number as format_number
 
-FILTER_NAMES = ("error_kind", "provider", "type", "since", "until")
+FILTER_NAMES = ("q", "error_kind", "provider", "type", "channel", "since", "until")
 
 
 def dlq_filters(values) -> ledger_queries.DlqFilters:
     """Read the DLQ filters from a query string or a form (times in the operator's zone)."""
     zone = operator_zone()
-    errors = [
-        f"{label} is not a date and time."
-        for name, label in (("since", "From"), ("until", "Until"))
-        if values.get(name, "").strip() and parse_local(values.get(name), zone) is None
-    ]
+    errors = time_errors(values, zone)
+    channel = values.get("channel", "").strip()
+    if channel and channel not in ledger_queries.LOG_CHANNELS:
+        errors.append(
+            gettext("The channel must be one of %(choices)s.", choices=", ".join(ledger_queries.LOG_CHANNELS))
+        )
     return ledger_queries.DlqFilters(
         error_kind=values.get("error_kind", "")[:FILTER_TEXT_MAX].strip(),
         provider=values.get("provider", "")[:FILTER_TEXT_MAX].strip(),
         type=values.get("type", "")[:TYPE_KEY_MAX].strip(),
+        channel=channel if channel in ledger_queries.LOG_CHANNELS else "",
+        q=values.get("q", "")[:FILTER_TEXT_MAX].strip(),
         since=parse_local(values.get("since"), zone),
         until=parse_local(values.get("until"), zone),
         errors=errors,
@@ -69,6 +75,7 @@ def dlq():
         args=_filter_args(request.args),
         facets=ledger_queries.dlq_facets(),
         types=type_queries.notification_types(),
+        channels=ledger_queries.LOG_CHANNELS,
         operations=ledger_queries.bulk_operations(),
     ), 422 if filters.errors else 200
 
@@ -82,7 +89,7 @@ def replay_delivery(delivery_id: int):
         flash(str(exc), "error")
         return _back()
     commit()
-    flash(f"Delivery {delivery_id} replayed.", "success")
+    flash(gettext("Delivery %(id)s replayed.", id=delivery_id), "success")
     return _back()
 
 
@@ -95,7 +102,7 @@ def discard_delivery(delivery_id: int):
         flash(str(exc), "error")
         return _back()
     commit()
-    flash(f"Delivery {delivery_id} discarded.", "success")
+    flash(gettext("Delivery %(id)s discarded.", id=delivery_id), "success")
     return _back()
 
 
@@ -115,8 +122,24 @@ def bulk_dlq():
         flash(str(exc), "error")
         return redirect(url_for("console.dlq", **args))
     commit()  # the operation's job follows the commit (when Redis is down the sweeper starts it)
-    verb = "Replaying" if operation.kind == "replay" else "Discarding"
-    flash(f"{verb} {operation.total:,} failed deliveries in the background.", "success")
+    flash(
+        (
+            ngettext(
+                "Replaying %(count)s failed delivery in the background.",
+                "Replaying %(count)s failed deliveries in the background.",
+                operation.total,
+                count=format_number(operation.total),
+            )
+            if operation.kind == "replay"
+            else ngettext(
+                "Discarding %(count)s failed delivery in the background.",
+                "Discarding %(count)s failed deliveries in the background.",
+                operation.total,
+                count=format_number(operation.total),
+            )
+        ),
+        "success",
+    )
     return redirect(url_for("console.dlq", **args) + f"#operation-{operation.id}")
 
 

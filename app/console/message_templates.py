@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from flask import abort, flash, make_response, redirect, render_template, request, url_for
+from flask_babel import gettext
 from flask_login import current_user
 
 from app.console.blueprint import bp
 from app.console.forms import TemplateForm
+from app.console.listing import ListArgs
 from app.digests import templates as digest_templates
+from app.limits import LOCALE_MAX
 from app.locales import normalize_locale
 from app.message_templates import preview as previews
 from app.message_templates import queries, service
@@ -49,11 +52,18 @@ def _preview(item, channel: str, locale: str, form: TemplateForm) -> previews.Pr
 
 @bp.get("/templates")
 def templates():
-    """Every template by type, channel and locale; open the editor for a new one."""
+    """Every template by type, channel and locale (search and filters); open the editor for a new one."""
+    types = type_queries.notification_types()
+    lf = ListArgs(request.args)
+    q = lf.text("q")
+    channel = lf.choice("channel", TEMPLATE_CHANNELS, gettext("channel"))
+    type_ = lf.choice("type", [t["type"] for t in types], gettext("notification type"))
+    locale = lf.text("locale", LOCALE_MAX)
     return render_template(
         "console/templates.html",
-        templates=queries.message_templates(),
-        types=type_queries.notification_types(),
+        templates=queries.message_templates(q=q, channel=channel, locale=locale, type_=type_),
+        lf=lf,
+        types=types,
         channels=TEMPLATE_CHANNELS,
         digest_locales=digest_templates.locales(),
     )
@@ -99,11 +109,11 @@ def edit_template(type_: str, channel: str, locale: str):
         else:
             commit()
             flash(
-                "Template saved; the previous wording is kept below."
+                gettext("Template saved; the previous wording is kept below.")
                 if saved and template
-                else "Template saved."
+                else gettext("Template saved.")
                 if saved
-                else "Nothing changed.",
+                else gettext("Nothing changed."),
                 "success",
             )
             return redirect(url_for("console.edit_template", type_=type_, channel=channel, locale=locale))
@@ -147,7 +157,7 @@ def restore_template(template_id: int, version_id: int):
         flash(str(exc), "error")
         return redirect(url_for("console.templates"))
     commit()
-    flash("Version restored; the wording it replaced is kept as a version.", "success")
+    flash(gettext("Version restored; the wording it replaced is kept as a version."), "success")
     return redirect(
         url_for("console.edit_template", type_=template.type, channel=template.channel, locale=template.locale)
     )
@@ -181,7 +191,7 @@ def edit_digest_template(locale: str):
             form.form_errors.append(str(exc))
         else:
             commit()
-            flash("Digest template saved." if saved else "Nothing changed.", "success")
+            flash(gettext("Digest template saved.") if saved else gettext("Nothing changed."), "success")
             return redirect(url_for("console.edit_digest_template", locale=locale))
     if form.errors or form.form_errors:
         status = 422

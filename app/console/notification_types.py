@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from flask import flash, redirect, render_template, url_for
+from flask import flash, redirect, render_template, request, url_for
+from flask_babel import gettext
 from flask_login import current_user
 
 from app.console.blueprint import bp
 from app.console.forms import TypeForm
+from app.console.listing import ListArgs
+from app.models import CHANNELS, PRIORITIES
 from app.notification_types import queries, service
 from app.refusal import Refused
 from app.unitofwork import commit
@@ -32,8 +35,14 @@ def _settings(form: TypeForm) -> dict:
 
 @bp.get("/types")
 def types():
-    """Every notification type with its per-channel defaults."""
-    return render_template("console/types.html", types=queries.notification_types())
+    """Every notification type with its per-channel defaults; search by key, label or description, and filter."""
+    lf = ListArgs(request.args)
+    q = lf.text("q")
+    channel = lf.choice("channel", CHANNELS, gettext("channel"))
+    mandatory = lf.choice("mandatory", ("yes", "no"), gettext("mandatory"))
+    priority = lf.choice("priority", PRIORITIES, gettext("priority"))
+    rows = queries.notification_types(q=q, channel=channel, mandatory=mandatory, priority=priority)
+    return render_template("console/types.html", types=rows, lf=lf, priorities=PRIORITIES)
 
 
 @bp.route("/types/new", methods=["GET", "POST"])
@@ -47,7 +56,7 @@ def new_type():
             form.form_errors.append(str(exc))
         else:
             commit()
-            flash(f"Type {form.key.data} created.", "success")
+            flash(gettext("Type %(key)s created.", key=form.key.data), "success")
             return redirect(url_for("console.types"))
     return render_template(
         "console/type_form.html", form=form, item=None, in_use=False, overrides=None
@@ -74,7 +83,7 @@ def edit_type(key: str):
             form.form_errors.append(str(exc))
         else:
             commit()
-            flash(f"Type {new_key} saved.", "success")
+            flash(gettext("Type %(key)s saved.", key=new_key), "success")
             return redirect(url_for("console.types"))
     status = 422 if form.errors else 409 if overrides else 200
     return render_template("console/type_form.html", form=form, item=item, in_use=in_use, overrides=overrides), status

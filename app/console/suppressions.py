@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from flask import flash, redirect, render_template, request, url_for
+from flask_babel import gettext
 from flask_login import current_user
 
 from app.console.blueprint import bp
+from app.console.listing import ListArgs
 from app.limits import EMAIL_MAX
+from app.models import SUPPRESSION_REASONS
 from app.refusal import Refused
 from app.suppressions import queries, service
 from app.unitofwork import commit
@@ -15,9 +18,13 @@ from app.unitofwork import commit
 @bp.get("/suppressions")
 def suppressions():
     """Suppressed addresses starting with ?q=, fifty at a time."""
-    q = request.args.get("q", "")[:EMAIL_MAX]
-    page = queries.suppressions(q, request.args.get("after", "")[:EMAIL_MAX])
-    return render_template("console/suppressions.html", q=q, page=page)
+    lf = ListArgs(request.args)
+    q = lf.text("q", EMAIL_MAX)
+    reason = lf.choice("reason", SUPPRESSION_REASONS, gettext("reason"))
+    page = queries.suppressions(q, request.args.get("after", "")[:EMAIL_MAX], reason=reason)
+    return render_template(
+        "console/suppressions.html", q=q, reason=reason, reasons=SUPPRESSION_REASONS, page=page, lf=lf
+    )
 
 
 @bp.post("/suppressions/lift")
@@ -30,5 +37,7 @@ def lift_suppression():
         flash(str(exc), "error")
     else:
         commit()
-        flash(f"{address.strip().lower()} can receive e-mail again.", "success")
-    return redirect(url_for("console.suppressions", q=request.form.get("q", "")))
+        flash(gettext("%(address)s can receive e-mail again.", address=address.strip().lower()), "success")
+    return redirect(
+        url_for("console.suppressions", q=request.form.get("q", ""), reason=request.form.get("reason") or None)
+    )

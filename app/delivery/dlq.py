@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
+from flask_babel import gettext
 
 from app.audit import service as audit
 from app.delivery.ledger_queries import DlqFilters, dlq_count, unfinished_bulk_operations
@@ -111,7 +112,11 @@ def check_reason(reason: str | None) -> str:
     """Return the trimmed discard reason, or raise Refused."""
     reason = " ".join((reason or "").split())
     if not reason or len(reason) > REASON_MAX:
-        raise Refused(f"Say why in 1 to {REASON_MAX} characters (it is kept with the row and in the audit log).")
+        raise Refused(
+            gettext(
+                "Say why in 1 to %(max)s characters (it is kept with the row and in the audit log).", max=REASON_MAX
+            )
+        )
     return reason
 
 
@@ -119,7 +124,9 @@ def replay_one(actor, delivery_id: int) -> Replayed:
     """Put one failed delivery back to pending (attempts reset); raise Refused if it is not failed."""
     row = db.session.execute(REPLAY_ONE_SQL, {"id": delivery_id}).first()
     if row is None:
-        raise Refused(f"Delivery {delivery_id} is not in the dead-letter queue (already replayed or discarded).")
+        raise Refused(
+            gettext("Delivery %(id)s is not in the dead-letter queue (already replayed or discarded).", id=delivery_id)
+        )
     audit.record(
         actor,
         "dlq.replay",
@@ -137,7 +144,9 @@ def discard_one(actor, delivery_id: int, reason: str) -> None:
     reason = check_reason(reason)
     row = db.session.execute(DISCARD_ONE_SQL, {"id": delivery_id, "skip_reason": f"discarded: {reason}"}).first()
     if row is None:
-        raise Refused(f"Delivery {delivery_id} is not in the dead-letter queue (already replayed or discarded).")
+        raise Refused(
+            gettext("Delivery %(id)s is not in the dead-letter queue (already replayed or discarded).", id=delivery_id)
+        )
     audit.record(
         actor,
         "dlq.discard",
@@ -151,11 +160,11 @@ def discard_one(actor, delivery_id: int, reason: str) -> None:
 def create_bulk(actor, kind: str, filters: DlqFilters, reason: str = "") -> BulkOperation:
     """Record a replay/discard of everything the filters match now; raise Refused when nothing does."""
     if kind not in SETS:
-        raise Refused("Choose replay or discard.")
+        raise Refused(gettext("Choose replay or discard."))
     reason = check_reason(reason) if kind == "discard" else ""
     total = dlq_count(filters)
     if total == 0:
-        raise Refused("Nothing in the dead-letter queue matches these filters.")
+        raise Refused(gettext("Nothing in the dead-letter queue matches these filters."))
     stored = {**filters.as_json(), "max_id": db.session.execute(MAX_ID_SQL).scalar_one()}
     operation = BulkOperation(
         kind=kind, filters=stored, reason=reason, status="queued", total=total, created_by=getattr(actor, "id", None)

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.pagination import Page, id_cursor, is_id
+from app.sqltext import like_prefix
 
 PAGE_SIZE = 50
 LOG_STATUSES = ("pending", "sending", "sent", "skipped", "failed")
@@ -62,7 +63,7 @@ class LogFilters:
 
 @dataclass(frozen=True)
 class DlqFilters:
-    """What the DLQ narrows by: error kind, provider, type, and when the row failed (updated_at)."""
+    """What the DLQ narrows by: error kind, provider, type, channel, error text, and when the row failed."""
 
     error_kind: str = ""
     provider: str = ""
@@ -70,14 +71,24 @@ class DlqFilters:
     since: datetime | None = None
     until: datetime | None = None
     errors: list[str] = field(default_factory=list)
+    channel: str = ""
+    q: str = ""  # the last error contains this (case-insensitive; % and _ literal)
 
     def conditions(self) -> tuple[list[str], dict]:
         """SQL conditions (always status = 'failed') and their parameters (columns of d, n)."""
         conditions, params = ["d.status = 'failed'"], {}
-        for name, column in (("error_kind", "d.error_kind"), ("provider", "d.provider"), ("type", "n.type")):
+        for name, column in (
+            ("error_kind", "d.error_kind"),
+            ("provider", "d.provider"),
+            ("type", "n.type"),
+            ("channel", "d.channel"),
+        ):
             if getattr(self, name):
                 conditions.append(f"{column} = :{name}")
                 params[name] = getattr(self, name)
+        if self.q:
+            conditions.append("d.last_error ILIKE :q_contains ESCAPE '\\'")
+            params["q_contains"] = "%" + like_prefix(self.q)
         if self.since:
             conditions.append("d.updated_at >= :since")
             params["since"] = self.since
@@ -92,6 +103,8 @@ class DlqFilters:
             "error_kind": self.error_kind,
             "provider": self.provider,
             "type": self.type,
+            "channel": self.channel,
+            "q": self.q,
             "since": self.since.isoformat() if self.since else None,
             "until": self.until.isoformat() if self.until else None,
         }
@@ -104,6 +117,8 @@ class DlqFilters:
             error_kind=data.get("error_kind") or "",
             provider=data.get("provider") or "",
             type=data.get("type") or "",
+            channel=data.get("channel") or "",
+            q=data.get("q") or "",
             since=datetime.fromisoformat(since) if since else None,
             until=datetime.fromisoformat(until) if until else None,
         )
@@ -116,7 +131,7 @@ class DlqFilters:
     @property
     def empty(self) -> bool:
         """Whether nothing narrows the DLQ (the bulk actions then say "all")."""
-        return not (self.error_kind or self.provider or self.type or self.since or self.until)
+        return not (self.error_kind or self.provider or self.type or self.channel or self.q or self.since or self.until)
 
 
 def _page(conditions: list[str], params: dict, cursor: int | None, limit: int) -> Page:

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from flask import current_app, has_app_context
+from flask_babel import force_locale, gettext
 from jinja2 import TemplateError
 from jinja2.sandbox import SecurityError
 from markupsafe import Markup, escape
 
 from app.delivery.queries import BatchRow, Template
 from app.delivery.sandbox import make_environment, time_budget
+from app.i18n import language_or_default
 from app.links import same_site_path
 
 # A template that renders megabytes is a mistake or an attack; either way it is not sent.
@@ -107,12 +109,18 @@ def template_context(row: BatchRow, base_url: str, unsubscribe_url: str) -> dict
     }
 
 
+def recipient_language(locale: str | None) -> str:
+    """The UI language a recipient's mail speaks: their saved locale's, else DEFAULT_LOCALE's."""
+    return language_or_default(locale, current_app.config["DEFAULT_LOCALE"])
+
+
 def render_email(row: BatchRow, template: Template | None, base_url: str, unsubscribe_url: str) -> Rendered:
     """Render subject, text and HTML for row; with no template, use the notification's own words.
 
-    The three parts share one time budget, so a message costs at most TEMPLATE_RENDER_SECONDS.
+    The three parts share one time budget, so a message costs at most TEMPLATE_RENDER_SECONDS. Hato's own
+    words (layout, footer) are in the recipient's language; the operator's template was chosen by locale.
     """
-    with time_budget(_render_seconds()):
+    with time_budget(_render_seconds()), force_locale(recipient_language(row.locale)):
         return _render_email(row, template, base_url, unsubscribe_url)
 
 
@@ -134,7 +142,8 @@ def _render_email(row: BatchRow, template: Template | None, base_url: str, unsub
         elif template.body_text.strip():
             content = _paragraphs(text)
     subject = " ".join(subject.split()) or row.type_label
-    text = f"{text.rstrip()}\n\n--\nUnsubscribe from {row.type_label} e-mails: {unsubscribe_url}\n"
+    footer = gettext("Unsubscribe from %(type)s e-mails: %(url)s", type=row.type_label, url=unsubscribe_url)
+    text = f"{text.rstrip()}\n\n--\n{footer}\n"
     # The app's own layout, trusted and autoescaped; rendered without request context processors.
     layout = current_app.jinja_env.get_template("delivery/email.html")
     html = layout.render(
@@ -144,6 +153,7 @@ def _render_email(row: BatchRow, template: Template | None, base_url: str, unsub
         type_label=row.type_label,
         unsubscribe_url=unsubscribe_url,
         base_url=base_url,
+        lang=recipient_language(row.locale),
     )
     return Rendered(subject=subject, text=text, html=html)
 

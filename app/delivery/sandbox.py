@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import wraps
 
+from flask_babel import gettext
 from jinja2 import Undefined, nodes
 from jinja2.compiler import CodeGenerator
 from jinja2.runtime import markup_join, str_join
@@ -65,17 +66,26 @@ def tick() -> None:
     """Raise once the current time budget is spent (compiled into loops, calls and filters)."""
     budget = _BUDGET.get()
     if budget is not None and time.monotonic() > budget[0]:
-        raise TemplateLimitError(f"the template ran longer than its {budget[1]:g} s time budget")
+        raise TemplateLimitError(
+            gettext("the template ran longer than its %(seconds)s s time budget", seconds=f"{budget[1]:g}")
+        )
 
 
 def _limit(size: int, what: str) -> None:
     if size > MAX_SIZE:
-        raise TemplateLimitError(f"{what} would be {size:,} characters or items; the limit is {MAX_SIZE:,}")
+        raise TemplateLimitError(
+            gettext(
+                "%(what)s would be %(size)s characters or items; the limit is %(limit)s",
+                what=what,
+                size=f"{size:,}",
+                limit=f"{MAX_SIZE:,}",
+            )
+        )
 
 
 def _int_bits(value: int) -> None:
     if value.bit_length() > MAX_INT_BITS:
-        raise TemplateLimitError(f"a number would have more than {MAX_INT_BITS:,} bits")
+        raise TemplateLimitError(gettext("a number would have more than %(bits)s bits", bits=f"{MAX_INT_BITS:,}"))
 
 
 _FLAT = (type(None), bool, float)
@@ -148,7 +158,13 @@ _DIGITS = re.compile(r"\d+")
 
 def _width(number: str) -> int:
     if len(number) > 6 or int(number) > MAX_WIDTH:
-        raise TemplateLimitError(f"a format width or precision of {number} is over the limit of {MAX_WIDTH:,}")
+        raise TemplateLimitError(
+            gettext(
+                "a format width or precision of %(number)s is over the limit of %(limit)s",
+                number=number,
+                limit=f"{MAX_WIDTH:,}",
+            )
+        )
     return int(number)
 
 
@@ -190,14 +206,18 @@ def _check_binop(operator: str, left, right) -> None:
     if operator == "**":
         if isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1:
             if right * max(1, abs(left).bit_length() - 1) > MAX_INT_BITS:
-                raise TemplateLimitError(f"a number would have more than {MAX_INT_BITS:,} bits")
+                raise TemplateLimitError(
+                    gettext("a number would have more than %(bits)s bits", bits=f"{MAX_INT_BITS:,}")
+                )
     elif operator == "*":
         for seq, times in ((left, right), (right, left)):
             if isinstance(seq, str | bytes | list | tuple) and isinstance(times, int) and times > 0:
                 _limit(len(seq) * times, "the repeated value")
         if isinstance(left, int) and isinstance(right, int):
             if left.bit_length() + right.bit_length() > MAX_INT_BITS + 1:
-                raise TemplateLimitError(f"a number would have more than {MAX_INT_BITS:,} bits")
+                raise TemplateLimitError(
+                    gettext("a number would have more than %(bits)s bits", bits=f"{MAX_INT_BITS:,}")
+                )
     elif operator == "+":
         if isinstance(left, str | bytes | list | tuple) and isinstance(right, str | bytes | list | tuple):
             _limit(len(left) + len(right), "the joined value")
@@ -299,7 +319,13 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
     def unsafe_undefined(self, obj, attribute):
         # Raise at once instead of rendering an empty Undefined: every escape attempt is an error.
-        raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe")
+        raise SecurityError(
+            gettext(
+                "access to attribute %(attribute)s of %(type)s object is unsafe",
+                attribute=repr(attribute),
+                type=repr(type(obj).__name__),
+            )
+        )
 
     def call_binop(self, context, operator: str, left, right):
         _check_binop(operator, left, right)
@@ -413,7 +439,7 @@ def _bounded_filters(filters: dict) -> dict:
     def do_tojson(eval_ctx, value, indent=None):
         size = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
         if size > MAX_INDENT:
-            raise TemplateLimitError(f"tojson's indent is limited to {MAX_INDENT}")
+            raise TemplateLimitError(gettext("tojson's indent is limited to %(max)s", max=MAX_INDENT))
         _limit(weight(value) * (2 + size), "tojson")
         return tojson(eval_ctx, value, indent)
 

@@ -1,23 +1,37 @@
 """One-click unsubscribe (RFC 8058): GET shows a confirmation and changes nothing; POST acts.
 
 The POST carries no cookie and no CSRF token (mail clients send it on the user's behalf), so the
-view is CSRF-exempt; the HMAC-signed token in the URL is what authorises it.
+view is CSRF-exempt; the HMAC-signed token in the URL is what authorises it. The page speaks the
+language the e-mail did (the token's user's saved one), else the browser's.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from flask import Blueprint, render_template
+from flask_babel import force_locale
 
 from app.delivery import queries, service
 from app.delivery.unsubscribe import read_token
 from app.extensions import csrf, limiter
+from app.i18n import ui_language
 from app.unitofwork import commit
+from app.users.queries import user_by_id
 
 bp = Blueprint("delivery", __name__)
 
 
 def _invalid():
     return render_template("delivery/unsubscribe.html", state="invalid"), 404
+
+
+def _in_their_language(user_id: int, state: str, label: str, token: str):
+    """The page in the recipient's saved language (the visitor may not be signed in), else the request's."""
+    user = user_by_id(user_id)
+    language = ui_language(user.locale) if user is not None else None
+    with force_locale(language) if language else nullcontext():
+        return render_template("delivery/unsubscribe.html", state=state, label=label, token=token)
 
 
 def _invalid_token(response) -> bool:
@@ -38,7 +52,7 @@ def unsubscribe_confirm(token: str):
     if info is None:
         return _invalid()
     state = "mandatory" if info.mandatory else ("confirm" if info.email_on else "already")
-    return render_template("delivery/unsubscribe.html", state=state, label=info.label, token=token)
+    return _in_their_language(target.user_id, state, info.label, token)
 
 
 @bp.post("/unsubscribe/<token>")
@@ -54,4 +68,4 @@ def unsubscribe(token: str):
         return _invalid()
     commit()
     state = "mandatory" if outcome.status == "mandatory" else "done"
-    return render_template("delivery/unsubscribe.html", state=state, label=outcome.type_label, token=token)
+    return _in_their_language(target.user_id, state, outcome.type_label, token)

@@ -72,7 +72,7 @@ def update(template: Catalog) -> dict[str, int]:
         catalog.obsolete.clear()
         if language == LANGUAGES[0]:
             for message in catalog:
-                if message.id and not message.string:
+                if message.id and not _translated(message):
                     message.string = message.id  # the source language says exactly what the code says
         else:
             _fill_from_parts(catalog, language)

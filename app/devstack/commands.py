@@ -188,16 +188,24 @@ def cmd_run() -> int:
         say("all stopped")
 
 
+CJK_FONT_DIR = Path("/usr/share/fonts/opentype/noto")  # Debian's fonts-noto-cjk: Japanese in screenshots
+
+
 def ensure_chromium() -> str:
-    """Return the Chromium path for the browser tests, installing Debian's package if we can."""
+    """Return the Chromium path for the browser tests, installing Debian's packages if we can.
+
+    Besides Chromium, Debian's Noto CJK fonts: without them Japanese pages render as empty boxes in the
+    browser tests' screenshots (the checks pass either way; people reading the screenshots need them).
+    """
     path = os.environ.get("CHROMIUM_PATH") or CHROMIUM
-    if Path(path).exists():
-        return path
-    if path == CHROMIUM and os.geteuid() == 0 and shutil.which("apt-get"):
-        say("Chromium is missing; installing Debian's chromium package (apt-get) …")
+    missing = [] if Path(path).exists() else ["chromium"]
+    if not list(CJK_FONT_DIR.glob("NotoSansCJK*")):
+        missing.append("fonts-noto-cjk")
+    if missing and (path == CHROMIUM or missing != ["chromium"]) and os.geteuid() == 0 and shutil.which("apt-get"):
+        say(f"installing Debian's {' '.join(missing)} (apt-get) …")
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
         if subprocess.run(["apt-get", "update", "-q"], env=env).returncode == 0:
-            subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], env=env)
+            subprocess.run(["apt-get", "install", "-y", "-q", *missing], env=env)
     if not Path(path).exists():
         say(
             f"WARNING: no Chromium at {path}; the browser tests (tests/e2e) will fail. "

@@ -3,6 +3,8 @@
 The wording is a template like the operator's (subject, text, HTML), rendered by
 app.delivery.rendering.render_string in the bounded sandbox, so a later operator-edited digest
 template per locale plugs in unchanged; the HTML goes into the app's e-mail layout.
+The built-in wording's sentences come from the catalogs, said in the recipient's language
+(`words` and each group's `more_text` in the context), so one built-in template serves every language.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from dataclasses import dataclass
 from itertools import groupby
 
 from flask import current_app
+from flask_babel import force_locale, gettext, ngettext
 from markupsafe import Markup
 
-from app.delivery.rendering import Rendered, absolute_link, render_string
+from app.delivery.rendering import Rendered, absolute_link, recipient_language, render_string
 from app.delivery.sandbox import time_budget
 from app.digests.queries import Item
 
@@ -32,26 +35,56 @@ class DigestTemplate:
 
 
 DEFAULT_TEMPLATE = DigestTemplate(
-    subject="Your {{ kind }} digest: {{ total }} new notification{{ '' if total == 1 else 's' }}",
-    body_text="""Hello {{ user.name }},
+    subject="{{ words.subject }}",
+    body_text="""{{ words.greeting }}
 
 {% for group in groups %}{{ group.label }} ({{ group.count }})
 {% for item in group.entries %}- {{ item.title }}{% if item.link %} {{ item.link }}{% endif %}
-{% endfor %}{% if group.more %}  … and {{ group.more }} more
+{% endfor %}{% if group.more %}  {{ group.more_text }}
 {% endif %}
-{% endfor %}Open your inbox: {{ inbox_url }}""",
-    body_html="""<h1>Your {{ kind }} digest</h1>
-<p>Hello {{ user.name }}, here is what arrived that you have not read yet.</p>
+{% endfor %}{{ words.open_inbox_text }}""",
+    body_html="""<h1>{{ words.heading }}</h1>
+<p>{{ words.intro }}</p>
 {% for group in groups %}<h2>{{ group.label }} ({{ group.count }})</h2>
 <ul>{% for item in group.entries %}<li>{% if item.link %}<a href="{{ item.link }}">{{ item.title }}</a>
 {%- else %}{{ item.title }}{% endif %}</li>{% endfor %}</ul>
-{% if group.more %}<p>… and {{ group.more }} more</p>{% endif %}
-{% endfor %}<p><a href="{{ inbox_url }}">Open your inbox</a></p>""",
+{% if group.more %}<p>{{ group.more_text }}</p>{% endif %}
+{% endfor %}<p><a href="{{ inbox_url }}">{{ words.open_inbox }}</a></p>""",
 )
 
 
+def _words(name: str, kind: str, total: int, inbox_url: str) -> dict:
+    """The built-in wording's sentences in the current language (whole sentences: word order differs)."""
+    if kind == "hourly":
+        heading = gettext("Your hourly digest")
+        subject = ngettext(
+            "Your hourly digest: %(num)d new notification", "Your hourly digest: %(num)d new notifications", total
+        )
+    else:
+        heading = gettext("Your daily digest")
+        subject = ngettext(
+            "Your daily digest: %(num)d new notification", "Your daily digest: %(num)d new notifications", total
+        )
+    return {
+        "subject": subject,
+        "heading": heading,
+        "greeting": gettext("Hello %(name)s,", name=name),
+        "intro": gettext("Hello %(name)s, here is what arrived that you have not read yet.", name=name),
+        "open_inbox": gettext("Open your inbox"),
+        "open_inbox_text": gettext("Open your inbox: %(url)s", url=inbox_url),
+    }
+
+
 def digest_context(name: str, email: str, locale: str, kind: str, items: list[Item], base_url: str) -> dict:
-    """The variables a digest template sees: plain data only, items grouped by type with counts and links."""
+    """The variables a digest template sees: plain data only, items grouped by type with counts and links.
+
+    The built-in sentences (words, more_text) are said in the recipient's language, whatever the caller's.
+    """
+    with force_locale(recipient_language(locale)):
+        return _digest_context(name, email, locale, kind, items, base_url)
+
+
+def _digest_context(name: str, email: str, locale: str, kind: str, items: list[Item], base_url: str) -> dict:
     groups = []
     for (_, label), members in groupby(items, key=lambda item: (item.type, item.type_label)):
         members = list(members)
@@ -59,11 +92,14 @@ def digest_context(name: str, email: str, locale: str, kind: str, items: list[It
             {"title": i.title, "body": i.body, "link": absolute_link(base_url, i.link_path)}
             for i in members[:ITEMS_PER_TYPE]
         ]
+        more = max(len(members) - ITEMS_PER_TYPE, 0)
+        more_text = ngettext("… and %(num)d more", "… and %(num)d more", more)
         groups.append({"type": members[0].type, "label": label, "count": len(members), "entries": shown,
-                       "more": max(len(members) - ITEMS_PER_TYPE, 0)})  # fmt: skip
+                       "more": more, "more_text": more_text})  # fmt: skip
+    display_name = name or email or ""
     return {
         "user": {
-            "name": name or email or "",
+            "name": display_name,
             "email": email or "",
             "locale": locale or current_app.config["DEFAULT_LOCALE"],
         },
@@ -73,19 +109,25 @@ def digest_context(name: str, email: str, locale: str, kind: str, items: list[It
         "inbox_url": f"{base_url}/inbox",
         "preferences_url": f"{base_url}/preferences",
         "base_url": base_url,
+        "words": _words(display_name, kind, len(items), f"{base_url}/inbox"),
     }
 
 
 def render_digest(context: Mapping, config: Mapping, template: DigestTemplate = DEFAULT_TEMPLATE) -> Rendered:
-    """Render subject, text and HTML (in the app's e-mail layout) within one TEMPLATE_RENDER_SECONDS budget."""
-    with time_budget(float(config.get("TEMPLATE_RENDER_SECONDS", 0.5))):
-        subject = " ".join(render_string(template.subject, dict(context)).split()) or "Your digest"
+    """Render subject, text and HTML (in the app's e-mail layout) within one TEMPLATE_RENDER_SECONDS budget.
+
+    Hato's own words (layout, footer) are in the recipient's language (context["user"]["locale"]).
+    """
+    language = recipient_language(context["user"]["locale"])
+    with force_locale(language), time_budget(float(config.get("TEMPLATE_RENDER_SECONDS", 0.5))):
+        subject = " ".join(render_string(template.subject, dict(context)).split()) or gettext("Your digest")
         text = render_string(template.body_text, dict(context))
         # The autoescaping sandbox rendered it: values are escaped, the template's markup is meant to stay.
         content = Markup(render_string(template.body_html, dict(context), html=True))  # noqa: S704
-    preferences = context["preferences_url"]
-    text = f"{text.rstrip()}\n\n--\nChoose how often you get e-mail: {preferences}\n"
-    layout = current_app.jinja_env.get_template("delivery/email.html")
-    html = layout.render(subject=subject, content=content, link=None, type_label="digest",
-                         unsubscribe_url=preferences, base_url=context["base_url"])  # fmt: skip
+        preferences = context["preferences_url"]
+        footer = gettext("Choose how often you get e-mail: %(url)s", url=preferences)
+        text = f"{text.rstrip()}\n\n--\n{footer}\n"
+        layout = current_app.jinja_env.get_template("delivery/email.html")
+        html = layout.render(subject=subject, content=content, link=None, type_label=gettext("digest"),
+                             unsubscribe_url=preferences, base_url=context["base_url"], lang=language)  # fmt: skip
     return Rendered(subject=subject, text=text, html=html)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 from flask import current_app
+from flask_babel import gettext
 
 from app.audit import service as audit
 from app.clock import db_now
@@ -93,7 +94,7 @@ def save(actor, locale: str, *, subject: str, body_text: str, body_html: str, pr
     """Create or update a locale's digest wording; refused when it has problems; False when nothing changed."""
     locale = normalize_locale(locale)
     if problems:
-        raise Refused("The template has errors and was not saved: " + "; ".join(problems))
+        raise Refused(gettext("The template has errors and was not saved: %(problems)s", problems="; ".join(problems)))
     values = {"subject": subject, "body_text": body_text, "body_html": body_html}
     template = db.session.get(DigestTemplate, locale, with_for_update=True)
     before = None

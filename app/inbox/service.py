@@ -12,9 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+from flask import current_app
+from flask_babel import force_locale, gettext, ngettext
 
 from app.announcements.queries import ACTIVE_ANNOUNCEMENT_SQL
 from app.extensions import db
+from app.i18n import language_or_default
 from app.inbox.queries import badge_mode
 from app.live.publish import badge_after_commit
 
@@ -152,7 +155,7 @@ WITH due AS (
 )
 UPDATE notifications n SET {WAKE_COLUMNS}
 FROM due WHERE n.id = due.id AND n.snoozed_until <= now()
-RETURNING n.user_id, n.title
+RETURNING n.user_id, n.title, (SELECT u.locale FROM users u WHERE u.id = n.user_id) AS locale
 """
 )
 
@@ -177,17 +180,23 @@ def unsnooze(user_id: int, notification_id: int) -> int:
     return _run(UNSNOOZE_SQL, id=notification_id, user_id=user_id)
 
 
-def _back_toast(titles: list[str]) -> str:
-    return f"Back from snooze: {titles[0]}" if len(titles) == 1 else f"{len(titles)} snoozed notifications are back"
+def _back_toast(titles: list[str], locale: str | None) -> str:
+    """The toast for woken rows, in the user's saved language (the sweeper has no browser to ask)."""
+    with force_locale(language_or_default(locale, current_app.config["DEFAULT_LOCALE"])):
+        if len(titles) == 1:
+            return gettext("Back from snooze: %(title)s", title=titles[0])
+        return ngettext("%(num)d snoozed notification is back", "%(num)d snoozed notifications are back", len(titles))
 
 
 def wake_due(limit: int) -> int:
     """Wake up to `limit` rows whose snooze has ended; each user's tabs get a badge event and a toast."""
     woken: dict[int, list[str]] = {}
-    for user_id, title in db.session.execute(WAKE_DUE_SQL, {"limit": limit}):
+    locales: dict[int, str | None] = {}
+    for user_id, title, locale in db.session.execute(WAKE_DUE_SQL, {"limit": limit}):
         woken.setdefault(user_id, []).append(title)
+        locales[user_id] = locale
     for user_id, titles in woken.items():
-        badge_after_commit([user_id], toast_title=_back_toast(titles))
+        badge_after_commit([user_id], toast_title=_back_toast(titles, locales[user_id]))
     return sum(len(titles) for titles in woken.values())
 
 

@@ -5,12 +5,18 @@ from __future__ import annotations
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from flask_babel import gettext, lazy_gettext
+
 from app import timezones
 
 MAX_DAYS = 90
 MORNING = time(9, 0)
 # The menu's fixed choices, in the order shown (value sent by the form → label).
-CHOICES = {"hour": "Snooze for 1 hour", "tomorrow": "Until tomorrow 9:00", "monday": "Until next Monday 9:00"}
+CHOICES = {
+    "hour": lazy_gettext("Snooze for 1 hour"),
+    "tomorrow": lazy_gettext("Until tomorrow 9:00"),
+    "monday": lazy_gettext("Until next Monday 9:00"),
+}
 
 
 class SnoozeError(ValueError):
@@ -31,18 +37,18 @@ def choice_time(choice: str, now: datetime, tz: ZoneInfo) -> datetime:
         return _morning(local.date() + timedelta(days=1), tz)
     if choice == "monday":
         return _morning(local.date() + timedelta(days=(7 - local.weekday()) % 7 or 7), tz)
-    raise SnoozeError("Choose how long to snooze.")
+    raise SnoozeError(gettext("Choose how long to snooze."))
 
 
 def picked_time(text: str | None, now: datetime, tz: ZoneInfo) -> datetime:
     """Read a datetime-local value in tz; refuse a malformed value, the past and more than MAX_DAYS ahead."""
     until = timezones.parse_local(text, tz)
     if until is None:
-        raise SnoozeError("Pick a date and time to snooze until.")
+        raise SnoozeError(gettext("Pick a date and time to snooze until."))
     if until <= now:
-        raise SnoozeError("That time has already passed. Pick a time in the future.")
+        raise SnoozeError(gettext("That time has already passed. Pick a time in the future."))
     if until > now + timedelta(days=MAX_DAYS):
-        raise SnoozeError(f"You can snooze for at most {MAX_DAYS} days.")
+        raise SnoozeError(gettext("You can snooze for at most %(days)d days.", days=MAX_DAYS))
     return until
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from flask import Blueprint, abort, redirect, render_template, request, url_for
+from flask_babel import gettext
 from flask_login import current_user, login_required
 
 from app import timezones
@@ -39,10 +40,10 @@ def _snooze_menu():
 def _listing_args() -> tuple[str, str | None]:
     filter_name = request.args.get("filter", "all")
     if filter_name not in queries.FILTERS:
-        abort(400, "Unknown filter: use all, unread, archived or snoozed.")
+        abort(400, gettext("Unknown filter: use all, unread, archived or snoozed."))
     cursor = request.args.get("cursor") or None
     if cursor and Cursor.decode(cursor) is None:
-        abort(400, "That page link is not valid any more. Go back to the newest notifications.")
+        abort(400, gettext("That page link is not valid any more. Go back to the newest notifications."))
     return filter_name, cursor
 
 
@@ -90,7 +91,7 @@ def live():
     """The first page's content alone: the list refreshes its top when a new or re-surfaced row arrives."""
     filter_name, _ = _listing_args()
     if filter_name not in SEEN_FILTERS:
-        abort(400, "Only the newest notifications refresh live.")
+        abort(400, gettext("Only the newest notifications refresh live."))
     return render_template("inbox/_content.html", **_content_context(filter_name))
 
 
@@ -135,7 +136,7 @@ def mark_read(notification_id: int):
     """Mark one notification read (idempotent: the first read_at stays)."""
     row = _own_notification(notification_id)
     service.mark_read(current_user.id, notification_id)
-    return _finish(f"Marked “{row['title']}” read.", _row(notification_id))
+    return _finish(gettext("Marked “%(title)s” read.", title=row["title"]), _row(notification_id))
 
 
 @bp.post("/inbox/notifications/<int:notification_id>/archive")
@@ -144,7 +145,7 @@ def archive(notification_id: int):
     """Archive one notification (it becomes read and moves to the Archived filter)."""
     row = _own_notification(notification_id)
     service.archive(current_user.id, notification_id)
-    return _finish(f"Archived “{row['title']}”.", _row(notification_id))
+    return _finish(gettext("Archived “%(title)s”.", title=row["title"]), _row(notification_id))
 
 
 @bp.post("/inbox/notifications/<int:notification_id>/unarchive")
@@ -153,7 +154,7 @@ def unarchive(notification_id: int):
     """Move an archived notification back to the inbox."""
     row = _own_notification(notification_id)
     service.unarchive(current_user.id, notification_id)
-    return _finish(f"Moved “{row['title']}” back to the inbox.", _row(notification_id))
+    return _finish(gettext("Moved “%(title)s” back to the inbox.", title=row["title"]), _row(notification_id))
 
 
 @bp.post("/inbox/notifications/<int:notification_id>/open")
@@ -178,7 +179,7 @@ def read_announcement(announcement_id: int):
         fresh = queries.announcement_for(current_user.id, announcement_id)
         return render_template("inbox/_announcement.html", a=fresh, next_url=_back())
 
-    return _finish(f"Marked “{item['title']}” read.", fragment)
+    return _finish(gettext("Marked “%(title)s” read.", title=item["title"]), fragment)
 
 
 @bp.post("/inbox/read-all")
@@ -187,9 +188,9 @@ def read_all():
     """Mark every notification and active announcement read; HTMX gets the refreshed list."""
     filter_name = request.form.get("filter", "all")
     if filter_name not in queries.FILTERS:
-        abort(400, "Unknown filter: use all, unread, archived or snoozed.")
+        abort(400, gettext("Unknown filter: use all, unread, archived or snoozed."))
     result = service.read_all(current_user.id)
-    status = "Everything is marked read." if result.changed else "Nothing was unread."
+    status = gettext("Everything is marked read.") if result.changed else gettext("Nothing was unread.")
     return _finish(status, lambda: render_template("inbox/_content.html", **_content_context(filter_name)))
 
 
@@ -222,13 +223,13 @@ def snooze(notification_id: int):
     """Read and hide a notification until a chosen time (a menu choice or a picked date-time)."""
     row = _own_notification(notification_id)
     if row["archived_at"]:
-        abort(422, "Move it back to the inbox before snoozing it.")
+        abort(422, gettext("Move it back to the inbox before snoozing it."))
     try:
         until = snoozing.until_from_form(request.form, db_now(), timezones.user_zone(current_user))
     except snoozing.SnoozeError as exc:
         return _snooze_refused(row, str(exc))
     service.snooze(current_user.id, notification_id, until)
-    return _finish(f"Snoozed “{row['title']}” until {localtime(until)}.", _gone)
+    return _finish(gettext("Snoozed “%(title)s” until %(when)s.", title=row["title"], when=localtime(until)), _gone)
 
 
 @bp.post("/inbox/notifications/<int:notification_id>/unsnooze")
@@ -237,7 +238,10 @@ def unsnooze(notification_id: int):
     """Wake a snoozed notification now: it is back on top of the inbox, unread."""
     row = _own_notification(notification_id)
     changed = service.unsnooze(current_user.id, notification_id)
-    status = f"“{row['title']}” is back in your inbox." if changed else f"“{row['title']}” was not snoozed."
+    if changed:
+        status = gettext("“%(title)s” is back in your inbox.", title=row["title"])
+    else:
+        status = gettext("“%(title)s” was not snoozed.", title=row["title"])
     return _finish(status, _gone)
 
 
@@ -247,6 +251,8 @@ def mute(notification_id: int):
     """Mute the notification's thread: later ones in it arrive read and hidden (its rows so far stay)."""
     row = _own_notification(notification_id)
     if not row["mutable"]:
-        abort(422, "This notification is not part of a thread that can be muted.")
+        abort(422, gettext("This notification is not part of a thread that can be muted."))
     service.mute(current_user.id, notification_id)
-    return _finish(f"Muted the thread of “{row['title']}”. Unmute it in Preferences.", _row(notification_id))
+    return _finish(
+        gettext("Muted the thread of “%(title)s”. Unmute it in Preferences.", title=row["title"]), _row(notification_id)
+    )

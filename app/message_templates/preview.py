@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from flask import current_app
+from flask_babel import gettext, lazy_gettext
 
 from app.delivery import rendering
 from app.delivery.queries import BatchRow, Template
@@ -31,7 +32,11 @@ SAMPLE = {
 }
 SAMPLE_JSON = json.dumps(SAMPLE, indent=2, ensure_ascii=False)
 
-PART_LABELS = {"subject": "Subject", "body_text": "Text body", "body_html": "HTML body"}
+PART_LABELS = {
+    "subject": lazy_gettext("Subject"),
+    "body_text": lazy_gettext("Text body"),
+    "body_html": lazy_gettext("HTML body"),
+}
 
 
 @dataclass(frozen=True)
@@ -44,12 +49,10 @@ class Problem:
     source_line: str | None = None
 
     def __str__(self) -> str:
-        where = (
-            f"{PART_LABELS.get(self.part, self.part)}, line {self.line}"
-            if self.line
-            else PART_LABELS.get(self.part, self.part)
-        )
-        return f"{where}: {self.message}"
+        part = str(PART_LABELS.get(self.part, self.part))
+        if self.line:
+            return gettext("%(part)s, line %(line)s: %(message)s", part=part, line=self.line, message=self.message)
+        return gettext("%(part)s: %(message)s", part=part, message=self.message)
 
 
 @dataclass(frozen=True)

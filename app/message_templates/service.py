@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from flask_babel import gettext
+
 from app.audit import service as audit
 from app.clock import db_now
 from app.extensions import db
@@ -18,9 +20,9 @@ TEMPLATE_FIELDS = ("type", "channel", "locale", "subject", "body_text", "body_ht
 def check_template_key(type_: str, channel: str, locale: str) -> str:
     """Validate (type, channel, locale) and return the normalized locale."""
     if type_queries.notification_type(type_) is None:
-        raise Refused(f"There is no notification type {type_!r}.")
+        raise Refused(gettext("There is no notification type %(type)s.", type=repr(type_)))
     if channel not in TEMPLATE_CHANNELS:
-        raise Refused(f"The channel must be one of {', '.join(TEMPLATE_CHANNELS)}.")
+        raise Refused(gettext("The channel must be one of %(choices)s.", choices=", ".join(TEMPLATE_CHANNELS)))
     return normalize_locale(locale)
 
 
@@ -45,9 +47,9 @@ def save_template(
     """
     locale = check_template_key(type_, channel, locale)
     if problems:
-        raise Refused("The template has errors and was not saved: " + "; ".join(problems))
+        raise Refused(gettext("The template has errors and was not saved: %(problems)s", problems="; ".join(problems)))
     if not (subject.strip() or body_text.strip() or body_html.strip()):
-        raise Refused("A template needs at least a subject or a body.")
+        raise Refused(gettext("A template needs at least a subject or a body."))
     template = queries.message_template(type_, channel, locale)
     values = dict(subject=subject, body_text=body_text, body_html=body_html if channel == "email" else "")
     if template is None:
@@ -80,7 +82,7 @@ def restore_template_version(actor, template_id: int, version_id: int) -> Messag
     template = db.session.get(MessageTemplate, template_id, with_for_update=True)
     version = queries.template_version(template_id, version_id) if template else None
     if version is None:
-        raise Refused("That template version no longer exists.")
+        raise Refused(gettext("That template version no longer exists."))
     before = audit.snapshot(template, TEMPLATE_FIELDS)
     _keep_version(template)
     template.subject, template.body_text, template.body_html = version.subject, version.body_text, version.body_html

@@ -6,22 +6,43 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.models import NotificationType
+from app.sqltext import like_prefix
 
-TYPES_SQL = sa.text(
-    """
+TYPES_SQL = """
 SELECT t.type, t.label, t.description, t.default_in_app, t.default_email, t.default_push,
        t.mandatory, t.priority, t.escalate_after, t.escalate_unless, t.skip_when_online, t.cap_count, t.cap_window,
        t.email_frequency, t.aggregation_window,
        (SELECT count(*) FROM message_templates m WHERE m.type = t.type) AS templates
 FROM notification_types t
+{where}
 ORDER BY t.type
+LIMIT 1000
 """
-)
+CHANNEL_DEFAULTS = {"in_app": "t.default_in_app", "email": "t.default_email", "push": "t.default_push"}
 
 
-def notification_types() -> list:
-    """Return every type with its defaults and how many templates it has."""
-    return list(db.session.execute(TYPES_SQL).mappings())
+def notification_types(q: str = "", channel: str = "", mandatory: str = "", priority: str = "") -> list:
+    """Return every type with its defaults and how many templates it has, optionally narrowed.
+
+    q: key, label or description containing it (case-insensitive; % and _ literal); channel: types sent
+    on that channel by default; mandatory: "yes" or "no"; priority: high, default or low.
+    """
+    conditions, params = [], {}
+    if q.strip():
+        conditions.append(
+            "(t.type ILIKE :contains ESCAPE '\\' OR t.label ILIKE :contains ESCAPE '\\'"
+            " OR t.description ILIKE :contains ESCAPE '\\')"
+        )
+        params["contains"] = "%" + like_prefix(q.strip())
+    if channel in CHANNEL_DEFAULTS:
+        conditions.append(CHANNEL_DEFAULTS[channel])
+    if mandatory in ("yes", "no"):
+        conditions.append("t.mandatory" if mandatory == "yes" else "NOT t.mandatory")
+    if priority:
+        conditions.append("t.priority = :priority")
+        params["priority"] = priority
+    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+    return list(db.session.execute(sa.text(TYPES_SQL.format(where=where)), params).mappings())
 
 
 def notification_type(key: str) -> NotificationType | None:

@@ -7,6 +7,7 @@ import re
 from dataclasses import asdict, dataclass
 
 import sqlalchemy as sa
+from flask_babel import gettext, lazy_gettext
 
 from app.audit import service as audit
 from app.extensions import db
@@ -35,10 +36,16 @@ TYPE_FIELDS = (
 )
 # What an escalation waits for, and how the console says it.
 ESCALATE_UNLESS = {"read": "unread", "seen": "unseen"}
+ESCALATE_UNLESS_LABELS = {"read": lazy_gettext("unread"), "seen": lazy_gettext("unseen")}
 TIMING_MAX_SECONDS = 30 * 86400  # escalation delay and cap window: up to 30 days
 CAP_MAX = 10000
 # A type's default e-mail frequency (users may choose another), and how the console says it.
 EMAIL_FREQUENCIES = {"immediate": "immediately", "hourly": "in the hourly digest", "daily": "in the daily digest"}
+EMAIL_FREQUENCY_LABELS = {
+    "immediate": lazy_gettext("immediately"),
+    "hourly": lazy_gettext("in the hourly digest"),
+    "daily": lazy_gettext("in the daily digest"),
+}
 AGGREGATION_MAX_SECONDS = 86400  # a window longer than a day would hold e-mail back too long
 
 
@@ -65,33 +72,37 @@ class NeedsConfirmation(Refused):
 
 def _check_type(label: str, priority: str) -> None:
     if not label.strip() or len(label) > TITLE_MAX:
-        raise Refused(f"The label must have 1 to {TITLE_MAX} characters.")
+        raise Refused(gettext("The label must have 1 to %(max)s characters.", max=TITLE_MAX))
     if priority not in PRIORITIES:
-        raise Refused(f"The priority must be one of {', '.join(PRIORITIES)}.")
+        raise Refused(gettext("The priority must be one of %(choices)s.", choices=", ".join(PRIORITIES)))
 
 
 def _check_timing(timing: Timing) -> None:
     if timing.escalate_after is not None and not 1 <= timing.escalate_after <= TIMING_MAX_SECONDS:
-        raise Refused(f"Escalate after must be 1 to {TIMING_MAX_SECONDS:,} seconds, or empty.")
+        raise Refused(gettext("Escalate after must be 1 to %(max)s seconds, or empty.", max=f"{TIMING_MAX_SECONDS:,}"))
     if timing.escalate_unless not in ESCALATE_UNLESS:
-        raise Refused("An escalation waits for the notification to stay unread or unseen.")
+        raise Refused(gettext("An escalation waits for the notification to stay unread or unseen."))
     if (timing.cap_count is None) != (timing.cap_window is None):
-        raise Refused("A frequency cap needs both its number and its window, or neither.")
+        raise Refused(gettext("A frequency cap needs both its number and its window, or neither."))
     if timing.cap_count is not None and not 1 <= timing.cap_count <= CAP_MAX:
-        raise Refused(f"The cap must be 1 to {CAP_MAX:,} messages.")
+        raise Refused(gettext("The cap must be 1 to %(max)s messages.", max=f"{CAP_MAX:,}"))
     if timing.cap_window is not None and not 1 <= timing.cap_window <= TIMING_MAX_SECONDS:
-        raise Refused(f"The cap window must be 1 to {TIMING_MAX_SECONDS:,} seconds.")
+        raise Refused(gettext("The cap window must be 1 to %(max)s seconds.", max=f"{TIMING_MAX_SECONDS:,}"))
     if timing.aggregation_window is not None and not 1 <= timing.aggregation_window <= AGGREGATION_MAX_SECONDS:
-        raise Refused(f"The aggregation window must be 1 to {AGGREGATION_MAX_SECONDS:,} seconds, or empty.")
+        raise Refused(
+            gettext(
+                "The aggregation window must be 1 to %(max)s seconds, or empty.", max=f"{AGGREGATION_MAX_SECONDS:,}"
+            )
+        )
     if timing.email_frequency not in EMAIL_FREQUENCIES:
-        raise Refused(f"E-mail goes {', '.join(EMAIL_FREQUENCIES.values())}.")
+        raise Refused(gettext("E-mail goes immediately, in the hourly digest or in the daily digest."))
 
 
 def _check_key(key: str) -> None:
     if not TYPE_KEY_RE.match(key):
-        raise Refused("The key must be 2–63 characters: a lower-case letter, then letters, digits or _.")
+        raise Refused(gettext("The key must be 2–63 characters: a lower-case letter, then letters, digits or _."))
     if queries.notification_type(key) is not None:
-        raise Refused(f"A type with the key {key!r} already exists.")
+        raise Refused(gettext("A type with the key %(key)s already exists.", key=repr(key)))
 
 
 def create_type(
@@ -183,7 +194,7 @@ def update_type(
     """
     item = db.session.get(NotificationType, key, with_for_update=True)
     if item is None:
-        raise Refused("That notification type no longer exists.")
+        raise Refused(gettext("That notification type no longer exists."))
     _check_type(label, priority)
     if timing is not None:
         _check_timing(timing)
@@ -192,7 +203,7 @@ def update_type(
         # The row lock above conflicts with the KEY SHARE lock a new notification's foreign key
         # takes, so no notification can start using the key between this check and the rename.
         if queries.type_in_use(key):
-            raise Refused("Notifications already use this key, so it can no longer be renamed.")
+            raise Refused(gettext("Notifications already use this key, so it can no longer be renamed."))
     if mandatory and not item.mandatory and not confirmed:
         overrides = queries.mandatory_overrides(key, default_in_app, default_email, default_push)
         if overrides:

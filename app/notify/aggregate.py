@@ -8,7 +8,8 @@ committed event, so it either joins the open row (count + 1, unread again, back 
 new window (a new row whose e-mail/push wait until window_ends_at, when the sweeper's due pass
 enqueues them: one e-mail per window, rendered from the row's final title). Each accepted event is
 kept in notification_events with its own dedupe key; a repeated key changes nothing. The row's
-title/body are then re-rendered from the type's in-app template (sandboxed) with count and actors.
+title/body are then re-rendered from the type's in-app template (sandboxed) with count and actors;
+without one, the plain wording ("Alice and 3 others: …") is written in the recipient's language.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import json
 
 import sqlalchemy as sa
 from flask import current_app
+from flask_babel import force_locale, gettext, ngettext
 
 from app.delivery.rendering import RenderError, render_string
 from app.extensions import db
+from app.i18n import language_or_default
 from app.locales import locale_chain
 from app.notify.delivery_sql import SKIP_REASON_LATERAL
 from app.preferences.queries import EFFECTIVE_SEND_SQL
@@ -150,22 +153,22 @@ WHERE n.id = v.id
 
 
 def actors_phrase(names: list[str], actor_count: int, count: int) -> str:
-    """The plain English wording: "Alice", "Alice and Bob", "Alice and 3 others", or "5 notifications"."""
+    """The plain wording in the current language: "Alice", "Alice and Bob", "Alice and 3 others", "5 notifications"."""
     if not names:
-        return f"{count} notifications"
+        return ngettext("%(num)d notification", "%(num)d notifications", count)
     if actor_count == 1:
         return names[0]
     if actor_count == 2 and len(names) >= 2:
-        return f"{names[0]} and {names[1]}"
+        return gettext("%(first)s and %(second)s", first=names[0], second=names[1])
     others = actor_count - 1
-    return f"{names[0]} and {others} other{'s' if others != 1 else ''}"
+    return ngettext("%(first)s and %(num)d other", "%(first)s and %(num)d others", others, first=names[0])
 
 
 def render_aggregate(template, context: dict, title: str, body: str) -> tuple[str, str]:
     """Title and body from the in-app template (subject, text body) in the sandbox; the plain fallback otherwise."""
     count = context["count"]
     phrase = actors_phrase(context["actors"], context["actor_count"], count)
-    fallback_title = title if count == 1 else f"{phrase}: {title}"
+    fallback_title = title if count == 1 else gettext("%(actors)s: %(title)s", actors=phrase, title=title)
     if template is None:
         return fallback_title, body
     subject, text = template
@@ -235,7 +238,9 @@ def _retitle(rows: list, params: dict, templates: dict) -> None:
             "data": data,
             "type": params["type"],
         }
-        title, body = render_aggregate(template, context, params["title"], params["body"])
+        # The request is the product service's: the plain wording speaks the recipient's language.
+        with force_locale(language_or_default(row.locale, default)):
+            title, body = render_aggregate(template, context, params["title"], params["body"])
         if (title, body) != (row.title, row.body):  # a first event without a template keeps its words
             ids.append(row.id)
             titles.append(title)

@@ -23,6 +23,7 @@ import threading
 import time
 
 from flask import Blueprint, Response, current_app, request
+from flask_babel import gettext
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from redis.exceptions import RedisError
@@ -177,12 +178,12 @@ def _refusal() -> Response | None:
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
             return None
-        return Response("A bearer token is required.\n", 401, {"WWW-Authenticate": 'Bearer realm="metrics"'},
-                        mimetype="text/plain")  # fmt: skip
+        return Response(gettext("A bearer token is required.") + "\n", 401,
+                        {"WWW-Authenticate": 'Bearer realm="metrics"'}, mimetype="text/plain")  # fmt: skip
     if _direct_loopback_client():
         return None
-    return Response("Metrics are served to this host only; set METRICS_TOKEN to scrape from elsewhere.\n", 403,
-                    mimetype="text/plain")  # fmt: skip
+    refusal = gettext("Metrics are served to this host only; set METRICS_TOKEN to scrape from elsewhere.")
+    return Response(refusal + "\n", 403, mimetype="text/plain")
 
 
 @bp.get("/metrics")

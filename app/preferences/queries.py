@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+from flask_babel import lazy_gettext
 
 from app.digests.queries import DEFAULT_DIGEST_TIME, frequencies
 from app.extensions import db
@@ -73,9 +74,14 @@ def channels_on(user_ids: Iterable[int], type_: str) -> dict[int, set[str]]:
 
 # --- the preference screen ------------------------------------------------------------------------
 
-CHANNEL_LABELS = {"in_app": "In-app", "email": "Email", "push": "Push"}
+# Lazy: each is said in the reader's language when a page renders.
+CHANNEL_LABELS = {"in_app": lazy_gettext("In-app"), "email": lazy_gettext("Email"), "push": lazy_gettext("Push")}
 # Why a cell is on or off, as the screen says it.
-SOURCE_LABELS = {"default": "Default", "user": "Your choice", "mandatory": "Required"}
+SOURCE_LABELS = {
+    "default": lazy_gettext("Default"),
+    "user": lazy_gettext("Your choice"),
+    "mandatory": lazy_gettext("Required"),
+}
 
 TYPES_SQL = sa.text(
     """
@@ -143,7 +149,12 @@ def muted_threads(user_id: int, limit: int = MUTES_LIMIT) -> list:
 
 # --- e-mail frequency (digests) -------------------------------------------------------------------
 
-FREQUENCY_LABELS = {"immediate": "Immediately", "hourly": "Hourly digest", "daily": "Daily digest", "off": "Off"}
+FREQUENCY_LABELS = {
+    "immediate": lazy_gettext("Immediately"),
+    "hourly": lazy_gettext("Hourly digest"),
+    "daily": lazy_gettext("Daily digest"),
+    "off": lazy_gettext("Off"),
+}
 
 
 @dataclass(frozen=True)

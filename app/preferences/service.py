@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from datetime import time
 
 import sqlalchemy as sa
+from flask_babel import gettext
 
 from app import timezones
 from app.extensions import db
+from app.i18n import LANGUAGES
 from app.models import CHANNELS, User
 from app.preferences import queries
 
@@ -41,12 +43,18 @@ ON CONFLICT (user_id, type, channel) DO UPDATE SET enabled = EXCLUDED.enabled
 def set_preference(user_id: int, type_: str, channel: str, enabled: bool) -> None:
     """Make (type, channel) enabled/disabled for the user; a value equal to the default deletes the row."""
     if channel not in CHANNELS:
-        raise PreferenceError(f"Unknown channel {channel!r}: use one of {', '.join(CHANNELS)}.")
+        raise PreferenceError(
+            gettext(
+                "Unknown channel %(channel)r: use one of %(choices)s.", channel=channel, choices=", ".join(CHANNELS)
+            )
+        )
     kind = queries.notification_type(type_)
     if kind is None:
-        raise PreferenceError(f"There is no notification type called {type_!r}.")
+        raise PreferenceError(gettext("There is no notification type called %(type)r.", type=type_))
     if kind["mandatory"]:
-        raise MandatoryTypeError(f"“{kind['label']}” notifications are required and cannot be changed.")
+        raise MandatoryTypeError(
+            gettext("“%(label)s” notifications are required and cannot be changed.", label=kind["label"])
+        )
     params = {"user_id": user_id, "type": type_, "channel": channel}
     if enabled == kind[f"default_{channel}"]:
         db.session.execute(DELETE_SQL, params)
@@ -84,14 +92,14 @@ def parse_schedule(timezone: str, quiet: bool, start_text: str, end_text: str) -
     """Validate the form's values; raise ScheduleError naming every bad field."""
     errors: dict[str, str] = {}
     if timezone not in timezones.choices():
-        errors["timezone"] = "Choose a time zone from the list."
+        errors["timezone"] = gettext("Choose a time zone from the list.")
     start = end = None
     if quiet:
         start, end = _parse_time(start_text), _parse_time(end_text)
         if start is None or end is None:
-            errors["quiet"] = "Give both a start and an end time, like 22:00 and 07:00."
+            errors["quiet"] = gettext("Give both a start and an end time, like 22:00 and 07:00.")
         elif start == end:
-            errors["quiet"] = "Quiet hours must start and end at different times."
+            errors["quiet"] = gettext("Quiet hours must start and end at different times.")
     if errors:
         raise ScheduleError(errors)
     return Schedule(timezone, start, end)
@@ -128,12 +136,20 @@ ON CONFLICT (user_id, type) DO UPDATE SET frequency = EXCLUDED.frequency
 def set_email_frequency(user_id: int, type_: str, choice: str) -> None:
     """Send type_'s e-mail immediately, in the hourly or daily digest, or not at all; defaults are not stored."""
     if choice not in FREQUENCY_CHOICES:
-        raise PreferenceError(f"Unknown e-mail frequency {choice!r}: use one of {', '.join(FREQUENCY_CHOICES)}.")
+        raise PreferenceError(
+            gettext(
+                "Unknown e-mail frequency %(choice)r: use one of %(choices)s.",
+                choice=choice,
+                choices=", ".join(FREQUENCY_CHOICES),
+            )
+        )
     kind = queries.notification_type(type_)
     if kind is None:
-        raise PreferenceError(f"There is no notification type called {type_!r}.")
+        raise PreferenceError(gettext("There is no notification type called %(type)r.", type=type_))
     if kind["mandatory"]:
-        raise MandatoryTypeError(f"“{kind['label']}” e-mails are required and always sent immediately.")
+        raise MandatoryTypeError(
+            gettext("“%(label)s” e-mails are required and always sent immediately.", label=kind["label"])
+        )
     set_preference(user_id, type_, "email", choice != "off")
     if choice == "off":
         return  # the frequency stays as chosen, for when e-mail is turned back on
@@ -148,7 +164,7 @@ def parse_digest_time(text: str) -> time:
     """The daily digest's local time from the form (HH:MM); raise ScheduleError when it is not one."""
     parsed = _parse_time(text or "")
     if parsed is None:
-        raise ScheduleError({"digest_time": "Give a time like 09:00."})
+        raise ScheduleError({"digest_time": gettext("Give a time like 09:00.")})
     return parsed
 
 
@@ -156,4 +172,24 @@ def set_digest_time(user_id: int, at: time) -> None:
     """Store the user's daily digest time; 09:00 (the default) is stored as no choice."""
     user = db.session.get(User, user_id)
     user.digest_time = None if at == queries.DEFAULT_DIGEST_TIME else at
+    db.session.flush()
+
+
+# --- language -------------------------------------------------------------------------------------
+
+
+def parse_language(text: str | None) -> str | None:
+    """The language the form chose: one of LANGUAGES, or None for the browser's (Accept-Language)."""
+    value = (text or "").strip().lower()
+    if not value:
+        return None
+    if value not in LANGUAGES:
+        raise PreferenceError(gettext("Choose a language from the list."))
+    return value
+
+
+def set_language(user_id: int, language: str | None) -> None:
+    """Store the user's language (None: follow the browser); pages, e-mail and live updates use it from now on."""
+    user = db.session.get(User, user_id)
+    user.locale = language
     db.session.flush()

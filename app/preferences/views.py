@@ -1,15 +1,17 @@
-"""The preference screen: type × channel switches, e-mail frequency (digests), time zone and quiet hours, muted
-threads."""
+"""The preference screen: type × channel switches, language, e-mail frequency (digests), time zone and quiet hours,
+muted threads."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from flask import Blueprint, abort, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, make_response, redirect, render_template, request, url_for
+from flask_babel import gettext
 from flask_login import current_user, login_required
 
 from app import timezones
 from app.extensions import db
+from app.i18n import LANGUAGES, language_or_default, ui_language
 from app.preferences import queries, service
 from app.unitofwork import commit
 from app.web.htmx import is_htmx
@@ -28,8 +30,19 @@ def _schedule_values(user) -> dict:
     }
 
 
+def _language_context(**extra) -> dict:
+    """What the language section shows: the saved choice (None: the browser's) and what the browser asks for."""
+    browser = request.accept_languages.best_match(LANGUAGES) or language_or_default(
+        None, current_app.config["DEFAULT_LOCALE"]
+    )
+    context = {"saved_language": ui_language(current_user.locale), "browser_language": browser}
+    context.update(extra)
+    return context
+
+
 def _page(status: int = 200, **schedule):
     context = {"values": _schedule_values(current_user), "errors": {}, "saved": False}
+    context.update(_language_context(language_saved=False, language_error=None))
     context.update(schedule)
     return render_template(
         "preferences/index.html",
@@ -48,7 +61,8 @@ def _page(status: int = 200, **schedule):
 @login_required
 def index():
     """Show the type × channel matrix and the quiet-hours form."""
-    return _page(saved=request.args.get("saved") == "schedule", email_saved=request.args.get("saved") == "email")
+    saved = request.args.get("saved")
+    return _page(saved=saved == "schedule", email_saved=saved == "email", language_saved=saved == "language")
 
 
 @bp.post("/preferences")
@@ -58,7 +72,7 @@ def update():
     type_, channel = request.form.get("type", ""), request.form.get("channel", "")
     enabled = _BOOLEANS.get(request.form.get("enabled", "").lower())
     if enabled is None:
-        abort(422, "Say whether the channel should be on or off.")
+        abort(422, gettext("Say whether the channel should be on or off."))
     try:
         service.set_preference(current_user.id, type_, channel, enabled)
     except service.PreferenceError as exc:
@@ -145,3 +159,27 @@ def update_email_frequency():
         abort(422, str(exc))
     commit()
     return redirect(url_for("preferences.index", saved="email", _anchor="email-frequency"), 303)
+
+
+@bp.post("/preferences/language")
+@login_required
+def update_language():
+    """Save the language Hato speaks to the user (empty: the browser's); the next page is already in it.
+
+    Every word on the page changes, so htmx is told to load the page afresh (HX-Redirect) rather than swap a part.
+    """
+    try:
+        language = service.parse_language(request.form.get("locale"))
+    except service.PreferenceError as exc:
+        if is_htmx():
+            context = _language_context(language_saved=False, language_error=str(exc))
+            return render_template("preferences/_language.html", **context), 422
+        return _page(422, language_error=str(exc))
+    service.set_language(current_user.id, language)
+    commit()
+    target = url_for("preferences.index", saved="language", _anchor="language")
+    if not is_htmx():
+        return redirect(target, 303)
+    response = make_response("", 200)
+    response.headers["HX-Redirect"] = target
+    return response

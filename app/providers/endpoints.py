@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from flask_babel import gettext, lazy_gettext
+
 # The public push services of Chrome, Firefox, Safari and Edge.
 DEFAULT_ALLOWED_HOSTS = "fcm.googleapis.com,updates.push.services.mozilla.com,web.push.apple.com,*.notify.windows.com"
 DEFAULT_PORTS = {"https": 443, "http": 80}
@@ -20,10 +22,24 @@ DEFAULT_PORTS = {"https": 443, "http": 80}
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+# What address_refusal's reasons read as in a refusal (the reasons themselves are codes, for logs and tests).
+REFUSAL_NAMES = {
+    "unparsable": lazy_gettext("unparsable"),
+    "unspecified": lazy_gettext("unspecified"),
+    "loopback": lazy_gettext("a loopback address"),
+    "link-local": lazy_gettext("a link-local address"),
+    "multicast": lazy_gettext("a multicast address"),
+    "reserved": lazy_gettext("a reserved address"),
+    "private": lazy_gettext("a private address"),
+    "non-public": lazy_gettext("a non-public address"),
+}
 
 
 class EndpointRefused(ValueError):
-    """This server does not send to the endpoint; the message says why in words a subscriber understands."""
+    """This server does not send to the endpoint; the message says why in words a subscriber understands.
+
+    Worded in the language of the moment (the subscriber's request; a worker's DEFAULT_LOCALE).
+    """
 
 
 def normal_host(host: str) -> str:
@@ -107,14 +123,14 @@ class EndpointPolicy:
     def check_url(self, endpoint: str) -> tuple[str, str, int]:
         """(scheme, host, port) of an endpoint this server may send to; EndpointRefused otherwise."""
         if any(ch.isspace() or ch == "\\" or ord(ch) < 32 or ord(ch) == 127 for ch in endpoint):
-            raise EndpointRefused("endpoint contains characters a push service URL never has")
+            raise EndpointRefused(gettext("endpoint contains characters a push service URL never has"))
         parts = urlsplit(endpoint)
         if "@" in parts.netloc:
-            raise EndpointRefused("endpoint must not carry a user name or password")
+            raise EndpointRefused(gettext("endpoint must not carry a user name or password"))
         try:
             port = parts.port
         except ValueError as exc:
-            raise EndpointRefused("endpoint has an invalid port") from exc
+            raise EndpointRefused(gettext("endpoint has an invalid port")) from exc
         scheme = parts.scheme.lower()
         port = port or DEFAULT_PORTS.get(scheme, 0)
         self.check_host(scheme, parts.hostname or "", port)
@@ -123,11 +139,15 @@ class EndpointPolicy:
     def check_host(self, scheme: str, host: str, port: int | None) -> None:
         """Refuse a scheme, port or host this server does not send to (an IP address host is checked too)."""
         if scheme != "https" and not (scheme == "http" and self.allow_http):
-            raise EndpointRefused("endpoint must be an https URL")
+            raise EndpointRefused(gettext("endpoint must be an https URL"))
         if port not in (None, DEFAULT_PORTS[scheme]) and not self.allow_http:
-            raise EndpointRefused("endpoint must use the standard https port")
+            raise EndpointRefused(gettext("endpoint must use the standard https port"))
         if not host or not host_allowed(host, self.allowed_hosts):
-            raise EndpointRefused(f"{normal_host(host) or 'that host'} is not a push service this server sends to")
+            if normal_host(host):
+                message = gettext("%(host)s is not a push service this server sends to", host=normal_host(host))
+            else:
+                message = gettext("That host is not a push service this server sends to")
+            raise EndpointRefused(message)
         if _ip(normal_host(host)) is not None:
             self.check_address(normal_host(host))
 
@@ -135,7 +155,12 @@ class EndpointPolicy:
         """Refuse an address the server must not connect to (unless PUSH_ALLOW_PRIVATE_ADDRESSES)."""
         reason = None if self.allow_private else address_refusal(address)
         if reason:
-            raise EndpointRefused(f"the push service's address is {reason}, which this server never connects to")
+            raise EndpointRefused(
+                gettext(
+                    "the push service's address is %(reason)s, which this server never connects to",
+                    reason=str(REFUSAL_NAMES.get(reason, reason)),
+                )
+            )
 
     def resolve(self, host: str, port: int) -> list[tuple]:
         """getaddrinfo() results for host:port, every address checked: one refused address refuses them all."""

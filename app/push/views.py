@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flask import Blueprint, current_app, jsonify, request, send_from_directory
+from flask_babel import gettext
 from flask_login import current_user, login_required
 
 from app.extensions import limiter
@@ -47,7 +48,7 @@ def subscribe():
             current_app.config["PUSH_MAX_SUBSCRIPTIONS_PER_USER"],
         )
     except service.EndpointTaken:
-        return problem(409, "this endpoint is subscribed by another account on this server")
+        return problem(409, gettext("This endpoint is subscribed by another account on this server."))
     commit()
     return jsonify({"id": subscription_id, "endpoint": subscription.endpoint}), 201
 
@@ -59,9 +60,9 @@ def unsubscribe():
     data = request.get_json(silent=True)
     endpoint = data.get("endpoint") if isinstance(data, dict) else None
     if not isinstance(endpoint, str) or not endpoint:
-        return problem(400, "endpoint is missing")
+        return problem(400, gettext("The endpoint is missing."))
     if not service.unsubscribe(current_user.id, endpoint):
-        return problem(404, "you have no subscription with this endpoint")
+        return problem(404, gettext("You have no subscription with this endpoint."))
     commit()
     return "", 204
 
@@ -71,7 +72,7 @@ def vapid_public_key():
     """The application server key browsers subscribe with."""
     key = current_app.config.get("VAPID_PUBLIC_KEY") or ""
     if not key:
-        return problem(404, "Web Push is not configured on this server")
+        return problem(404, gettext("Web Push is not configured on this server."))
     return jsonify({"publicKey": key})
 
 

@@ -9,6 +9,8 @@ Threads, all started lazily by the first socket (never at import, in create_app,
   badges, unread and unseen; the frame shows the one BADGE_COUNTS picks and carries both);
 - each socket's own handler thread is the only one that writes to it, so a slow client only ever
   blocks itself.
+Each socket remembers the language its page was served in (at the handshake); a user's frame is counted
+once and rendered once per language among their sockets (almost always one), inside force_locale.
 Every socket is also counted per user across processes (app/live/sockets.py): the one that pushes a
 user over WS_MAX_SOCKETS_PER_USER gets the oldest closed (4008) by whichever process holds it, told on
 the user's channel; a signed-out session's sockets are closed the same way (4001).
@@ -29,11 +31,13 @@ from collections import deque
 from collections.abc import Callable
 
 from flask import Flask, render_template
+from flask_babel import force_locale
 from redis.exceptions import RedisError
 from simple_websocket import ConnectionClosed
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.extensions import db, redis
+from app.i18n import language_or_default
 from app.inbox import queries
 from app.live import presence, sockets
 from app.live.publish import (
@@ -55,6 +59,7 @@ MAX_TOASTS_PER_FRAME = 5
 IDLE_WAKE_SECONDS = 30.0
 LISTEN_POLL_SECONDS = 1.0
 CLOSE_ECHO_SECONDS = 1.0
+# Close reasons are for logs and developer tools; the page words what a reader sees itself (realtime.js).
 CLOSE_MESSAGES = {
     GOING_AWAY: "server going away",
     CLOSE_SIGNED_OUT: "signed out",
@@ -125,16 +130,31 @@ class Connection:
     """One open socket of one user. Its handler thread writes frames; shutdown may write the close frame.
 
     sid and ver are the session's (app/auth/sessions.py), so a session-end event finds its sockets;
-    socket_id is its entry in the cross-process count (None while Redis is unreachable).
+    socket_id is its entry in the cross-process count (None while Redis is unreachable); language is the
+    UI language its frames are rendered in (the page's, chosen at the handshake; None: DEFAULT_LOCALE's).
     """
 
-    __slots__ = ("user_id", "ws", "frames", "write_lock", "sid", "ver", "socket_id", "opened", "__weakref__")
+    __slots__ = (
+        "user_id",
+        "ws",
+        "frames",
+        "write_lock",
+        "sid",
+        "ver",
+        "language",
+        "socket_id",
+        "opened",
+        "__weakref__",
+    )
 
-    def __init__(self, user_id: int, ws, sid: str | None = None, ver: int | None = None) -> None:
+    def __init__(
+        self, user_id: int, ws, sid: str | None = None, ver: int | None = None, language: str | None = None
+    ) -> None:
         self.user_id = user_id
         self.ws = ws
         self.sid = sid
         self.ver = ver
+        self.language = language
         self.socket_id: str | None = None
         self.opened = time.monotonic()
         # Every frame carries the full count, so when a client falls behind only the newest matter.
@@ -189,12 +209,15 @@ class Hub:
 
     # --- registry -------------------------------------------------------------------------------
 
-    def connect(self, user_id: int, ws, sid: str | None = None, ver: int | None = None) -> Connection:
+    def connect(
+        self, user_id: int, ws, sid: str | None = None, ver: int | None = None, language: str | None = None
+    ) -> Connection:
         """Register a socket (before its first count, so no event can slip between) and start the threads.
 
         It is counted against the user's cap across processes; the oldest sockets over the cap are closed.
+        language is the one its frames speak (the page's); None means DEFAULT_LOCALE's.
         """
-        conn = Connection(user_id, ws, sid, ver)
+        conn = Connection(user_id, ws, sid, ver, language or self._default_language())
         self.ensure_started()
         with self._cond:
             if self._stopping.is_set():
@@ -414,28 +437,50 @@ class Hub:
     def _send(self, batch: list[tuple[int, list[dict]]]) -> None:
         if not batch:
             return
+        with self._cond:
+            languages = {user_id: {conn.language for conn in self._conns.get(user_id, ())} for user_id, _ in batch}
         try:
-            frames = self._render(batch)
+            frames = self._render(batch, languages)
         except Exception:  # a bad batch must not kill the flusher; the next event resyncs
             log.exception("badge flush failed")
             return
         with self._cond:
-            targets = [(conn, frame) for user_id, frame in frames for conn in self._conns.get(user_id, ())]
+            targets = [
+                (conn, by_language[conn.language])
+                for user_id, by_language in frames
+                for conn in self._conns.get(user_id, ())
+                if conn.language in by_language  # a socket opened since greets itself
+            ]
         for conn, frame in targets:
             conn.push(frame)
 
-    def _render(self, batch: list[tuple[int, list[dict]]]) -> list[tuple[int, str]]:
-        frames = []
+    def _render(
+        self, batch: list[tuple[int, list[dict]]], languages: dict[int, set[str]] | None = None
+    ) -> list[tuple[int, dict[str, str]]]:
+        """Count each user once, then render their frame once per language their sockets speak."""
+        languages = languages or {}
+        counted: list[tuple[int, queries.BadgeCounts, list[dict]]] = []
+        frames: list[tuple[int, dict[str, str]]] = []
         with self.app.test_request_context(base_url=self.app.config["BASE_URL"]):
             try:
                 for user_id, toasts in batch:
-                    frames.append((user_id, render_frame(queries.badge_counts(user_id), toasts)))
+                    counted.append((user_id, queries.badge_counts(user_id), toasts))
             except SQLAlchemyError:
                 # Database trouble: send what was counted; the rest keep their badge until the next event
                 # (one log line per batch, not one per user of a broadcast).
-                log.exception("badge count failed; %d of %d users not updated", len(batch) - len(frames), len(batch))
+                log.exception("badge count failed; %d of %d users not updated", len(batch) - len(counted), len(batch))
             finally:
                 db.session.remove()  # the connection goes back to the pool between batches
+            by_language: dict[str, list[tuple[int, queries.BadgeCounts, list[dict]]]] = {}
+            for user_id, counts, toasts in counted:
+                for language in languages.get(user_id) or {self._default_language()}:
+                    by_language.setdefault(language, []).append((user_id, counts, toasts))
+            rendered: dict[int, dict[str, str]] = {}
+            for language, users in by_language.items():
+                with force_locale(language):  # one switch per language in the batch, not one per user
+                    for user_id, counts, toasts in users:
+                        rendered.setdefault(user_id, {})[language] = render_frame(counts, toasts)
+            frames = [(user_id, rendered[user_id]) for user_id, _, _ in counted]
         return frames
 
     # --- the socket side (runs in the socket's handler thread) ----------------------------------
@@ -443,7 +488,9 @@ class Hub:
     def greet(self, conn: Connection) -> bool:
         """Send the current count right away; False (socket closed 1011) if it cannot be read."""
         try:
-            frame = render_frame(queries.badge_counts(conn.user_id))
+            counts = queries.badge_counts(conn.user_id)
+            with force_locale(conn.language):
+                frame = render_frame(counts)
         except SQLAlchemyError:
             log.exception("badge count failed on connect for user %s", conn.user_id)
             conn.ws.close(INTERNAL_ERROR, "try again")
@@ -494,6 +541,9 @@ class Hub:
         with self._cond:
             while self._conns and time.monotonic() < deadline:
                 self._cond.wait(deadline - time.monotonic())
+
+    def _default_language(self) -> str:
+        return language_or_default(None, self.app.config["DEFAULT_LOCALE"])
 
     def _coalesce(self) -> float:
         return float(self.app.config["REALTIME_COALESCE_SECONDS"])

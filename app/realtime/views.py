@@ -5,6 +5,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from flask import Blueprint, abort, current_app, request
+from flask_babel import gettext
 from flask_login import current_user
 
 from app.auth import sessions
@@ -12,6 +13,7 @@ from app.extensions import db, limiter, sock
 from app.live.publish import CLOSE_SIGNED_OUT
 from app.realtime import hub as hub_module
 from app.users.queries import session_version
+from app.web.i18n import current_language
 
 bp = Blueprint("realtime", __name__)
 bp.record_once(lambda state: hub_module.init_app(state.app))
@@ -60,7 +62,7 @@ limiter.limit(_connect_limit, key_func=_connect_key)(bp)
 def guard_handshake():
     """Refuse the upgrade with a plain HTTP error (never a 101) unless same-origin and signed in."""
     if request.headers.get("Upgrade", "").lower() != "websocket":
-        abort(400, "This endpoint only speaks WebSocket.")
+        abort(400, gettext("This endpoint only speaks WebSocket."))
     # Browsers send cookies on cross-site websocket handshakes; Origin is the only cross-site signal.
     if not origin_allowed(request.headers.get("Origin")):
         abort(403)
@@ -76,7 +78,10 @@ def socket(ws):
     """Send the current badge, then a fresh one after every event for this user, until the socket closes."""
     hub = hub_module.hub_for(current_app)
     user_id = int(current_user.get_id())
-    conn = hub.connect(user_id, ws, sid=sessions.current_sid(), ver=sessions.current_version())
+    # Frames speak the language this request was served in: the user's saved one, else the browser's.
+    conn = hub.connect(
+        user_id, ws, sid=sessions.current_sid(), ver=sessions.current_version(), language=current_language()
+    )
     try:
         # The handshake checked the session; one ended since then published its 4001 before this socket
         # was registered to hear it, so look again now that it is.

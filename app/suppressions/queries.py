@@ -11,21 +11,23 @@ PAGE_SIZE = 50
 
 # `address >= :prefix` lets the primary-key index start at the prefix; starts_with keeps the
 # answer right under any collation, and `address > :after` is the keyset.
-SUPPRESSIONS_SQL = sa.text(
-    """
+SUPPRESSIONS_SQL = """
 SELECT address, reason, detail, created_at
 FROM email_suppressions
-WHERE address >= :prefix AND starts_with(address, :prefix) AND address > :after
+WHERE address >= :prefix AND starts_with(address, :prefix) AND address > :after {narrow}
 ORDER BY address
 LIMIT :limit
 """
-)
 
 
-def suppressions(prefix: str = "", after: str = "", limit: int = PAGE_SIZE) -> Page:
-    """Return suppressed addresses starting with prefix, in address order, after `after`."""
+def suppressions(prefix: str = "", after: str = "", limit: int = PAGE_SIZE, reason: str = "") -> Page:
+    """Return suppressed addresses starting with prefix, in address order, after `after` (one reason, if given)."""
     params = {"prefix": prefix.strip().lower(), "after": after, "limit": limit + 1}
-    rows = list(db.session.execute(SUPPRESSIONS_SQL, params).mappings())
+    narrow = ""
+    if reason:
+        narrow = "AND reason = :reason"
+        params["reason"] = reason
+    rows = list(db.session.execute(sa.text(SUPPRESSIONS_SQL.format(narrow=narrow)), params).mappings())
     return Page.of(rows, limit, lambda row: row["address"])
 
 

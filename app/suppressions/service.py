@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlalchemy as sa
+from flask_babel import gettext
 
 from app.audit import service as audit
 from app.extensions import db
@@ -25,7 +26,7 @@ def lift_suppression(actor, address: str) -> None:
     """Delete a suppression so the address receives e-mail again."""
     item = db.session.get(EmailSuppression, address.strip().lower(), with_for_update=True)
     if item is None:
-        raise Refused("That address is not suppressed (any more).")
+        raise Refused(gettext("That address is not suppressed (any more)."))
     before = audit.snapshot(item, SUPPRESSION_FIELDS)
     db.session.delete(item)
     db.session.flush()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from flask import current_app
+from flask_babel import gettext
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -32,16 +33,16 @@ def end_sessions(user: User, keep_sid: str | None = None) -> int:
 def change_role(actor, user_id: int, role: str) -> User:
     """Change a user's role; the last admin can never be demoted (so someone can always fix things)."""
     if role not in ROLES:
-        raise Refused(f"The role must be one of {', '.join(ROLES)}.")
+        raise Refused(gettext("The role must be one of %(choices)s.", choices=", ".join(ROLES)))
     # Lock every admin row so two admins demoting each other at once cannot both succeed.
     admins = db.session.scalars(sa.select(User.id).where(User.role == "admin").with_for_update()).all()
     target = db.session.get(User, user_id)
     if target is None:
-        raise Refused("That user no longer exists.")
+        raise Refused(gettext("That user no longer exists."))
     if target.role == role:
         return target
     if target.role == "admin" and len(admins) <= 1:
-        raise Refused("This is the last admin: make someone else an admin first.")
+        raise Refused(gettext("This is the last admin: make someone else an admin first."))
     before = {"role": target.role}
     target.role = role
     db.session.flush()
@@ -69,11 +70,11 @@ def create_or_update_user(
 ) -> User:
     """Create the user with this e-mail, or update the existing one; flush, never commit."""
     if role not in ROLES:
-        raise AccountError(f"role must be one of {', '.join(ROLES)}")
+        raise AccountError(gettext("role must be one of %(choices)s", choices=", ".join(ROLES)))
     if "@" not in email:
-        raise AccountError("that does not look like an e-mail address")
+        raise AccountError(gettext("that does not look like an e-mail address"))
     if password is not None and len(password) < 8:
-        raise AccountError("the password must have at least 8 characters")
+        raise AccountError(gettext("the password must have at least 8 characters"))
     user = user_by_email(email)
     # A new password or role ends the account's other sessions (a stolen cookie dies with the old password).
     ends_sessions = user is not None and (password is not None or user.role != role)

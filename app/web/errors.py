@@ -5,25 +5,27 @@ from __future__ import annotations
 import logging
 
 from flask import Flask, Response, jsonify, render_template, request
+from flask_babel import gettext, lazy_gettext
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException, InternalServerError
 
 log = logging.getLogger(__name__)
 
+# Lazy: each is translated when a response is built, into the reader's language (str() outside a request: English).
 MESSAGES = {
-    400: "The request could not be understood.",
-    401: "You need to sign in to see this.",
-    403: "You do not have access to this page.",
-    404: "There is nothing here.",
-    405: "That action is not allowed here.",
-    409: "That conflicts with an earlier request.",
-    410: "This is no longer available.",
-    413: "The request is too large.",
-    415: "That content type is not supported.",
-    422: "The request could not be processed.",
-    429: "Too many attempts. Please wait a minute and try again.",
-    500: "Something went wrong on our side. It has been logged.",
-    503: "The service is temporarily unavailable.",
+    400: lazy_gettext("The request could not be understood."),
+    401: lazy_gettext("You need to sign in to see this."),
+    403: lazy_gettext("You do not have access to this page."),
+    404: lazy_gettext("There is nothing here."),
+    405: lazy_gettext("That action is not allowed here."),
+    409: lazy_gettext("That conflicts with an earlier request."),
+    410: lazy_gettext("This is no longer available."),
+    413: lazy_gettext("The request is too large."),
+    415: lazy_gettext("That content type is not supported."),
+    422: lazy_gettext("The request could not be processed."),
+    429: lazy_gettext("Too many attempts. Please wait a minute and try again."),
+    500: lazy_gettext("Something went wrong on our side. It has been logged."),
+    503: lazy_gettext("The service is temporarily unavailable."),
 }
 
 
@@ -32,9 +34,14 @@ def wants_problem_json() -> bool:
     return request.path.startswith("/v1/") or request.accept_mimetypes.best == "application/json"
 
 
+def title_for(status: int) -> str:
+    """The short sentence that names an HTTP status, in the reader's language."""
+    return str(MESSAGES[status]) if status in MESSAGES else gettext("Error")
+
+
 def problem(status: int, detail: str, **extra) -> Response:
     """Return an RFC 9457 application/problem+json response."""
-    body = {"type": "about:blank", "title": MESSAGES.get(status, "Error"), "status": status, "detail": detail}
+    body = {"type": "about:blank", "title": title_for(status), "status": status, "detail": str(detail)}
     body.update(extra)
     response = jsonify(body)
     response.status_code = status
@@ -44,10 +51,10 @@ def problem(status: int, detail: str, **extra) -> Response:
 
 def render_error(status: int, detail: str | None = None) -> Response:
     """Render the error as a page or a problem document, whichever the client expects."""
-    detail = detail or MESSAGES.get(status, "Error")
+    detail = str(detail or title_for(status))
     if wants_problem_json():
         return problem(status, detail)
-    html = render_template("errors/error.html", status=status, title=MESSAGES.get(status, "Error"), detail=detail)
+    html = render_template("errors/error.html", status=status, title=title_for(status), detail=detail)
     return Response(html, status=status, mimetype="text/html")
 
 
@@ -55,8 +62,10 @@ def handle_http_exception(error: HTTPException) -> Response:
     """Turn any HTTP error into our own page; keep headers such as Retry-After."""
     if error.code is None:
         return error
-    detail = error.description if error.code not in (404, 500) else None
-    response = render_error(error.code, detail if error.code in (400, 405, 413, 415, 422) else None)
+    detail = error.description if error.code in (400, 405, 413, 415, 422) else None
+    if detail == type(error).description:
+        detail = None  # werkzeug's stock English sentence: ours says the same in the reader's language
+    response = render_error(error.code, detail)
     if error.code == 429:
         retry_after = getattr(error, "retry_after", None)
         response.headers["Retry-After"] = str(retry_after or 60)
@@ -67,7 +76,9 @@ def handle_http_exception(error: HTTPException) -> Response:
 
 def handle_csrf_error(error: CSRFError) -> Response:
     """A missing or stale CSRF token is a 400 with a sentence a person understands."""
-    return render_error(400, "Your session form expired or was not sent from this site. Reload the page and try again.")
+    return render_error(
+        400, gettext("Your session form expired or was not sent from this site. Reload the page and try again.")
+    )
 
 
 def handle_unexpected(error: Exception) -> Response:

@@ -20,7 +20,8 @@ def select_locale() -> str:
     default = current_app.config["DEFAULT_LOCALE"]
     if not has_request_context():
         return language_or_default(None, default)
-    if current_user.is_authenticated and (saved := ui_language(current_user.locale)):
+    # The JSON API authenticates by key, never by cookie: a session riding along must not choose its language.
+    if request.blueprint != "api" and current_user.is_authenticated and (saved := ui_language(current_user.locale)):
         return saved
     return request.accept_languages.best_match(LANGUAGES) or language_or_default(None, default)
 
@@ -47,6 +48,7 @@ def init_app(app: Flask) -> None:
     app.config.setdefault("BABEL_TRANSLATION_DIRECTORIES", str(TRANSLATIONS_DIR))
     app.config.setdefault("BABEL_DEFAULT_LOCALE", language_or_default(None, app.config["DEFAULT_LOCALE"]))
     babel.init_app(app, locale_selector=select_locale, timezone_selector=select_timezone)
+    app.jinja_env.policies["ext.i18n.trimmed"] = True  # {% trans %} blocks as `make i18n` extracts them
     # Flask-Babel caches the choice on g, which outlives a request wherever an outer app context is
     # pushed (tests, the socket hub's batches): choose afresh for every request.
     app.before_request(refresh)

@@ -1,6 +1,7 @@
 // Console behaviour that HTML alone cannot give (CSP: no inline scripts, so it lives here).
 // - <form data-confirm="…">: ask before posting a destructive action.
-// - <button data-copy="#selector">: copy that element's text (the API key shown once).
+// - <button data-copy="#selector" data-copied="…">: copy that element's text (the API key shown once), then
+//   say so with the data-copied words (the page renders them in the reader's language).
 (function () {
   "use strict";
 
@@ -22,7 +23,7 @@
       return;
     }
     navigator.clipboard.writeText(source.textContent.trim()).then(function () {
-      button.textContent = "Copied";
+      button.textContent = button.getAttribute("data-copied") || button.textContent;
     });
   });
 })();

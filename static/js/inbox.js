@@ -1,17 +1,40 @@
-// Inbox and preference screens: relative times, focus after swaps, readable errors for htmx requests.
+// Inbox and preference screens: relative times, focus after swaps, readable errors for htmx requests,
+// keyboard shortcuts on the inbox and a polite announcement when the unread count changes.
 // Everything here is an enhancement: the pages work without it (CSP forbids inline scripts).
+// No words live here: they come from the page (templates/_inbox_words.html, rendered with the catalogs).
 (function () {
   "use strict";
 
   var MINUTE = 60, HOUR = 3600, DAY = 86400, WEEK = 7 * DAY;
 
-  // Same wording and thresholds as the server's `reltime` filter, so the first paint never jumps.
+  // The reader's words, rendered by the server in their language; key → text ("" when missing).
+  function word(key) {
+    var box = document.getElementById("inbox-words");
+    var el = box && box.content && box.content.querySelector("[data-word='" + key + "']");
+    return el ? el.textContent : "";
+  }
+
+  function language() { return document.documentElement.lang || "en"; }
+
+  var formatter = null;
+  function relativeFormat() {
+    if (!formatter && window.Intl && Intl.RelativeTimeFormat) {
+      formatter = new Intl.RelativeTimeFormat(language(), { numeric: "always", style: "long" });
+    }
+    return formatter;
+  }
+
+  // Same thresholds and rounding as the server's `reltime` filter (Babel's format_timedelta, threshold 1),
+  // so the first paint never jumps: "just now" under a minute, then minutes, hours, days within a week.
   function relative(seconds) {
-    if (seconds < MINUTE) { return "just now"; }
-    if (seconds < HOUR) { return Math.floor(seconds / MINUTE) + " min ago"; }
-    if (seconds < DAY) { return Math.floor(seconds / HOUR) + " h ago"; }
-    var days = Math.floor(seconds / DAY);
-    return days === 1 ? "yesterday" : days + " days ago";
+    if (seconds < MINUTE) { return word("just-now") || null; }
+    var format = relativeFormat();
+    if (!format) { return null; }
+    var unit = seconds < HOUR ? "minute" : seconds < DAY ? "hour" : "day";
+    var size = unit === "minute" ? MINUTE : unit === "hour" ? HOUR : DAY;
+    var text = format.format(-Math.max(1, Math.round(seconds / size)), unit);
+    // Japanese reads "5分前", not ICU's "5 分前" (the server tidies the same gap).
+    return language() === "ja" ? text.replace(/(\d)\s+(?=[\u3040-\u30ff\u4e00-\u9fff])/g, "$1") : text;
   }
 
   // Older times keep the server's local-date text; the absolute time stays in the title (hover).
@@ -22,19 +45,16 @@
       var at = Date.parse(el.getAttribute("datetime"));
       if (isNaN(at)) { return; }
       var seconds = Math.max(0, (now - at) / 1000);
-      if (seconds < WEEK) { el.textContent = relative(seconds); }
+      if (seconds >= WEEK) { return; }
+      var text = relative(seconds);
+      if (text && el.textContent !== text) { el.textContent = text; }
     });
   }
 
-  var MESSAGES = {
-    0: "The server could not be reached. Check your connection and try again.",
-    400: "This page is out of date. Reload it and try again.",
-    401: "Your session ended. Sign in again to continue.",
-    403: "You are not allowed to do that.",
-    404: "That item no longer exists. Reload the page to see the current list.",
-    422: "That change is not allowed.",
-    429: "Too many requests. Wait a moment and try again."
-  };
+  // A failed htmx request's explanation by HTTP status (0: the server could not be reached).
+  function errorMessage(status) {
+    return word("error-" + status) || word("error-other");
+  }
 
   function toast(message) {
     var region = document.getElementById("toasts");
@@ -50,7 +70,7 @@
     close.type = "button";
     close.className = "toast__close";
     close.setAttribute("data-toast-close", "");
-    close.setAttribute("aria-label", "Dismiss");
+    close.setAttribute("aria-label", word("dismiss"));
     close.textContent = "\u00d7";
     box.appendChild(text);
     box.appendChild(close);
@@ -81,10 +101,10 @@
 
   document.addEventListener("htmx:responseError", function (evt) {
     var status = evt.detail.xhr.status;
-    toast(MESSAGES[status] || "Something went wrong on our side. Please try again in a moment.");
+    toast(errorMessage(status));
   });
 
-  document.addEventListener("htmx:sendError", function () { toast(MESSAGES[0]); });
+  document.addEventListener("htmx:sendError", function () { toast(errorMessage(0)); });
 
   // A row that leaves the list (snoozed, unsnoozed) is swapped for nothing, and htmx fires no settle
   // event for it: remember its neighbours before the swap and, once it is gone, focus the next row (or
@@ -143,7 +163,7 @@
         refreshTimes(fresh);
         var button = document.getElementById("inbox-live-show");
         if (button) { button.remove(); }
-        announce("New notifications arrived.");
+        announce(word("live-arrived"));
         if (then) { then(); }
       })
       .catch(function () { /* the next frame (or a reload) brings the list up to date */ })
@@ -159,7 +179,7 @@
     button.type = "button";
     button.id = "inbox-live-show";
     button.className = "button inbox__live";
-    button.textContent = "New notifications \u2014 Show";
+    button.textContent = word("live-show");
     button.addEventListener("click", function () {
       refreshList(function () {
         var heading = document.getElementById("notifications-title");
@@ -167,7 +187,7 @@
       });
     });
     content.parentNode.insertBefore(button, content);
-    announce("New notifications. Use the Show button above the list to see them.");
+    announce(word("live-offer"));
   }
 
   document.addEventListener("htmx:wsAfterMessage", function (evt) {
@@ -196,11 +216,165 @@
       return;
     }
     var active = document.activeElement;
+    var lost = !active || active === document.body;
     var id = evt.detail.target && evt.detail.target.id;
-    if (id && (!active || active === document.body)) {
+    var plan = focusPlan && focusPlan.target === id ? focusPlan : null;
+    if (plan) { focusPlan = null; }
+    if (plan && plan.archived && id === plan.row) {
+      // An archived row stays, greyed, with "Move to inbox": carry on with the next row, as a mail client does.
+      var row = document.getElementById(plan.row);
+      var next = row && (nextRow(row, 1) || nextRow(row, -1) || row);
+      if (next && (lost || row.contains(active))) { next.focus(); }
+      return;
+    }
+    if (plan && lost && plan.row && document.getElementById(plan.row)) {
+      document.getElementById(plan.row).focus();  // the list was redrawn (mark all read): same row again
+      return;
+    }
+    if (id && lost) {
       var el = document.getElementById(id);
       var target = el && focusable(el);
       if (target) { target.focus(); }
     }
   });
+
+  // ---------- keyboard: j/k rows, Enter opens, e archives, Shift+I marks all read, ? lists them -------------
+  // Which row had focus when a request started, and whether it archives it (see htmx:afterSettle above).
+  var focusPlan = null;
+
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    var elt = evt.detail.elt;
+    var active = document.activeElement;
+    var row = active && active.closest && active.closest("#inbox-content li.item");
+    var path = (evt.detail.requestConfig && evt.detail.requestConfig.path) || "";
+    focusPlan = {
+      target: evt.detail.target ? evt.detail.target.id : null,
+      row: row ? row.id : null,
+      archived: /\/archive$/.test(path) && !!elt && !!elt.closest && !!elt.closest("li.item") &&
+        (!row || elt.closest("li.item") === row)
+    };
+    if (focusPlan.archived && !row) { focusPlan.row = elt.closest("li.item").id; }
+  });
+
+  function rows() {
+    return Array.prototype.slice.call(document.querySelectorAll("#inbox-content li.item"));
+  }
+
+  function currentRow() {
+    var active = document.activeElement;
+    return active && active.closest ? active.closest("#inbox-content li.item") : null;
+  }
+
+  function nextRow(row, step) {
+    var all = rows();
+    var at = all.indexOf(row);
+    return at === -1 ? null : all[at + step] || null;
+  }
+
+  function closeMenus(except) {
+    document.querySelectorAll("#inbox-content details.menu[open]").forEach(function (menu) {
+      if (menu !== except) { menu.open = false; }
+    });
+  }
+
+  function focusRow(row) {
+    if (!row) { return; }
+    closeMenus(null);
+    if (!row.hasAttribute("tabindex")) { row.setAttribute("tabindex", "-1"); }
+    row.focus();
+  }
+
+  function typing(el) {
+    if (!el || !el.closest) { return false; }
+    return el.isContentEditable || !!el.closest("input, textarea, select, [contenteditable]");
+  }
+
+  function openShortcuts() {
+    var dialog = document.getElementById("shortcuts");
+    if (!dialog || dialog.open || typeof dialog.showModal !== "function") { return; }
+    var opener = document.activeElement;
+    dialog.showModal();
+    dialog.addEventListener("close", function restore() {
+      dialog.removeEventListener("close", restore);
+      if (opener && opener.isConnected && opener.focus) { opener.focus(); }
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var hint = document.querySelector("[data-shortcuts-hint]");
+    if (hint && document.getElementById("shortcuts")) { hint.hidden = false; }
+  });
+
+  document.addEventListener("click", function (evt) {
+    if (evt.target.closest && evt.target.closest("[data-open-shortcuts]")) { openShortcuts(); }
+  });
+
+  function click(el) {
+    if (el && !el.disabled) { el.click(); return true; }
+    return false;
+  }
+
+  document.addEventListener("keydown", function (evt) {
+    if (evt.defaultPrevented || evt.isComposing || evt.ctrlKey || evt.metaKey || evt.altKey) { return; }
+    // Escape in a row's open "More" menu closes it and returns to its toggle (also from the snooze field).
+    var menu = evt.key === "Escape" && evt.target.closest && evt.target.closest("details.menu[open]");
+    if (menu) {
+      menu.open = false;
+      var toggle = menu.querySelector("summary");
+      if (toggle) { toggle.focus(); }
+      evt.preventDefault();
+      return;
+    }
+    if (!document.getElementById("inbox-content") || typing(evt.target)) { return; }
+    var dialog = document.getElementById("shortcuts");
+    if (dialog && dialog.open) { return; }  // the dialog's own keys (Escape closes it)
+    var key = evt.key;
+    var row = currentRow();
+    var done = false;
+    if (key === "?") {
+      openShortcuts();
+      done = true;
+    } else if (key === "I" && evt.shiftKey) {
+      done = click(document.querySelector("form[action$='/read-all'] button[type=submit]"));
+    } else if (evt.shiftKey) {
+      return;
+    } else if (key === "j" || key === "k") {
+      var all = rows();
+      if (!all.length) { return; }
+      var target = row ? nextRow(row, key === "j" ? 1 : -1) : (key === "j" ? all[0] : all[all.length - 1]);
+      focusRow(target || row);
+      done = true;
+    } else if (key === "Enter" && row && evt.target === row) {
+      done = click(row.querySelector(".item__link"));
+    } else if (key === "e" && row) {
+      done = click(row.querySelector("form[action$='/archive'] button[type=submit]"));
+    }
+    if (done) { evt.preventDefault(); }
+  });
+
+  // ---------- the unread count, announced politely once per change -----------------------------------------
+  // The badge is redrawn by every websocket frame and htmx swap; reading it out each time would be noise.
+  // Only a higher count than the last one announced (something arrived) is spoken, in #badge-live.
+  var lastCount = null;
+
+  function badgeCount() {
+    var badge = document.getElementById("inbox-badge");
+    var count = badge ? parseInt(badge.getAttribute("data-count"), 10) : NaN;
+    return { badge: badge, count: count };
+  }
+
+  function watchBadge() {
+    var now = badgeCount();
+    if (isNaN(now.count)) { return; }
+    if (lastCount !== null && now.count > lastCount) {
+      var live = document.getElementById("badge-live");
+      var label = now.badge.getAttribute("aria-label") || now.badge.textContent;
+      if (live && label) { live.textContent = label; }
+    }
+    lastCount = now.count;
+  }
+
+  document.addEventListener("DOMContentLoaded", watchBadge);
+  document.addEventListener("htmx:oobAfterSwap", watchBadge);
+  document.addEventListener("htmx:wsAfterMessage", function () { window.setTimeout(watchBadge, 0); });
 })();

@@ -13,8 +13,14 @@
   var offButton = section.querySelector("[data-push-unsubscribe]");
   var csrf = section.getAttribute("data-csrf");
 
-  function say(text) {
-    statusEl.textContent = text;
+  // Every sentence comes from the page, in the reader's language (data-text-*; "{reason}" is filled in here).
+  function text(name, reason) {
+    var words = section.getAttribute("data-text-" + name) || "";
+    return reason === undefined ? words : words.replace("{reason}", reason);
+  }
+
+  function say(words) {
+    statusEl.textContent = words;
   }
 
   function show(subscribed) {
@@ -51,12 +57,12 @@
     try {
       var permission = await Notification.requestPermission();
       if (permission !== "granted") {
-        say("Notifications are blocked for this site. Allow them in your browser's site settings, then try again.");
+        say(text("blocked"));
         return;
       }
       var keyResponse = await fetch("/push/vapid-public-key", { credentials: "same-origin" });
       if (!keyResponse.ok) {
-        say("Push notifications are not set up on this server yet.");
+        say(text("not-configured"));
         return;
       }
       var publicKey = (await keyResponse.json()).publicKey;
@@ -78,13 +84,13 @@
       }
       if (!saved.ok) {
         var problem = await saved.json().catch(function () { return {}; });
-        say("Could not turn on push: " + (problem.detail || saved.status));
+        say(text("save-failed", problem.detail || String(saved.status)));
         return;
       }
       show(true);
-      say("Push notifications are on for this browser.");
+      say(text("on"));
     } catch (err) {
-      say("Could not turn on push notifications: " + err.message);
+      say(text("on-failed", err.message));
     } finally {
       busy(false);
     }
@@ -100,9 +106,9 @@
         await subscription.unsubscribe();
       }
       show(false);
-      say("Push notifications are off for this browser.");
+      say(text("off"));
     } catch (err) {
-      say("Could not turn off push notifications: " + err.message);
+      say(text("off-failed", err.message));
     } finally {
       busy(false);
     }
@@ -110,7 +116,7 @@
 
   if (!("serviceWorker" in navigator) || !("PushManager" in window) || !("Notification" in window)) {
     onButton.hidden = true;
-    say("This browser cannot receive push notifications.");
+    say(text("unsupported"));
     return;
   }
   onButton.addEventListener("click", subscribe);
@@ -119,7 +125,7 @@
     return registration ? registration.pushManager.getSubscription() : null;
   }).then(function (subscription) {
     show(Boolean(subscription));
-    say(subscription ? "Push notifications are on for this browser." : "Push notifications are off for this browser.");
+    say(text(subscription ? "on" : "off"));
   }).catch(function () {
     show(false);
   });

@@ -30,15 +30,17 @@
     if (document.getElementById("signed-out")) {
       return;
     }
-    var url = (header && header.getAttribute && header.getAttribute("data-login-url")) || "/login";
+    var attr = function (name) { return (header && header.getAttribute && header.getAttribute(name)) || ""; };
+    var url = attr("data-login-url") || "/login";
     var notice = document.createElement("p");
     notice.id = "signed-out";
     notice.className = "alert alert--warning";
     notice.setAttribute("role", "alert");
-    notice.appendChild(document.createTextNode("You have been signed out. "));
+    // The words come from the page (base.html renders them in the reader's language).
+    notice.appendChild(document.createTextNode(attr("data-signed-out-text") + " "));
     var link = document.createElement("a");
     link.href = url + "?next=" + encodeURIComponent(window.location.pathname + window.location.search);
-    link.textContent = "Sign in again";
+    link.textContent = attr("data-sign-in-again-text");
     notice.appendChild(link);
     var main = document.getElementById("main") || document.body;
     main.insertBefore(notice, main.firstChild);

@@ -64,4 +64,4 @@ def test_demo_seed_is_idempotent_and_prints_logins(app):
     ).one()
     assert tuple(states) == (1, 1)
     roles = sorted(u.role for u in db.session.scalars(sa.select(User)))
-    assert roles == ["admin", "member", "member", "member", "operator"]
+    assert roles == ["admin", "member", "member", "member", "member", "operator"]  # alice, hanako, bob, carol

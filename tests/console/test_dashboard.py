@@ -120,14 +120,14 @@ def _providers(client) -> list[list[str]]:
 
 def test_breaker_states_come_from_the_providers(client, operator, app, monkeypatch):
     monkeypatch.setitem(app.config, "EMAIL_PROVIDER", "fake")
-    assert ["email", "fake", "closed", "tag tag--sent"] in _providers(client)
+    assert ["E-mail", "fake", "closed", "tag tag--sent"] in _providers(client)
 
     settings = breaker.Settings.from_config(app.config)
     tripped = breaker.CircuitBreaker(redis.client(), "fake", settings)
     for _ in range(settings.failures):
         tripped.failure()
 
-    assert ["email", "fake", "open", "tag tag--failed"] in _providers(client)
+    assert ["E-mail", "fake", "open", "tag tag--failed"] in _providers(client)
 
 
 def test_a_half_open_breaker_and_an_unconfigured_fallback_are_shown(client, operator, app, monkeypatch):
@@ -143,8 +143,8 @@ def test_a_half_open_breaker_and_an_unconfigured_fallback_are_shown(client, oper
 
     page = client.get("/console/dashboard/live").get_data(as_text=True)
     rows = table_rows(page, "#providers")
-    assert ["email", "smtp", "half-open"] in rows
-    assert ["email", "smtp_fallback not configured", "n/a"] in rows
+    assert ["E-mail", "smtp", "half-open"] in rows
+    assert ["E-mail", "smtp_fallback not configured", "n/a"] in rows
 
 
 def test_chart_geometry():

@@ -147,3 +147,27 @@ def test_members_cannot_touch_the_dlq(client, csrf, member, dlq):
     assert client.get("/console/dlq").status_code == 403
     assert client.post(f"/console/dlq/{dlq['rejected'].id}/replay", headers=csrf()).status_code == 403
     assert _status(dlq["rejected"]) == "failed"
+
+
+def test_the_dlq_searches_error_text_and_filters_by_channel(client, operator, dlq):
+    rejected = dlq["rejected"]
+    page = client.get("/console/dlq?q=REJECTED+by").get_data(as_text=True)
+    assert _rows(page) == [rejected.id]
+    assert _rows(client.get("/console/dlq?q=%25+by").get_data(as_text=True)) == []  # % is a literal
+    assert len(_rows(client.get("/console/dlq?channel=email").get_data(as_text=True))) == 4
+    nothing = client.get("/console/dlq?channel=push")
+    assert _rows(nothing.get_data(as_text=True)) == []
+    assert "No failed deliveries match these filters." in nothing.get_data(as_text=True)
+    bad = client.get("/console/dlq?channel=pigeon")
+    assert bad.status_code == 422 and "The channel must be one of" in bad.get_data(as_text=True)
+
+
+def test_a_bulk_operation_keeps_the_search_and_channel(client, csrf, operator, dlq, enqueues):
+    response = client.post(
+        "/console/dlq/bulk", headers=csrf(), data={"kind": "replay", "q": "rejected", "channel": "email"}
+    )
+    assert response.status_code == 302 and "q=rejected" in response.location and "channel=email" in response.location
+    operation = db.session.scalars(sa.select(BulkOperation)).one()
+    assert (operation.total, operation.filters["q"], operation.filters["channel"]) == (1, "rejected", "email")
+    bulk.run_bulk_operation(operation.id)
+    assert _status(dlq["rejected"]) == "pending" and _status(dlq["refused"][0]) == "failed"

@@ -4,6 +4,7 @@ and an API key's whole life (create, use against /v1/notifications, revoke, 401)
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from playwright.sync_api import expect
@@ -130,3 +131,24 @@ def test_an_api_key_is_created_used_and_revoked(page, live_server):
     assert refused.status == 401
     page.goto("/console/audit?action=api_key")
     expect(page.locator("tbody tr")).to_have_count(2)
+
+
+def test_the_console_in_japanese_keeps_its_filters_in_the_url(page, live_server):
+    operator = _user(live_server, role="operator", locale="ja")
+    with live_server.app_context():
+        NotificationTypeFactory(type="flash_sale", label="セール")
+        NotificationTypeFactory(type="flashxsale", label="別のセール")
+        db.session.commit()
+        db.session.remove()
+    _sign_in(page, operator)
+    page.goto("/console/types")
+    expect(page.locator("html")).to_have_attribute("lang", "ja")
+    page.get_by_label("キー・ラベル・説明に含まれる語").fill("flash_")
+    page.get_by_role("button", name="検索").click()
+    expect(page).to_have_url(re.compile(r"/console/types\?q=flash_&"))
+    expect(page.locator(".console-types tbody tr")).to_have_count(1)
+    page.reload()
+    expect(page.get_by_label("キー・ラベル・説明に含まれる語")).to_have_value("flash_")
+    expect(page.locator(".console-types tbody tr")).to_have_count(1)
+    page.get_by_role("link", name="絞り込みを解除").first.click()
+    expect(page.locator(".console-types tbody tr")).to_have_count(3)  # and the comment type

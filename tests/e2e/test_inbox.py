@@ -42,7 +42,7 @@ def test_open_a_notification_marks_it_read_and_drops_the_badge(page, live_server
     badge = page.locator("#inbox-badge")
     expect(badge).to_have_text("3")
     expect(_row(page, "Beta")).to_have_class(re.compile(r"item--unread"))
-    expect(_row(page, "Beta").locator("time")).to_have_text("6 min ago")
+    expect(_row(page, "Beta").locator("time")).to_have_text("6 minutes ago")  # Babel/Intl wording (issue 17)
     expect(_row(page, "Beta").locator("time")).to_have_attribute("title", re.compile(r"JST$"))
 
     page.get_by_role("button", name="Beta", exact=True).click()

@@ -300,3 +300,11 @@ def test_waking_is_batched_and_leaves_an_archived_row_read(app):
     assert service.wake_due(limit=2) == 1
     assert _row(rows[0].id).read_at is not None  # archived while snoozed: it wakes read
     assert service.wake_due(limit=2) == 0
+
+
+def test_the_back_from_snooze_toast_speaks_the_users_saved_language(app):
+    from app.inbox.service import _back_toast
+
+    assert _back_toast(["会議"], "ja") == "スヌーズから戻りました：会議"
+    assert _back_toast(["a", "b"], "ja-JP") == "スヌーズしていた通知 2 件が戻りました"
+    assert _back_toast(["Call back"], None) == "Back from snooze: Call back"

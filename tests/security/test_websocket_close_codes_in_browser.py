@@ -114,7 +114,7 @@ def test_sign_out_everywhere_from_another_browser_signs_this_tab_out(browser, ap
         page = phone.new_page()
         page.goto(server.base_url + "/account/sign-ins")
         page.get_by_role("button", name="Sign out everywhere else").click()
-        expect(page.locator("p[role=status]")).to_contain_text("This browser stays signed in")
+        expect(page.locator("p.alert[role=status]")).to_contain_text("This browser stays signed in")
 
         tab.wait_for_function("() => window.__closes.length > 0")
         expect(tab.locator("#signed-out")).to_contain_text("You have been signed out")
@@ -159,7 +159,7 @@ def test_going_away_1001_reconnects_and_stays_live(browser, app, server, member)
         other = context.new_page()
         other.goto(server.base_url + "/account/sign-ins")
         other.get_by_role("button", name="Sign out everywhere else").click()
-        expect(other.locator("p[role=status]")).to_contain_text("This browser stays signed in")
+        expect(other.locator("p.alert[role=status]")).to_contain_text("This browser stays signed in")
 
         tab.wait_for_function("() => window.__opened >= 2", timeout=10_000)
         wait_live(tab, app, member, 2)

@@ -1,0 +1,189 @@
+"""axe-core on every screen, in English and Japanese, light and dark: no serious or critical violation.
+
+One test per language walks all pages with three browser contexts (a member, an operator, nobody signed in),
+signing each in once; the inbox is also checked with a row's menu and the shortcut dialog open. English comes
+from Accept-Language (en-US) and the users' saved "en"; Japanese from Accept-Language (ja-JP) for the member
+(no saved language) and the operator's saved "ja". The end-user pages are checked again with
+prefers-color-scheme: dark in both languages, the console's busiest screens in English.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from app.campaigns.service import create_campaign
+from app.delivery.unsubscribe import make_token
+from app.extensions import db
+from tests.factories import (
+    AnnouncementFactory,
+    DeliveryFactory,
+    NotificationFactory,
+    NotificationTypeFactory,
+    UserFactory,
+)
+from tests.support.axe import COLOUR_OPTIONS, describe, serious_violations, settle, sign_in_any_language
+
+pytestmark = pytest.mark.e2e
+
+BROWSER_LOCALE = {"en": "en-US", "ja": "ja-JP"}
+
+
+def _world(live_server, lang: str) -> dict:
+    """Commit a member with notifications in every state, an operator, and one of each console object."""
+    with live_server.app_context():
+        NotificationTypeFactory(type="comment", label="Comment", default_email=True)
+        member = UserFactory(timezone="Asia/Tokyo", locale="en" if lang == "en" else None)
+        operator = UserFactory(role="admin", timezone="Asia/Tokyo", locale=lang)
+        now = datetime.now(UTC)
+        rows = [
+            NotificationFactory(
+                user_id=member.id, title="New reply on your post", created_at=now - timedelta(minutes=3)
+            ),
+            NotificationFactory(
+                user_id=member.id, title="Room booked", read_at=now, created_at=now - timedelta(hours=2)
+            ),
+            NotificationFactory(
+                user_id=member.id, title="Old invoice", archived_at=now, created_at=now - timedelta(days=3)
+            ),
+            NotificationFactory(
+                user_id=member.id, title="Later", snoozed_until=now + timedelta(hours=5), created_at=now
+            ),
+        ]
+        announcement = AnnouncementFactory(title="Maintenance tonight", body="The site is down 22:00–23:00.")
+        DeliveryFactory(notification_id=rows[0].id, channel="email", status="failed", attempts=3)
+        campaign = create_campaign(operator, name="Spring", type_="comment", title="Spring is here", body="Hello")
+        db.session.commit()
+        world = {
+            "member": member.email,
+            "operator": operator.email,
+            "notification": rows[0].id,
+            "announcement": announcement.id,
+            "campaign": campaign.id,
+            "delivery": db.session.scalar(db.text("SELECT max(id) FROM notification_deliveries")),
+            "unsubscribe": make_token(member.id, "comment"),
+        }
+        db.session.remove()
+    return world
+
+
+def _member_pages(w: dict) -> list[str]:
+    return [
+        "/inbox",
+        "/inbox?filter=unread",
+        "/inbox?filter=snoozed",
+        "/inbox?filter=archived",
+        f"/inbox/notifications/{w['notification']}/snooze",
+        "/preferences",
+        "/account/sign-ins",
+        "/console/",  # 403 for a member
+        "/no-such-page",  # 404
+    ]
+
+
+def _anonymous_pages(w: dict) -> list[str]:
+    return ["/login", f"/unsubscribe/{w['unsubscribe']}", "/no-such-page"]
+
+
+def _console_pages(w: dict, lang: str) -> list[str]:
+    return [
+        "/console/",
+        "/console/dashboard",
+        "/console/announcements",
+        "/console/announcements/new",
+        f"/console/announcements/{w['announcement']}/edit",
+        "/console/types",
+        "/console/types/new",
+        "/console/types/comment/edit",
+        "/console/templates",
+        f"/console/templates/comment/email/{lang}",
+        f"/console/templates/digest/{lang}",
+        "/console/campaigns",
+        "/console/campaigns/new",
+        f"/console/campaigns/{w['campaign']}",
+        "/console/deliveries",
+        f"/console/deliveries/{w['delivery']}",
+        "/console/dlq",
+        "/console/suppressions",
+        "/console/api-keys",
+        "/console/users",
+        "/console/audit",
+    ]
+
+
+# Screens checked in dark mode as well (all end-user ones; the console's busiest).
+DARK_CONSOLE = ("/console/dashboard", "/console/deliveries", "/console/templates/comment/email/", "/console/campaigns/")
+
+
+# Loaded, scripts run, and no htmx request (hx-trigger="load" fragments, polling) under way.
+READY = "() => document.readyState === 'complete' && !document.querySelector('.htmx-request')"
+# The error pages are checked too; every other screen must render.
+MEMBER_STATUS = {"/console/": 403, "/no-such-page": 404}
+
+
+def _check(page, url: str, lang: str, dark: bool, found: list[str], status: int = 200) -> None:
+    response = page.goto(url)
+    assert response is not None
+    page.wait_for_function(READY)
+    assert response.status == status, f"{url}: {response.status}"
+    assert page.evaluate("document.documentElement.lang") == lang, url
+    for scheme in ("light", "dark") if dark else ("light",):
+        page.emulate_media(color_scheme=scheme)
+        settle(page)
+        violations = serious_violations(page, None if scheme == "light" else COLOUR_OPTIONS)
+        if violations:
+            found.append(describe(violations, where=f"[{lang} {scheme}] {url} ({response.status}): "))
+    page.emulate_media(color_scheme="light")
+
+
+def _check_open_parts(page, lang: str, found: list[str]) -> None:
+    """What only appears on demand: a row's "More" menu, and the "?" shortcut dialog (both schemes)."""
+    page.goto("/inbox")
+    page.wait_for_function(READY + " && window.htmx !== undefined")
+    page.locator("#notification-list details.menu summary").first.click()
+    page.locator("#notification-list details.menu[open]").wait_for()
+    if violations := serious_violations(page):
+        found.append(describe(violations, where=f"[{lang}] /inbox, a row's menu open: "))
+    page.keyboard.press("Escape")
+    page.keyboard.press("?")
+    page.locator("dialog#shortcuts[open]").wait_for()
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        settle(page)
+        if violations := serious_violations(page):
+            found.append(describe(violations, where=f"[{lang} {scheme}] /inbox, shortcut dialog open: "))
+    page.emulate_media(color_scheme="light")
+    page.keyboard.press("Escape")
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_no_serious_accessibility_violation_on_any_page(browser, live_server, lang):
+    world = _world(live_server, lang)
+    found: list[str] = []
+    contexts = []
+
+    def context():
+        ctx = browser.new_context(base_url=live_server.base_url, locale=BROWSER_LOCALE[lang], reduced_motion="reduce")
+        contexts.append(ctx)
+        return ctx.new_page()
+
+    try:
+        anonymous = context()
+        for url in _anonymous_pages(world):
+            _check(anonymous, url, lang, True, found, 404 if url == "/no-such-page" else 200)
+
+        member = context()
+        sign_in_any_language(member, world["member"])
+        for url in _member_pages(world):
+            _check(member, url, lang, True, found, MEMBER_STATUS.get(url, 200))
+        _check_open_parts(member, lang, found)
+
+        operator = context()
+        sign_in_any_language(operator, world["operator"])
+        for url in _console_pages(world, lang):
+            _check(operator, url, lang, lang == "en" and url.startswith(DARK_CONSOLE), found)
+    finally:
+        for ctx in contexts:
+            ctx.close()
+    assert not found, "\n".join(found)
