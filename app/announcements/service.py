@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from flask_babel import gettext
+from flask_babel import format_number, gettext
 
 from app.announcements.markdown import BODY_FORMATS
 from app.audit import service as audit
@@ -41,7 +41,7 @@ def _check_announcement(
     if not title.strip() or len(title) > TITLE_MAX:
         raise Refused(gettext("The title must have 1 to %(max)s characters.", max=TITLE_MAX))
     if not body.strip() or len(body) > OPERATOR_BODY_MAX:
-        raise Refused(gettext("The body must have 1 to %(max)s characters.", max=f"{OPERATOR_BODY_MAX:,}"))
+        raise Refused(gettext("The body must have 1 to %(max)s characters.", max=format_number(OPERATOR_BODY_MAX)))
     if body_format not in BODY_FORMATS:
         raise Refused(gettext("The body format must be plain text or Markdown."))
     if expires_at is not None and expires_at <= published_at:

@@ -12,7 +12,7 @@ import io
 import re
 from dataclasses import dataclass, field
 
-from flask_babel import gettext
+from flask_babel import format_number, gettext
 
 MAX_BYTES = 1_000_000
 MAX_IDS = 100_000
@@ -64,7 +64,7 @@ def parse(data: bytes) -> ParsedList:
         raise ListError(
             gettext(
                 "The file is larger than %(size)s kB; split the audience into several campaigns.",
-                size=f"{MAX_BYTES // 1000:,}",
+                size=format_number(MAX_BYTES // 1000),
             )
         )
     try:
@@ -98,7 +98,7 @@ def parse(data: bytes) -> ParsedList:
             raise ListError(
                 gettext(
                     "The file has more than %(count)s ids; split the audience into several campaigns.",
-                    count=f"{MAX_IDS:,}",
+                    count=format_number(MAX_IDS),
                 )
             )
     if not result.ids:

@@ -12,7 +12,7 @@ import json
 from datetime import datetime
 
 import sqlalchemy as sa
-from flask_babel import gettext
+from flask_babel import format_number, gettext
 
 from app.audit import service as audit
 from app.campaigns import csv_audience, fanout, queries
@@ -58,7 +58,7 @@ def parse_data(text: str | None) -> dict:
     if not (text or "").strip():
         return {}
     if len(text.encode("utf-8")) > DATA_MAX_BYTES:
-        raise Refused(gettext("The data must be at most %(max)s bytes of JSON.", max=f"{DATA_MAX_BYTES:,}"))
+        raise Refused(gettext("The data must be at most %(max)s bytes of JSON.", max=format_number(DATA_MAX_BYTES)))
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -83,7 +83,7 @@ def _check_content(name: str, type_: str, title: str, body: str, link_path: str 
     if not title.strip() or len(title) > TITLE_MAX:
         raise Refused(gettext("The title must have 1 to %(max)s characters.", max=TITLE_MAX))
     if not body.strip() or len(body) > OPERATOR_BODY_MAX:
-        raise Refused(gettext("The body must have 1 to %(max)s characters.", max=f"{OPERATOR_BODY_MAX:,}"))
+        raise Refused(gettext("The body must have 1 to %(max)s characters.", max=format_number(OPERATOR_BODY_MAX)))
     # A link is a path inside the product: never another site (the inbox renders it as a plain href).
     if link_path and not same_site_path(link_path):
         raise Refused(gettext("The link must be a path in the product starting with / (like /offers/spring)."))
@@ -107,7 +107,7 @@ def _audience(kind: str, locale: str | None, list_file: bytes | None):
             raise Refused(
                 gettext(
                     "None of the %(count)s ids in the file is a known user (first: %(first)s). Nothing was created.",
-                    count=f"{len(parsed.ids):,}",
+                    count=format_number(len(parsed.ids)),
                     first=repr(unknown[0]),
                 )
             )

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 
-from flask_babel import gettext, lazy_pgettext, ngettext
+from flask_babel import format_number, gettext, lazy_pgettext, ngettext
 
 # Bottom to top: what went out, what waits, what will not go out.
 STATUS_ORDER = ("sent", "sending", "pending", "skipped", "failed")
@@ -82,9 +82,9 @@ class Chart:
             "%(count)s delivery in the last 60 minutes (%(parts)s); at most %(peak)s in one minute.",
             "%(count)s deliveries in the last 60 minutes (%(parts)s); at most %(peak)s in one minute.",
             total,
-            count=f"{total:,}",
+            count=format_number(total),
             parts=parts,
-            peak=f"{self.peak:,}",
+            peak=format_number(self.peak),
         )
 
 
@@ -131,5 +131,7 @@ def deliveries_per_minute(now_minute: datetime, counts: dict[tuple[datetime, str
         if index % 10 == 0 or index == MINUTES - 1:
             chart.x_ticks.append(Tick(round(chart.left + index * slot + slot / 2, 2), label))
     for value in range(0, scale_max + 1, step):
-        chart.y_ticks.append(Tick(round(chart.baseline - value / scale_max * chart.plot_height, 2), f"{value:,}"))
+        chart.y_ticks.append(
+            Tick(round(chart.baseline - value / scale_max * chart.plot_height, 2), format_number(value))
+        )
     return chart

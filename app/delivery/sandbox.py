@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import wraps
 
-from flask_babel import gettext
+from flask_babel import format_number, gettext
 from jinja2 import Undefined, nodes
 from jinja2.compiler import CodeGenerator
 from jinja2.runtime import markup_join, str_join
@@ -77,15 +77,17 @@ def _limit(size: int, what: str) -> None:
             gettext(
                 "%(what)s would be %(size)s characters or items; the limit is %(limit)s",
                 what=what,
-                size=f"{size:,}",
-                limit=f"{MAX_SIZE:,}",
+                size=format_number(size),
+                limit=format_number(MAX_SIZE),
             )
         )
 
 
 def _int_bits(value: int) -> None:
     if value.bit_length() > MAX_INT_BITS:
-        raise TemplateLimitError(gettext("a number would have more than %(bits)s bits", bits=f"{MAX_INT_BITS:,}"))
+        raise TemplateLimitError(
+            gettext("a number would have more than %(bits)s bits", bits=format_number(MAX_INT_BITS))
+        )
 
 
 _FLAT = (type(None), bool, float)
@@ -162,7 +164,7 @@ def _width(number: str) -> int:
             gettext(
                 "a format width or precision of %(number)s is over the limit of %(limit)s",
                 number=number,
-                limit=f"{MAX_WIDTH:,}",
+                limit=format_number(MAX_WIDTH),
             )
         )
     return int(number)
@@ -207,7 +209,7 @@ def _check_binop(operator: str, left, right) -> None:
         if isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1:
             if right * max(1, abs(left).bit_length() - 1) > MAX_INT_BITS:
                 raise TemplateLimitError(
-                    gettext("a number would have more than %(bits)s bits", bits=f"{MAX_INT_BITS:,}")
+                    gettext("a number would have more than %(bits)s bits", bits=format_number(MAX_INT_BITS))
                 )
     elif operator == "*":
         for seq, times in ((left, right), (right, left)):
@@ -216,7 +218,7 @@ def _check_binop(operator: str, left, right) -> None:
         if isinstance(left, int) and isinstance(right, int):
             if left.bit_length() + right.bit_length() > MAX_INT_BITS + 1:
                 raise TemplateLimitError(
-                    gettext("a number would have more than %(bits)s bits", bits=f"{MAX_INT_BITS:,}")
+                    gettext("a number would have more than %(bits)s bits", bits=format_number(MAX_INT_BITS))
                 )
     elif operator == "+":
         if isinstance(left, str | bytes | list | tuple) and isinstance(right, str | bytes | list | tuple):

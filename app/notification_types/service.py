@@ -7,7 +7,7 @@ import re
 from dataclasses import asdict, dataclass
 
 import sqlalchemy as sa
-from flask_babel import gettext, lazy_gettext
+from flask_babel import format_number, gettext, lazy_gettext
 
 from app.audit import service as audit
 from app.extensions import db
@@ -79,19 +79,22 @@ def _check_type(label: str, priority: str) -> None:
 
 def _check_timing(timing: Timing) -> None:
     if timing.escalate_after is not None and not 1 <= timing.escalate_after <= TIMING_MAX_SECONDS:
-        raise Refused(gettext("Escalate after must be 1 to %(max)s seconds, or empty.", max=f"{TIMING_MAX_SECONDS:,}"))
+        raise Refused(
+            gettext("Escalate after must be 1 to %(max)s seconds, or empty.", max=format_number(TIMING_MAX_SECONDS))
+        )
     if timing.escalate_unless not in ESCALATE_UNLESS:
         raise Refused(gettext("An escalation waits for the notification to stay unread or unseen."))
     if (timing.cap_count is None) != (timing.cap_window is None):
         raise Refused(gettext("A frequency cap needs both its number and its window, or neither."))
     if timing.cap_count is not None and not 1 <= timing.cap_count <= CAP_MAX:
-        raise Refused(gettext("The cap must be 1 to %(max)s messages.", max=f"{CAP_MAX:,}"))
+        raise Refused(gettext("The cap must be 1 to %(max)s messages.", max=format_number(CAP_MAX)))
     if timing.cap_window is not None and not 1 <= timing.cap_window <= TIMING_MAX_SECONDS:
-        raise Refused(gettext("The cap window must be 1 to %(max)s seconds.", max=f"{TIMING_MAX_SECONDS:,}"))
+        raise Refused(gettext("The cap window must be 1 to %(max)s seconds.", max=format_number(TIMING_MAX_SECONDS)))
     if timing.aggregation_window is not None and not 1 <= timing.aggregation_window <= AGGREGATION_MAX_SECONDS:
         raise Refused(
             gettext(
-                "The aggregation window must be 1 to %(max)s seconds, or empty.", max=f"{AGGREGATION_MAX_SECONDS:,}"
+                "The aggregation window must be 1 to %(max)s seconds, or empty.",
+                max=format_number(AGGREGATION_MAX_SECONDS),
             )
         )
     if timing.email_frequency not in EMAIL_FREQUENCIES:
