@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 DETAIL_TEXT_MAX = 500
-MAX_EVENTS = 1000  # per request; SendGrid batches stay far below this
+MAX_EVENTS = 10_000  # per request (HOOK_MAX_BODY_BYTES bounds it first: an event is a few hundred bytes)
 
 
 class PayloadError(ValueError):

@@ -96,6 +96,12 @@ def claim_mailgun_token(token: str, ttl_seconds: float) -> bool:
     return bool(redis.client().set(key, b"1", nx=True, ex=max(int(ttl_seconds), 1)))
 
 
+def release_mailgun_token(token: str) -> None:
+    """Forget a token whose request was not recorded after all, so Mailgun's retry of it is not a replay."""
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    redis.client().delete(keyspace.key("hooks", "mailgun-token", digest))
+
+
 def _matches(events: list[ProviderEventIn]) -> dict[str, _Match]:
     message_ids = sorted({m for event in events for m in event.message_ids})
     if not message_ids:

@@ -68,8 +68,9 @@ def provider_events(provider: str):
     body = request.get_data(cache=False)
     if len(body) > limit:
         return problem(413, gettext("The body is larger than %(limit)s bytes.", limit=limit))
+    claimed: list[str] = []  # a Mailgun token this request took (given back if nothing is recorded)
     try:
-        parsed = _verified_events(provider, body)
+        parsed = _verified_events(provider, body, claimed)
     except verify.Refused as refusal:
         response = problem(refusal.status, str(refusal.detail))
         response.headers.update(refusal.headers)
@@ -82,13 +83,21 @@ def provider_events(provider: str):
         response = problem(503, gettext("The service is temporarily unavailable."))
         response.headers["Retry-After"] = "30"
         return response
-    counts = service.record(parsed.events)
-    commit()
+    try:
+        counts = service.record(parsed.events)
+        commit()
+    except Exception:
+        for token in claimed:
+            try:
+                service.release_mailgun_token(token)
+            except RedisError:
+                log.warning("provider webhook mailgun: could not give back a token; its retry will be refused")
+        raise
     return jsonify({**counts, "ignored": parsed.ignored})
 
 
-def _verified_events(provider: str, body: bytes) -> formats.Parsed:
-    """Authenticate the request the provider's way, then (only then) read its events."""
+def _verified_events(provider: str, body: bytes, claimed: list[str]) -> formats.Parsed:
+    """Authenticate the request the provider's way, then (only then) read its events; claimed gets the token."""
     config = current_app.config
     now, max_age = time.time(), config["HOOK_MAX_AGE_SECONDS"]
     if provider == "sendgrid":
@@ -99,9 +108,14 @@ def _verified_events(provider: str, body: bytes) -> formats.Parsed:
             document = formats.mailgun_document(body)
         except formats.PayloadError:
             raise verify.Refused(401, gettext("The request carries no Mailgun signature.")) from None
-        verify.verify_mailgun(
-            config["MAILGUN_WEBHOOK_SIGNING_KEY"], document, now, max_age, service.claim_mailgun_token
-        )
+
+        def claim(token: str, ttl: float) -> bool:
+            new = service.claim_mailgun_token(token, ttl)
+            if new:
+                claimed.append(token)
+            return new
+
+        verify.verify_mailgun(config["MAILGUN_WEBHOOK_SIGNING_KEY"], document, now, max_age, claim)
         return formats.parse_mailgun(document)
     verify.verify_postmark(config["POSTMARK_WEBHOOK_USER"], config["POSTMARK_WEBHOOK_PASSWORD"], request.authorization)
     return formats.parse_postmark(body)

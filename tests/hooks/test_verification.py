@@ -195,3 +195,21 @@ def test_requests_are_rate_limited_per_provider_and_client(client, app, postmark
     bad = postmark_auth(password="wrong-password-1234")
     assert [client.post(POSTMARK, data=b"{}", headers=bad).status_code for _ in range(3)] == [401, 401, 429]
     assert client.post(POSTMARK, data=b"{}", headers=bad).mimetype == "application/problem+json"
+
+
+def test_a_mailgun_request_that_could_not_be_recorded_may_be_retried(client, mailgun, sent, monkeypatch):
+    from app.hooks import service
+
+    delivery = sent()
+    body = mailgun_body(delivery.provider_message_id)
+    record = service.record
+
+    def fail_once(events):
+        monkeypatch.setattr(service, "record", record)
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(service, "record", fail_once)
+    assert client.post(MAILGUN, data=body, content_type="application/json").status_code == 500
+
+    # Mailgun retries the same signed request: its token was given back, so it is not taken for a replay.
+    assert client.post(MAILGUN, data=body, content_type="application/json").status_code == 200
