@@ -130,7 +130,7 @@ EXPIRE_HELD_SQL = sa.text(
 WITH d AS (
   UPDATE notification_deliveries
   SET status = 'failed', error_kind = 'expired', locked_until = NULL, updated_at = now(),
-      last_error = 'expired: held back by an open breaker or an empty rate-limit bucket since '
+      last_error = 'expired: held back (open breaker, empty rate-limit bucket or paused push service) since '
                    || to_char(held_since AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"')
                    || ', longer than DELIVERY_MAX_AGE'
   WHERE id IN (SELECT id FROM notification_deliveries
