@@ -26,6 +26,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     from app.auth.views import bp as auth_bp
     from app.console import bp as console_bp
     from app.delivery.views import bp as delivery_bp
+    from app.hooks.views import bp as hooks_bp
     from app.inbox.views import bp as inbox_bp
     from app.ops.health import bp as health_bp
     from app.ops.metrics import bp as metrics_bp
@@ -42,7 +43,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     errors.init_app(app)
     cli.init_app(app)
     blueprints = (auth_bp, inbox_bp, health_bp, realtime_bp, delivery_bp, metrics_bp, preferences_bp, api_bp,
-                  console_bp, push_bp)  # fmt: skip
+                  console_bp, push_bp, hooks_bp)  # fmt: skip
     for blueprint in blueprints:
         app.register_blueprint(blueprint)
     return app

@@ -161,6 +161,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("RATE_LIMIT_MAX_WAIT_SECONDS", 1.0, "float", 0, 60, "longest sleep for a provider token; longer waits go back to the ledger"),
     Setting("TEMPLATE_RENDER_SECONDS", 0.5, "float", 0.01, 60, "time budget to render one message in a send job"),
     Setting("TEMPLATE_PREVIEW_SECONDS", 1.0, "float", 0.01, 60, "time budget of one console preview"),
+    Setting("DELIVERY_MAX_AGE", DAY, "float", 60, 30 * DAY, "seconds a delivery may be held back by an open breaker or an empty bucket before it goes to the DLQ as expired"),
+    Setting("SENDGRID_WEBHOOK_PUBLIC_KEY", "", "str", help="SendGrid's Event Webhook verification key (base64 DER or PEM, ECDSA P-256); empty: /hooks/providers/sendgrid is off"),
+    Setting("MAILGUN_WEBHOOK_SIGNING_KEY", "", "str", help="Mailgun's HTTP webhook signing key; empty: /hooks/providers/mailgun is off"),
+    Setting("POSTMARK_WEBHOOK_USER", "", "str", help="user name of the basic auth in Postmark's webhook URL; empty: /hooks/providers/postmark is off"),
+    Setting("POSTMARK_WEBHOOK_PASSWORD", "", "str", help="password of the basic auth in Postmark's webhook URL (16+ characters)"),
+    Setting("HOOK_MAX_AGE_SECONDS", 300.0, "float", 10, DAY, "a signed provider webhook whose timestamp is further than this from now is refused (replay)"),
+    Setting("HOOK_MAX_BODY_BYTES", 1024 * 1024, "int", 1024, 2 * 1024 * 1024, "largest provider webhook body"),
+    Setting("HOOK_RATE_LIMIT", "1200 per minute", "rate", help="provider webhook requests per provider and client address"),
 )  # fmt: skip
 
 # Token buckets per provider, by name (PROVIDER_RATE_SMTP=50): messages per second and bucket size.
@@ -304,7 +312,49 @@ def _value_problems(config: Mapping) -> list[str]:
         problems.append(f"BADGE_COUNTS={config['BADGE_COUNTS']!r} must be unread or unseen")
     if config.get("METRICS_TOKEN") and len(config["METRICS_TOKEN"]) < 16:
         problems.append("METRICS_TOKEN is shorter than 16 characters: use a random token")
+    problems += _hook_problems(config)
     return [p for p in problems if p]
+
+
+def load_p256_public_key(text: str):
+    """SendGrid's verification key (base64 DER SubjectPublicKeyInfo, or PEM) as an EC P-256 key; None if not one."""
+    from base64 import b64decode
+    from binascii import Error as Base64Error
+
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import load_der_public_key, load_pem_public_key
+
+    text = text.strip()
+    try:
+        if text.startswith("-----BEGIN"):
+            key = load_pem_public_key(text.encode())
+        else:
+            key = load_der_public_key(b64decode("".join(text.split()), validate=True))
+    except (ValueError, TypeError, Base64Error, UnsupportedAlgorithm):
+        return None
+    if not isinstance(key, ec.EllipticCurvePublicKey) or not isinstance(key.curve, ec.SECP256R1):
+        return None
+    return key
+
+
+def _hook_problems(config: Mapping) -> list[str]:
+    """The provider webhook keys: a SendGrid key that is an ECDSA P-256 public key, Postmark's pair complete."""
+    problems = []
+    if config.get("SENDGRID_WEBHOOK_PUBLIC_KEY"):
+        if load_p256_public_key(config["SENDGRID_WEBHOOK_PUBLIC_KEY"]) is None:
+            problems.append(
+                "SENDGRID_WEBHOOK_PUBLIC_KEY is not an ECDSA P-256 public key (paste the verification key "
+                "SendGrid shows: base64 DER, or PEM)"
+            )
+    user, password = config.get("POSTMARK_WEBHOOK_USER", ""), config.get("POSTMARK_WEBHOOK_PASSWORD", "")
+    if bool(user) != bool(password):
+        problems.append("POSTMARK_WEBHOOK_USER and POSTMARK_WEBHOOK_PASSWORD go together: set both or neither")
+    elif password and len(password) < 16:
+        problems.append("POSTMARK_WEBHOOK_PASSWORD is shorter than 16 characters: use a random password")
+    if config.get("MAILGUN_WEBHOOK_SIGNING_KEY") and len(config["MAILGUN_WEBHOOK_SIGNING_KEY"]) < 16:
+        problems.append("MAILGUN_WEBHOOK_SIGNING_KEY is shorter than 16 characters: paste the whole signing key")
+    return problems
 
 
 def _combination_problems(config: Mapping) -> list[str]:

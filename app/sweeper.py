@@ -2,7 +2,8 @@
 
 `flask --app wsgi sweep` runs sweep_once() every SWEEP_INTERVAL_SECONDS (a separate process, not an
 RQ scheduled job: it must keep working when Redis has lost everything). One pass: expired leases go
-back to pending; due pending rows nobody has enqueued (retries and deferrals that fell due, and rows
+back to pending; rows held back by a breaker or bucket longer than DELIVERY_MAX_AGE go to the DLQ
+(`expired`); due pending rows nobody has enqueued (retries and deferrals that fell due, and rows
 whose job Redis lost) are enqueued in batches on their queue; idempotency keys older than 24 h are
 pruned; snoozed notifications whose time has come are woken; due scheduled notifications are
 released (release_scheduled, which the CLI loop also runs every SCHEDULER_INTERVAL_SECONDS); open
@@ -113,6 +114,7 @@ def sweep_once() -> dict:
         return {"locked": True}
     try:
         released = service.release_expired_leases(config["SWEEP_LIMIT"], config["RETRY_MAX_ATTEMPTS"])
+        expired = service.expire_held(config["DELIVERY_MAX_AGE"], config["SWEEP_LIMIT"])  # held too long: DLQ
         due = service.take_due(config["SWEEP_REQUEUE_AFTER_SECONDS"], config["SWEEP_LIMIT"], idle_queues())
         pruned = service.prune_idempotency_keys()
         woken = wake_due(config["SWEEP_LIMIT"])  # snoozes that ended: back on top, unread, badge + toast
@@ -130,6 +132,7 @@ def sweep_once() -> dict:
     return {
         "digests": digests["enqueued"],
         "released": released,
+        "expired": expired,
         "due": sum(len(ids) for ids in due.values()),
         "enqueued": enqueued,
         "pruned": pruned,

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from app.api.schemas import Actor
-from app.models import DELIVERY_CHANNELS, DELIVERY_STATUSES, PRIORITIES
+from app.models import DELIVERY_CHANNELS, DELIVERY_STATUSES, PRIORITIES, PROVIDER_EVENTS, PROVIDER_STATUSES
 
 
 class RecipientResult(BaseModel):
@@ -90,6 +90,16 @@ class CancellationOut(BaseModel):
     escalations: int = Field(description="Waiting escalations now skipped (reason `cancelled`).")
 
 
+class ProviderEventOut(BaseModel):
+    provider: str = Field(description="The e-mail provider that reported it: sendgrid, mailgun or postmark.")
+    event: Literal[PROVIDER_EVENTS] = Field(
+        description="bounced: a hard bounce (the address is suppressed); soft_bounced: a temporary failure."
+    )
+    occurred_at: datetime = Field(description="When it happened, as the provider says.")
+    received_at: datetime
+    detail: dict[str, str] = Field(description="What the provider said: recipient, reason, bounce type, url …")
+
+
 class DeliveryOut(BaseModel):
     channel: Literal[DELIVERY_CHANNELS]
     status: Literal[DELIVERY_STATUSES]
@@ -100,6 +110,14 @@ class DeliveryOut(BaseModel):
     sent_at: datetime | None
     next_attempt_at: datetime
     updated_at: datetime
+    provider_status: Literal[PROVIDER_STATUSES] | None = Field(
+        description="What the e-mail provider reported after the send, the strongest so far "
+        "(delivered < bounced < complained); null: nothing reported (yet)."
+    )
+    provider_status_at: datetime | None
+    provider_events: list[ProviderEventOut] = Field(
+        description="Every event the provider reported for this delivery, oldest first (at most 200 per notification)."
+    )
 
 
 class EventOut(BaseModel):

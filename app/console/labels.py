@@ -38,6 +38,14 @@ OUTCOME_LABELS = {
     "transient": lazy_gettext("transient"),
     "permanent": lazy_gettext("permanent"),
     "deferred": lazy_gettext("deferred"),
+    "expired": lazy_gettext("expired"),
+    # what a provider reported afterwards (app/hooks)
+    "delivered": lazy_gettext("delivered"),
+    "bounced": lazy_gettext("bounced"),
+    "soft_bounced": lazy_gettext("soft bounce"),
+    "complained": lazy_gettext("complained"),
+    "opened": lazy_gettext("opened"),
+    "clicked": lazy_gettext("clicked"),
 }
 BREAKER_LABELS = {
     "closed": lazy_gettext("closed"),

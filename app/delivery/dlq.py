@@ -37,7 +37,7 @@ from app.unitofwork import after_commit, commit
 
 REPLAY_SET = (
     "status = 'pending', attempts = 0, next_attempt_at = now(), error_kind = NULL, "
-    "locked_until = NULL, updated_at = now()"
+    "locked_until = NULL, held_since = NULL, updated_at = now()"
 )
 DISCARD_SET = "status = 'skipped', skip_reason = :skip_reason, locked_until = NULL, updated_at = now()"
 SETS = {"replay": REPLAY_SET, "discard": DISCARD_SET}

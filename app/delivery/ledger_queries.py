@@ -196,7 +196,8 @@ def dlq_facets() -> dict[str, list[tuple[str, int]]]:
 
 DELIVERY_SQL = sa.text(
     f"""
-SELECT {ROW_COLUMNS}, d.provider_message_id, d.locked_until, d.rendered_subject, d.rendered_body,
+SELECT {ROW_COLUMNS}, d.provider_message_id, d.provider_status, d.provider_status_at, d.locked_until,
+       d.rendered_subject, d.rendered_body,
        n.body, n.link_path, n.data, n.in_app, n.read_at, n.dedupe_key, n.created_at AS notification_created_at,
        u.display_name, u.locale, u.timezone, t.label AS type_label, t.priority, c.name AS campaign_name
 FROM notification_deliveries d
@@ -208,12 +209,22 @@ WHERE d.id = :id
 """
 )
 
+# The timeline: the tries, and what the provider reported afterwards (app/hooks), in time order. An event's
+# outcome is what happened (delivered, bounced …), its error the provider's reason, its duration NULL.
 ATTEMPTS_SQL = sa.text(
     """
-SELECT id, provider, started_at, duration_ms, outcome, error
-FROM delivery_attempts
-WHERE delivery_id = :id
-ORDER BY started_at, id
+SELECT kind, id, provider, started_at, duration_ms, outcome, error FROM (
+  SELECT 'attempt' AS kind, id, provider, started_at, duration_ms, outcome, error
+  FROM delivery_attempts
+  WHERE delivery_id = :id
+  UNION ALL
+  SELECT 'event', id, provider, occurred_at, NULL, event,
+         NULLIF(concat_ws(' · ', detail->>'recipient', detail->>'type', detail->>'severity',
+                          coalesce(detail->>'reason', detail->>'description', detail->>'details'), detail->>'url'), '')
+  FROM provider_events
+  WHERE delivery_id = :id
+) t
+ORDER BY started_at, kind, id
 LIMIT 500
 """
 )
@@ -227,7 +238,7 @@ def delivery(delivery_id: int):
 
 
 def attempts(delivery_id: int) -> list:
-    """Return the delivery's tries in order: provider, outcome, error, duration."""
+    """Return the delivery's tries and provider events in time order: kind, provider, outcome, error, duration."""
     return list(db.session.execute(ATTEMPTS_SQL, {"id": delivery_id}).mappings())
 
 

@@ -42,7 +42,7 @@ WITH d AS (
       sent_at = CASE WHEN :status = 'sent' THEN now() ELSE sent_at END,
       next_attempt_at = CASE WHEN :status = 'pending' THEN now() + make_interval(secs => :delay)
                              ELSE next_attempt_at END,
-      provider = :provider, provider_message_id = COALESCE(:message_id, provider_message_id),
+      provider = :provider, provider_message_id = COALESCE(:message_id, provider_message_id), held_since = NULL,
       last_error = :error, error_kind = :error_kind,
       rendered_subject = COALESCE(:subject, rendered_subject), rendered_body = COALESCE(:body, rendered_body)
   WHERE id = :id AND status = 'sending' AND locked_until = :lease
@@ -66,7 +66,7 @@ DEFER_SQL = sa.text(
     """
 WITH d AS (
   UPDATE notification_deliveries d
-  SET status = 'pending', next_attempt_at = v.until, locked_until = NULL, updated_at = now()
+  SET status = 'pending', next_attempt_at = v.until, locked_until = NULL, updated_at = now(), held_since = NULL
   FROM unnest(CAST(:ids AS bigint[]), CAST(:untils AS timestamptz[])) AS v(id, until)
   WHERE d.id = v.id AND d.status = 'sending' AND d.locked_until = :lease
   RETURNING d.id, v.until)
@@ -110,14 +110,37 @@ RETURNING delivery_id
 
 # Rows that must wait for a provider (every breaker open, or its bucket empty) go back to pending
 # for that long without counting a try. Always ahead of now(): the sweeper takes a row only when
-# it is due after its last touch (see TAKE_DUE_SQL).
+# it is due after its last touch (see TAKE_DUE_SQL). held_since keeps when the holding began (a try
+# clears it), so a row held longer than DELIVERY_MAX_AGE goes to the DLQ (EXPIRE_HELD_SQL).
 POSTPONE_SQL = sa.text(
     """
 UPDATE notification_deliveries d
 SET status = 'pending', next_attempt_at = GREATEST(v.until, now() + interval '10 milliseconds'),
-    locked_until = NULL, updated_at = now()
+    locked_until = NULL, updated_at = now(), held_since = COALESCE(d.held_since, now())
 FROM unnest(CAST(:ids AS bigint[]), CAST(:untils AS timestamptz[])) AS v(id, until)
 WHERE d.id = v.id AND d.status = 'sending' AND d.locked_until = :lease
+"""
+)
+
+# Held back (see POSTPONE_SQL) longer than DELIVERY_MAX_AGE: to the DLQ as `expired`, with an attempt row
+# that says so (no provider was called). Bounded and SKIP LOCKED, so sweepers side by side never
+# take a row twice, and only still-pending rows match, so a second pass changes nothing.
+EXPIRE_HELD_SQL = sa.text(
+    """
+WITH d AS (
+  UPDATE notification_deliveries
+  SET status = 'failed', error_kind = 'expired', locked_until = NULL, updated_at = now(),
+      last_error = 'expired: held back (open breaker, empty rate-limit bucket or paused push service) since '
+                   || to_char(held_since AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"')
+                   || ', longer than DELIVERY_MAX_AGE'
+  WHERE id IN (SELECT id FROM notification_deliveries
+               WHERE status = 'pending' AND held_since IS NOT NULL
+                 AND held_since < now() - make_interval(secs => :max_age)
+               ORDER BY held_since LIMIT :limit FOR UPDATE SKIP LOCKED)
+  RETURNING id, COALESCE(provider, channel) AS provider, last_error)
+INSERT INTO delivery_attempts (delivery_id, provider, duration_ms, outcome, error)
+SELECT id, provider, 0, 'expired', last_error FROM d
+RETURNING delivery_id
 """
 )
 
@@ -289,6 +312,11 @@ def postpone(waits: list[tuple[int, datetime]], lease: datetime) -> None:
     if waits:
         ids, untils = zip(*waits, strict=True)
         db.session.execute(POSTPONE_SQL, {"ids": list(ids), "untils": list(untils), "lease": lease})
+
+
+def expire_held(max_age_seconds: float, limit: int) -> int:
+    """Move rows held back longer than max_age_seconds to the DLQ as `expired` (at most limit); return how many."""
+    return len(db.session.execute(EXPIRE_HELD_SQL, {"max_age": max_age_seconds, "limit": limit}).all())
 
 
 def take_due(stale_seconds: float, limit: int, idle_queues: list[str]) -> dict[tuple[str, str], list[int]]:

@@ -136,3 +136,19 @@ def attempt_stats() -> list[sa.Row]:
 def status_counts() -> list[sa.Row]:
     """Per (channel, status, error_kind): how many ledger rows; failed rows are the DLQ."""
     return list(db.session.execute(STATUS_COUNTS_SQL))
+
+
+# Provider webhook events (app/hooks) by provider, event and whether a delivery had the message id.
+PROVIDER_EVENT_COUNTS_SQL = sa.text(
+    """
+SELECT provider, event, delivery_id IS NOT NULL AS matched, count(*) AS total
+FROM provider_events
+GROUP BY 1, 2, 3
+ORDER BY 1, 2, 3
+"""
+)
+
+
+def provider_event_counts() -> list[sa.Row]:
+    """Per (provider, event, matched): how many provider events were recorded (each once)."""
+    return list(db.session.execute(PROVIDER_EVENT_COUNTS_SQL))

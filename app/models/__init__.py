@@ -13,10 +13,13 @@ from app.models.console import (
 )
 from app.models.delivery import (
     ATTEMPT_OUTCOMES,
+    PROVIDER_EVENTS,
+    PROVIDER_STATUSES,
     SUPPRESSION_REASONS,
     DeliveryAttempt,
     EmailSuppression,
     MessageTemplate,
+    ProviderEvent,
     PushSubscription,
 )
 from app.models.digests import DIGEST_KINDS, FREQUENCIES, DigestPreference, DigestRun, DigestTemplate
@@ -54,6 +57,9 @@ __all__ = [
     "IdempotencyKey",
     "LoginLink",
     "ATTEMPT_OUTCOMES",
+    "PROVIDER_EVENTS",
+    "PROVIDER_STATUSES",
+    "ProviderEvent",
     "SUPPRESSION_REASONS",
     "DeliveryAttempt",
     "EmailSuppression",

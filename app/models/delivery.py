@@ -1,17 +1,20 @@
-"""Tables for delivery: attempts, frequency-cap slots, templates, suppressions, push subscriptions."""
+"""Tables for delivery: attempts, provider events, frequency-cap slots, templates, suppressions, push subscriptions."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.extensions import db
 
 _tz = sa.DateTime(timezone=True)
 
-ATTEMPT_OUTCOMES = ("sent", "transient", "permanent", "deferred")
+ATTEMPT_OUTCOMES = ("sent", "transient", "permanent", "deferred", "expired")
+PROVIDER_EVENTS = ("delivered", "bounced", "soft_bounced", "complained", "opened", "clicked")
+PROVIDER_STATUSES = ("delivered", "bounced", "complained")  # in rising strength: a later event never weakens it
 TEMPLATE_CHANNELS = ("in_app", "email", "push")
 SUPPRESSION_REASONS = ("bounce", "complaint", "unsubscribe", "manual")
 
@@ -35,6 +38,34 @@ class DeliveryAttempt(db.Model):
     duration_ms: Mapped[int] = mapped_column(sa.Integer, server_default="0")
     outcome: Mapped[str] = mapped_column(sa.Text)
     error: Mapped[str | None] = mapped_column(sa.Text)
+
+
+class ProviderEvent(db.Model):
+    """What an e-mail provider's webhook reported about a sent message (app/hooks); delivery_id NULL: unknown id."""
+
+    __tablename__ = "provider_events"
+    __table_args__ = (
+        sa.UniqueConstraint("provider", "provider_event_id", name="provider_events_once"),
+        sa.CheckConstraint(f"event IN {PROVIDER_EVENTS!r}", name="provider_events_event"),
+        sa.Index(
+            "provider_events_delivery_idx",
+            "delivery_id",
+            "occurred_at",
+            postgresql_where=sa.text("delivery_id IS NOT NULL"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
+    delivery_id: Mapped[int | None] = mapped_column(
+        sa.BigInteger, sa.ForeignKey("notification_deliveries.id", ondelete="CASCADE")
+    )
+    provider: Mapped[str] = mapped_column(sa.Text)
+    provider_event_id: Mapped[str] = mapped_column(sa.Text)
+    event: Mapped[str] = mapped_column(sa.Text)
+    message_id: Mapped[str] = mapped_column(sa.Text, server_default="")
+    detail: Mapped[dict] = mapped_column(JSONB, server_default=sa.text("'{}'::jsonb"))
+    occurred_at: Mapped[datetime] = mapped_column(_tz)
+    received_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
 
 
 class DeliveryCapUse(db.Model):

@@ -231,6 +231,20 @@ class NotificationDelivery(db.Model):
             postgresql_where=sa.text("skip_reason = 'digested' AND digest_id IS NULL"),
         ),
         sa.Index("notification_deliveries_digest_idx", "digest_id", postgresql_where=sa.text("digest_id IS NOT NULL")),
+        sa.CheckConstraint(  # what the provider reported after the send (app/hooks), strongest so far
+            "provider_status IS NULL OR provider_status IN ('delivered', 'bounced', 'complained')",
+            name="notification_deliveries_provider_status",
+        ),
+        sa.Index(  # provider events find their delivery by message id, with or without angle brackets (0013)
+            "notification_deliveries_message_idx",
+            sa.text("btrim(provider_message_id, '<>')"),
+            postgresql_where=sa.text("provider_message_id IS NOT NULL"),
+        ),
+        sa.Index(  # rows held back by a breaker or bucket, for DELIVERY_MAX_AGE expiry (app/sweeper.py)
+            "notification_deliveries_held_idx",
+            "held_since",
+            postgresql_where=sa.text("status = 'pending' AND held_since IS NOT NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
@@ -252,5 +266,10 @@ class NotificationDelivery(db.Model):
     escalation: Mapped[str | None] = mapped_column(sa.Text)
     # Skipped with reason 'digested': the digest run that took it (NULL while it waits for one).
     digest_id: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("digest_runs.id", ondelete="SET NULL"))
+    # The strongest thing the provider reported after the send (delivered < bounced < complained), and when.
+    provider_status: Mapped[str | None] = mapped_column(sa.Text)
+    provider_status_at: Mapped[datetime | None] = mapped_column(_tz)
+    # Pending and held back without a try (open breaker, empty bucket, paused push service) since then.
+    held_since: Mapped[datetime | None] = mapped_column(_tz)
     created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
     updated_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())

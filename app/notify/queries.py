@@ -29,12 +29,25 @@ WHERE n.id = :id AND n.api_key_id = :api_key_id
 
 DELIVERIES_SQL = sa.text(
     """
-SELECT channel, status, attempts, last_error, error_kind, skip_reason, sent_at, next_attempt_at, updated_at
+SELECT id, channel, status, attempts, last_error, error_kind, skip_reason, sent_at, next_attempt_at, updated_at,
+       provider_status, provider_status_at
 FROM notification_deliveries
 WHERE notification_id = :id
 ORDER BY channel
 """
 )
+
+# What the e-mail provider reported about each delivery (app/hooks), oldest first, capped per notification.
+PROVIDER_EVENTS_SQL = sa.text(
+    """
+SELECT delivery_id, provider, event, occurred_at, received_at, detail
+FROM provider_events
+WHERE delivery_id = ANY(CAST(:ids AS bigint[]))
+ORDER BY occurred_at, id
+LIMIT :limit
+"""
+)
+PROVIDER_EVENTS_SHOWN = 200
 
 
 # An aggregated row's raw events (capped: the count on the row is the total).
@@ -77,5 +90,12 @@ def notification_with_deliveries(notification_id: int, *, api_key_id: int) -> di
     row = db.session.execute(NOTIFICATION_SQL, params).mappings().first()
     if row is None:
         return None
-    deliveries = db.session.execute(DELIVERIES_SQL, {"id": notification_id}).mappings().all()
-    return {**row, "deliveries": [dict(d) for d in deliveries], "events": notification_events(notification_id)}
+    deliveries = [dict(d) for d in db.session.execute(DELIVERIES_SQL, {"id": notification_id}).mappings()]
+    reported: dict[int, list[dict]] = {d["id"]: [] for d in deliveries}
+    if reported:
+        params = {"ids": list(reported), "limit": PROVIDER_EVENTS_SHOWN}
+        for event in db.session.execute(PROVIDER_EVENTS_SQL, params).mappings():
+            reported[event["delivery_id"]].append(dict(event))
+    for delivery in deliveries:
+        delivery["provider_events"] = reported[delivery["id"]]
+    return {**row, "deliveries": deliveries, "events": notification_events(notification_id)}

@@ -44,13 +44,14 @@ class LedgerCollector:
     def collect(self):
         yield from self._attempts()
         yield from self._ledger()
+        yield from self._provider_events()
         yield from self._queues()
         yield from self._breakers()
 
     def _attempts(self):
         attempts = CounterMetricFamily(
             "hato_delivery_attempts",
-            "Delivery tries by provider and outcome (sent, transient, permanent, deferred).",
+            "Delivery tries by provider and outcome (sent, transient, permanent, deferred, expired).",
             labels=["provider", "outcome"],
         )
         latency = HistogramMetricFamily(
@@ -59,8 +60,8 @@ class LedgerCollector:
         merged: dict[str, dict] = {}
         for row in stats.attempt_stats():
             attempts.add_metric([row.provider, row.outcome], row.total)
-            if row.outcome == "deferred":
-                continue  # a deferral calls no provider
+            if row.outcome in ("deferred", "expired"):
+                continue  # a deferral or an expiry calls no provider
             agg = merged.setdefault(
                 row.provider, {"sum": 0, "count": 0, "buckets": [0] * len(stats.ATTEMPT_BUCKETS_MS)}
             )
@@ -94,6 +95,17 @@ class LedgerCollector:
             if status == "sent":
                 sent.add_metric([channel], total)
         yield from (rows, dlq, sent)
+
+    def _provider_events(self):
+        events = CounterMetricFamily(
+            "hato_provider_events",
+            "Events e-mail providers reported through their webhooks, each once, by whether a delivery had the "
+            "message id (matched=false: an unknown message id).",
+            labels=["provider", "event", "matched"],
+        )
+        for row in stats.provider_event_counts():
+            events.add_metric([row.provider, row.event, "true" if row.matched else "false"], row.total)
+        yield events
 
     def _queues(self):
         depth = GaugeMetricFamily(

@@ -1,4 +1,5 @@
-"""Suppression writes: lift one (audited); a hard bounce adds one (the e-mail channel records it at send time)."""
+"""Suppression writes: lift one (audited); a hard bounce or a complaint adds one (the e-mail channel at send
+time, or a provider's webhook afterwards, app/hooks)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,16 @@ ON CONFLICT (address) DO NOTHING
 )
 
 
+# A provider's webhook: a hard bounce or a spam complaint; the first reason stays.
+SUPPRESS_SQL = sa.text(
+    """
+INSERT INTO email_suppressions (address, reason, detail)
+VALUES (lower(btrim(:address)), :reason, :detail)
+ON CONFLICT (address) DO NOTHING
+"""
+)
+
+
 def lift_suppression(actor, address: str) -> None:
     """Delete a suppression so the address receives e-mail again."""
     item = db.session.get(EmailSuppression, address.strip().lower(), with_for_update=True)
@@ -36,3 +47,8 @@ def lift_suppression(actor, address: str) -> None:
 def suppress_bounce(conn, address: str, detail: str) -> None:
     """Suppress an address that hard-bounced (on conn: the send loop's own autocommit connection)."""
     conn.execute(SUPPRESS_BOUNCE_SQL, {"address": address, "detail": detail})
+
+
+def suppress(address: str, reason: str, detail: str) -> None:
+    """Suppress an address (reason bounce | complaint) in the caller's transaction; an existing entry stays."""
+    db.session.execute(SUPPRESS_SQL, {"address": address, "reason": reason, "detail": detail[:500]})

@@ -1,0 +1,1 @@
+"""Provider events in: e-mail providers' webhooks, verified, read and recorded against the delivery ledger."""
