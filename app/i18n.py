@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta, tzinfo
+from functools import lru_cache
 from pathlib import Path
 
 from babel import Locale
-from babel.dates import format_skeleton, format_time, format_timedelta
+from babel.dates import DateTimePattern, format_skeleton, format_timedelta, parse_pattern
 from babel.numbers import format_decimal
 
 TRANSLATIONS_DIR = Path(__file__).resolve().parent.parent / "translations"
@@ -40,12 +41,25 @@ def _tidy(text: str, locale: str) -> str:
     return _CJK_GAP.sub("", text) if locale == "ja" else text
 
 
+@lru_cache(maxsize=32)
+def _locale(locale: str) -> Locale:
+    """The parsed locale (Babel parses a string again on every call; a page formats a hundred times)."""
+    return Locale.parse(locale)
+
+
+@lru_cache(maxsize=32)
+def _datetime_pattern(locale: str, weekday: bool) -> DateTimePattern:
+    """The locale's medium date (with or without weekday) and short time, joined the locale's way."""
+    parsed = _locale(locale)
+    date = parsed.datetime_skeletons["yMMMEd" if weekday else "yMMMd"].pattern
+    time = parsed.time_formats["short"].pattern
+    return parse_pattern(parsed.datetime_formats["medium"].format(time, date))
+
+
 def local_datetime(value: datetime, zone: tzinfo, locale: str, weekday: bool = True) -> str:
     """An instant to the minute in zone, the locale's way ("Mon, Nov 30, 2026, 9:05 AM JST" in English)."""
     local = value.astimezone(zone)
-    date = format_skeleton("yMMMEd" if weekday else "yMMMd", local, locale=locale)
-    time = format_time(local, "short", locale=locale)
-    joined = Locale.parse(locale).datetime_formats["medium"].format(time, date)
+    joined = _datetime_pattern(locale, weekday).apply(local, _locale(locale))
     return f"{joined} {local.tzname()}"  # the zone's own abbreviation (JST), which CLDR lacks for most zones
 
 
@@ -59,22 +73,22 @@ def utc_datetime(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def relative(value: datetime, zone: tzinfo, locale: str, now: datetime | None = None, just_now: str = "") -> str:
+def relative(value: datetime, zone: tzinfo, locale: str, now: datetime | None = None, just_now: object = "") -> str:
     """How long ago value was ("3 minutes ago" / "3分前") within a week; older ones get a local date.
 
-    just_now is what under a minute reads (from the catalog; CLDR has no such phrase).
+    just_now is what under a minute reads (from the catalog, lazily: CLDR has no such phrase).
     """
     now = now or datetime.now(UTC)
     age = now - value
     if age < timedelta(minutes=1):
-        return just_now or format_timedelta(-age, add_direction=True, locale=locale)
+        return str(just_now) or format_timedelta(-age, add_direction=True, locale=_locale(locale))
     if age < RECENT:
-        return _tidy(format_timedelta(-age, add_direction=True, threshold=1, locale=locale), locale)
+        return _tidy(format_timedelta(-age, add_direction=True, threshold=1, locale=_locale(locale)), locale)
     local = value.astimezone(zone)
     skeleton = "MMMd" if local.year == now.astimezone(zone).year else "yMMMd"
-    return format_skeleton(skeleton, local, locale=locale)
+    return format_skeleton(skeleton, local, locale=_locale(locale))
 
 
 def number(value: int | float, locale: str) -> str:
     """A count with the locale's grouping (12,345)."""
-    return format_decimal(value, locale=locale)
+    return format_decimal(value, locale=_locale(locale))

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from flask import Flask, current_app, has_request_context, request
-from flask_babel import gettext
+from flask_babel import gettext, lazy_gettext
 from flask_login import current_user
 from markupsafe import Markup
 
@@ -24,6 +24,7 @@ from app.preferences.queries import CHANNEL_LABELS, SOURCE_LABELS
 from app.timezones import user_zone
 from app.web.i18n import current_language
 
+JUST_NOW = lazy_gettext("just now")  # looked up only for the rows under a minute old
 BADGE_KEY = "hato.badge_count"  # the request's badge count, kept in the WSGI environ
 
 
@@ -47,7 +48,7 @@ def localtime(value: datetime) -> str:
 
 def reltime(value: datetime, now: datetime | None = None) -> str:
     """How long ago value was ("5 minutes ago" / "5分前") within a week; older ones get a short local date."""
-    return i18n.relative(value, reader_zone(), current_language(), now, just_now=gettext("just now"))
+    return i18n.relative(value, reader_zone(), current_language(), now, just_now=JUST_NOW)
 
 
 def console_time(value: datetime | None) -> Markup:
