@@ -8,6 +8,8 @@ import pytest
 
 from app.extensions import redis
 from tests.support.processes import flask_args, spawn, stop
+from tests.support.smtp import RecordingHandler, SmtpSink
+from tests.support.waiting import free_port
 
 
 @pytest.fixture
@@ -31,3 +33,20 @@ def processes(live_server, tmp_path):
         stop(proc)
     with live_server.app_context():
         redis.client().flushdb()
+
+
+@pytest.fixture
+def sink():
+    """A recording SMTP sink on a free port: (port, handler)."""
+    port, handler = free_port(), RecordingHandler()
+    server = SmtpSink(port, handler).start()
+    yield port, handler
+    server.stop()
+
+
+@pytest.fixture
+def workers(processes, sink):
+    """A worker and a sweeper against the live server's database and the sink."""
+    env = dict(SMTP_URL=f"smtp://127.0.0.1:{sink[0]}", EMAIL_PROVIDER="smtp", SWEEP_INTERVAL_SECONDS=0.5)
+    for command in ("worker", "sweep"):
+        processes(command, **env)

@@ -20,30 +20,12 @@ from app.unitofwork import commit
 from tests.e2e.helpers import open_inbox, sign_in, wait_for_htmx
 from tests.factories import NotificationFactory, NotificationTypeFactory, UserFactory
 from tests.realtime.helpers import Gunicorn, session_cookie
-from tests.support.smtp import RecordingHandler, SmtpSink
 from tests.support.waiting import free_port, wait_for
 
 pytestmark = pytest.mark.e2e
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 EMAIL = "hanako@example.com"
-
-
-@pytest.fixture
-def sink():
-    """A recording SMTP sink on a free port: (port, handler)."""
-    port, handler = free_port(), RecordingHandler()
-    server = SmtpSink(port, handler).start()
-    yield port, handler
-    server.stop()
-
-
-@pytest.fixture
-def workers(processes, sink):
-    """A worker and a sweeper against the live server's database and the sink."""
-    env = dict(SMTP_URL=f"smtp://127.0.0.1:{sink[0]}", EMAIL_PROVIDER="smtp", SWEEP_INTERVAL_SECONDS=0.5)
-    for command in ("worker", "sweep"):
-        processes(command, **env)
 
 
 @pytest.fixture
