@@ -26,6 +26,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     from app.auth.views import bp as auth_bp
     from app.console import bp as console_bp
     from app.delivery.views import bp as delivery_bp
+    from app.feed.views import bp as feed_bp
     from app.hooks.views import bp as hooks_bp
     from app.inbox.views import bp as inbox_bp
     from app.ops.health import bp as health_bp
@@ -33,6 +34,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     from app.preferences.views import bp as preferences_bp
     from app.push.views import bp as push_bp
     from app.realtime.views import bp as realtime_bp
+    from app.realtime.views import feed_bp as feed_socket_bp
     from app.web import errors, headers, i18n, templating
 
     extensions.init_app(app)
@@ -43,7 +45,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     errors.init_app(app)
     cli.init_app(app)
     blueprints = (auth_bp, inbox_bp, health_bp, realtime_bp, delivery_bp, metrics_bp, preferences_bp, api_bp,
-                  console_bp, push_bp, hooks_bp)  # fmt: skip
+                  console_bp, push_bp, hooks_bp, feed_bp, feed_socket_bp)  # fmt: skip
     for blueprint in blueprints:
         app.register_blueprint(blueprint)
     return app

@@ -112,6 +112,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("BASE_URL", "http://127.0.0.1:5000", "str", help="public origin: links, websocket Origin check, secure cookies on https"),
     Setting("WS_ALLOWED_ORIGINS", "", "str", help="extra comma-separated origins the websocket accepts"),
     Setting("WS_MAX_SOCKETS_PER_USER", 8, "int", 1, 1000, "open websockets per user across web processes (the oldest closes with 4008)"),
+    Setting("FEED_ALLOWED_ORIGINS", "", "str", help="comma-separated origins of the product's pages that may call /v1/feed and open its socket with a user token"),
+    Setting("FEED_CONNECT_RATE_LIMIT", "600 per minute", "rate", help="feed socket handshakes per client address (before the token is read)"),
+    Setting("USER_TOKEN_MAX_TTL", 86400, "int", 60, 7 * 86400, "longest lifetime, in seconds, of a user token from POST /v1/user-tokens"),
     Setting("BADGE_COUNTS", "unread", "str", help="what the inbox badge counts: unread, or unseen (unread and newer than the user's last visit)"),
     Setting("SESSION_MAX_AGE_HOURS", 720.0, "float", 0.1, 24 * 366, "absolute session lifetime, however active"),
     Setting("TRUSTED_PROXY_HOPS", 0, "int", 0, 10, "reverse proxies whose X-Forwarded-For/-Proto are trusted"),
@@ -146,6 +149,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SCHEDULER_INTERVAL_SECONDS", 0.5, "float", 0.05, 3600, "how often the sweeper releases due scheduled notifications"),
     Setting("DIGEST_BATCH_SIZE", 10_000, "int", 1, 1_000_000, "e-mails waiting for a digest handled per statement"),
     Setting("SCHEDULER_BATCH_SIZE", 10_000, "int", 1, 1_000_000, "scheduled notifications released per statement"),
+    Setting("RETENTION_READ_DAYS", 180, "int", 1, 36_500, "read notifications are deleted this many days after they were read"),
+    Setting("RETENTION_ALL_DAYS", 730, "int", 1, 36_500, "every notification, unread and mandatory ones too, is deleted this many days after it was created"),
+    Setting("RETENTION_LEDGER_DAYS", 90, "int", 1, 36_500, "sent and skipped deliveries (with their attempts and provider events) and unmatched provider events are deleted after this many days; pending, leased and DLQ rows are kept"),
+    Setting("RETENTION_ANNOUNCEMENT_READS_DAYS", 30, "int", 0, 36_500, "an expired announcement's reads are deleted this many days after it expired"),
+    Setting("RETENTION_BATCH_SIZE", 1000, "int", 10, 100_000, "rows the retention sweep looks at per transaction"),
+    Setting("RETENTION_BATCH_PAUSE_SECONDS", 0.1, "float", 0, 10, "pause after each retention batch, so the deletion leaves the database to the inbox"),
+    Setting("RETENTION_PASS_SECONDS", 2.0, "float", 0.05, 600, "time the retention step may take per sweeper pass; the walk resumes at the next pass"),
+    Setting("RETENTION_INTERVAL_SECONDS", 3600.0, "float", 0, 30 * DAY, "rest between two complete retention walks"),
     Setting("EMAIL_PROVIDER", "smtp", "str", help="e-mail provider by registry name"),
     Setting("PUSH_PROVIDER", "webpush", "str", help="push provider by registry name"),
     Setting("PUSH_TIMEOUT", 10.0, "float", 0.1, 300, "seconds for one push target's whole exchange"),
@@ -161,6 +172,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("RATE_LIMIT_MAX_WAIT_SECONDS", 1.0, "float", 0, 60, "longest sleep for a provider token; longer waits go back to the ledger"),
     Setting("TEMPLATE_RENDER_SECONDS", 0.5, "float", 0.01, 60, "time budget to render one message in a send job"),
     Setting("TEMPLATE_PREVIEW_SECONDS", 1.0, "float", 0.01, 60, "time budget of one console preview"),
+    Setting("WEBHOOK_TIMEOUT_SECONDS", 5.0, "float", 0.2, 30, "seconds one webhook POST to an operator's endpoint may take (connect to complete answer)"),
+    Setting("WEBHOOK_ALLOW_HTTP_ENDPOINTS", False, "bool", help="accept http:// webhook endpoint URLs on any port (local testing only)"),
+    Setting("WEBHOOK_ALLOW_PRIVATE_ADDRESSES", False, "bool", help="allow loopback/private webhook endpoint addresses (local testing only)"),
     Setting("DELIVERY_MAX_AGE", DAY, "float", 60, 30 * DAY, "seconds a delivery may be held back by an open breaker or an empty bucket before it goes to the DLQ as expired"),
     Setting("SENDGRID_WEBHOOK_PUBLIC_KEY", "", "str", help="SendGrid's Event Webhook verification key (base64 DER or PEM, ECDSA P-256); empty: /hooks/providers/sendgrid is off"),
     Setting("MAILGUN_WEBHOOK_SIGNING_KEY", "", "str", help="Mailgun's HTTP webhook signing key; empty: /hooks/providers/mailgun is off"),
@@ -224,6 +238,7 @@ class Config:
         # Installations sharing a Redis server never hear each other (app/keyspace.py).
         self.REDIS_NAMESPACE = self.REDIS_NAMESPACE or derive_namespace(self.DATABASE_URL)
         self.WS_ALLOWED_ORIGINS = [o.strip().rstrip("/") for o in self.WS_ALLOWED_ORIGINS.split(",") if o.strip()]
+        self.FEED_ALLOWED_ORIGINS = [o.strip().rstrip("/") for o in self.FEED_ALLOWED_ORIGINS.split(",") if o.strip()]
         secure = urlsplit(self.BASE_URL).scheme == "https"
         self.SESSION_COOKIE_SECURE = secure
         self.REMEMBER_COOKIE_SECURE = secure
@@ -297,6 +312,8 @@ def _value_problems(config: Mapping) -> list[str]:
     ]
     for origin in config["WS_ALLOWED_ORIGINS"]:
         problems.append(_url_problem("WS_ALLOWED_ORIGINS", origin, ("http", "https")))
+    for origin in config["FEED_ALLOWED_ORIGINS"]:
+        problems.append(_url_problem("FEED_ALLOWED_ORIGINS", origin, ("http", "https")))
     if not NAMESPACE_PATTERN.match(config["REDIS_NAMESPACE"]):
         problems.append(f"REDIS_NAMESPACE={config['REDIS_NAMESPACE']!r} must be 1-64 letters, digits, '_', '.' or '-'")
     if not config["VAPID_SUBJECT"].startswith(("mailto:", "https://")):

@@ -20,11 +20,17 @@ def _server_has_spoken(dbapi_connection) -> bool:
     """True if the idle connection is closed, broken, or has unread data from the server."""
     if getattr(dbapi_connection, "closed", False) or getattr(dbapi_connection, "broken", False):
         return True
+    # poll, not select: select() refuses descriptors above 1023, which a web process holding a thousand
+    # websockets hands to every new connection, and each was then taken for dead (seen in bench_realtime).
+    # gevent's monkey-patching removes select.poll; its select() has no such limit.
     try:
-        readable, _, _ = select.select([dbapi_connection.fileno()], [], [], 0)
+        if not hasattr(select, "poll"):
+            return bool(select.select([dbapi_connection.fileno()], [], [], 0)[0])
+        poller = select.poll()
+        poller.register(dbapi_connection.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
     except (OSError, ValueError):
         return True
-    return bool(readable)
 
 
 def check_on_checkout(dbapi_connection, connection_record, connection_proxy) -> None:

@@ -9,7 +9,9 @@ pruned; snoozed notifications whose time has come are woken; due scheduled notif
 released (release_scheduled, which the CLI loop also runs every SCHEDULER_INTERVAL_SECONDS); open
 badges move when a scheduled announcement goes live or expires; due and running campaigns, and
 unfinished bulk DLQ operations, get a job if theirs was lost; due e-mail digests are opened and
-enqueued (app/digests/sweep.py). Two sweepers never enqueue the same
+enqueued (app/digests/sweep.py); the webhook outbox gets the same lease, expiry and re-enqueue steps
+(app/webhooks/service.py sweep); old notifications, ledger rows and expired announcements' reads are
+deleted in small keyset batches for up to RETENTION_PASS_SECONDS (app/retention). Two sweepers never enqueue the same
 row: taking a row stamps it in the same statement (SKIP LOCKED), and a short Redis lock keeps a
 second sweeper from even trying meanwhile.
 """
@@ -32,7 +34,9 @@ from app.extensions import db, redis
 from app.inbox.service import wake_due
 from app.notify import schedule
 from app.queueing import QUEUE_NAMES, get_queue
+from app.retention import service as retention
 from app.unitofwork import commit
+from app.webhooks import service as webhooks
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +122,7 @@ def sweep_once() -> dict:
         due = service.take_due(config["SWEEP_REQUEUE_AFTER_SECONDS"], config["SWEEP_LIMIT"], idle_queues())
         pruned = service.prune_idempotency_keys()
         woken = wake_due(config["SWEEP_LIMIT"])  # snoozes that ended: back on top, unread, badge + toast
+        webhook_counts = webhooks.sweep(config)  # the webhook outbox: leases, held too long, due rows re-enqueued
         enqueued = commit().wait().get("enqueued", 0)
     except BaseException:
         db.session.rollback()
@@ -129,6 +134,7 @@ def sweep_once() -> dict:
     start_due()
     resume_bulk_operations()
     digests = sweep_digests(config)  # due digest runs opened (exactly once per user and period) and enqueued
+    kept = retention.sweep(config)  # old rows deleted, one short transaction a batch, resumed next pass
     return {
         "digests": digests["enqueued"],
         "released": released,
@@ -138,4 +144,6 @@ def sweep_once() -> dict:
         "pruned": pruned,
         "woken": woken,
         "scheduled": scheduled,
+        **webhook_counts,
+        **kept.as_counts(),
     }

@@ -58,6 +58,7 @@ class Operation:
     scope: str | None = None  # the scope its key needs (the view's @auth.requires, checked by the tests)
     description: str = ""
     tags: tuple[str, ...] = field(default=("notifications",))
+    auth: str = "bearerAuth"  # the security scheme: an API key, or userToken for the feed
 
 
 EXTERNAL_ID = {
@@ -190,6 +191,22 @@ OPERATIONS = (
         "answers 403, an unknown one 404.",
     ),
     Operation(
+        "get",
+        "/v1/users/{external_id}/export",
+        "exportUser",
+        "Everything Hato keeps about a member, as one JSON document",
+        {200: answers.ExportOut},
+        (403, 404, 422),
+        params=(EXTERNAL_ID,),
+        scope="users:read",
+        tags=("users",),
+        description="The profile, preference deviations, announcement reads, and every notification (newest "
+        "first) with its deliveries. The body is streamed as it is read (no Content-Length), in one "
+        "consistent snapshot, so a member with 100,000 notifications costs the server one page of memory. "
+        "An operator account's answers 403, an unknown one 404. Rows deleted by retention "
+        "(RETENTION_* settings) are not in it.",
+    ),
+    Operation(
         "post",
         "/v1/users/{external_id}/login-links",
         "createLoginLink",
@@ -206,6 +223,32 @@ OPERATIONS = (
         "again; send a new key for a new link.",
     ),
     Operation(
+        "post",
+        "/v1/user-tokens",
+        "createUserToken",
+        "A short-lived token for one member's feed (the embeddable bell)",
+        {201: answers.UserTokenOut},
+        (*BODY_ERRORS, 404),
+        body=schemas.UserTokenIn,
+        scope="feed:issue",
+        tags=("feed",),
+        description="A JWT (HS256, `kid` = this key's prefix, `aud` = this Hato's BASE_URL, `sub` = the member's "
+        "external id) with which the product's pages call /v1/feed and open /v1/feed/socket. It can only read "
+        "and update that member's own feed and preferences. Revoking the key, or taking its feed:issue scope, "
+        "invalidates every token it signed.",
+    ),
+    Operation(
+        "get",
+        "/v1/user-tokens/signing-secret",
+        "getUserTokenSigningSecret",
+        "This key's secret for signing user tokens on the product's backend",
+        {200: answers.SigningSecretOut},
+        scope="feed:issue",
+        tags=("feed",),
+        description="For a backend that signs its own tokens (HS256) instead of calling POST /v1/user-tokens. "
+        "It is derived from the server's SECRET_KEY and the key's prefix: rotating SECRET_KEY changes it.",
+    ),
+    Operation(
         "get",
         "/v1/ping",
         "ping",
@@ -214,6 +257,66 @@ OPERATIONS = (
         public=True,
         tags=("meta",),
     ),
+)
+
+ANNOUNCEMENT_ID = {**NOTIFICATION_ID, "name": "announcement_id"}
+FEED_ERRORS = (400, 401, 403, 404, 422, 429)
+FEED_PAGE_PARAMS = (
+    {"name": "filter", "in": "query", "schema": {"type": "string", "enum": ["all", "unread", "archived", "snoozed"]}},
+    {"name": "cursor", "in": "query", "schema": {"type": "string", "maxLength": 200}},
+    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 50}},
+)
+
+
+def _feed(method: str, path: str, operation_id: str, summary: str, answer, **extra) -> Operation:
+    return Operation(method, "/v1/feed" + path, operation_id, summary, {200: answer}, FEED_ERRORS,
+                     tags=("feed",), auth="userToken", **extra)  # fmt: skip
+
+
+def _feed_action(path: str, operation_id: str, summary: str, **extra) -> Operation:
+    params = (ANNOUNCEMENT_ID if "{announcement_id}" in path else NOTIFICATION_ID,)
+    return _feed("post", path, operation_id, summary, answers.FeedChangeOut, params=params, **extra)
+
+
+# The headless feed (app/feed/views.py): a member's own inbox, for pages of FEED_ALLOWED_ORIGINS (CORS).
+FEED_OPERATIONS = (
+    _feed(
+        "get",
+        "",
+        "getFeed",
+        "One page of the member's notifications (and announcements)",
+        answers.FeedPageOut,
+        params=FEED_PAGE_PARAMS,
+    ),  # fmt: skip
+    _feed("get", "/counts", "getFeedCounts", "The member's unread and unseen counts", answers.FeedCountsOut),
+    _feed_action("/notifications/{notification_id}/read", "feedMarkRead", "Mark a notification read (idempotent)"),
+    _feed_action("/notifications/{notification_id}/archive", "feedArchive", "Archive a notification (idempotent)"),
+    _feed_action("/notifications/{notification_id}/unarchive", "feedUnarchive", "Move it back to the inbox"),
+    _feed_action(
+        "/notifications/{notification_id}/snooze",
+        "feedSnooze",
+        'Snooze until {"choice": "hour"|"tomorrow"|"monday"} or {"until": a local date-time}',
+    ),  # fmt: skip
+    _feed_action("/notifications/{notification_id}/unsnooze", "feedUnsnooze", "Wake a snoozed notification now"),
+    _feed_action("/notifications/{notification_id}/mute", "feedMute", "Mute the notification's thread"),
+    _feed_action("/announcements/{announcement_id}/read", "feedReadAnnouncement", "Mark an announcement read"),
+    _feed("post", "/read-all", "feedReadAll", "Mark everything read", answers.FeedChangeOut),
+    _feed("post", "/seen", "feedSeen", "Record that the member looked (unseen back to 0)", answers.FeedChangeOut),
+    _feed(
+        "get",
+        "/preferences",
+        "getFeedPreferences",
+        "The member's type × channel preferences",
+        answers.FeedPreferencesOut,
+    ),  # fmt: skip
+    _feed(
+        "put",
+        "/preferences",
+        "putFeedPreference",
+        "Turn one type × channel on or off (mandatory: 422)",
+        answers.FeedPreferencesOut,
+        body=schemas.FeedPreferenceIn,
+    ),  # fmt: skip
 )
 
 PROBLEM = "application/problem+json"
@@ -241,7 +344,7 @@ def _responses(op: Operation, refs: dict) -> dict:
             }
         responses[str(status)] = response
     problem = {PROBLEM: {"schema": refs[(answers.Problem, "serialization")]}}
-    errors = op.errors if op.public else (*op.errors, *AUTHED_ERRORS)
+    errors = op.errors if op.public or op.auth != "bearerAuth" else (*op.errors, *AUTHED_ERRORS)
     for status in sorted(set(errors)):
         response = {"description": str(MESSAGES.get(status, "Error")), "content": problem}
         if status in (409, 429, 503):
@@ -270,6 +373,8 @@ def _operation(op: Operation, refs: dict) -> dict:
         spec["requestBody"] = {"required": True, "content": _json(refs[(op.body, "validation")])}
     if op.public:
         spec["security"] = []
+    elif op.auth != "bearerAuth":
+        spec["security"] = [{op.auth: []}]
     elif op.scope is not None:
         # OpenAPI 3.1 lets a bearer requirement list role names: here, the key's scope.
         spec["security"] = [{"bearerAuth": [op.scope]}]
@@ -284,10 +389,11 @@ def spec(base_url: str) -> dict:
 
 
 def _document(base_url: str) -> dict:
-    inputs = {op.body for op in OPERATIONS if op.body is not None}
+    operations = (*OPERATIONS, *FEED_OPERATIONS)
+    inputs = {op.body for op in operations if op.body is not None}
     outputs = {
         m
-        for op in OPERATIONS
+        for op in operations
         for model in op.responses.values()
         for m in (model if isinstance(model, tuple) else (model,))
         if m is not None
@@ -296,7 +402,7 @@ def _document(base_url: str) -> dict:
     models += [(m, "serialization") for m in sorted(outputs, key=lambda m: m.__name__)]
     refs, definitions = models_json_schema(models, ref_template=REF, schema_generator=StrictKeysJsonSchema)
     paths: dict[str, dict] = {}
-    for op in OPERATIONS:
+    for op in operations:
         paths.setdefault(op.path, {})[op.method] = _operation(op, refs)
     return {
         "openapi": "3.1.0",
@@ -319,7 +425,14 @@ def _document(base_url: str) -> dict:
                     "Each operation lists the scope its key needs; without it the answer is 403 with "
                     '`WWW-Authenticate: Bearer error="insufficient_scope"`. Scopes: '
                     + " ".join(f"`{name}`: {str(text)}" for name, text in SCOPES.items()),
-                }
+                },
+                "userToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "bearerFormat": "JWT",
+                    "description": "A user token from POST /v1/user-tokens (or signed by the product's backend "
+                    "with its key's signing secret). 401 with `code: expired` means: fetch a new one.",
+                },
             },
         },
     }

@@ -192,3 +192,145 @@ class Problem(BaseModel):
     errors: list[FieldError] | None = None
     unknown_recipients: list[str] | None = None
     scope: str | None = Field(None, description="The scope the API key lacks (403 insufficient_scope).")
+    code: str | None = Field(
+        None,
+        description="Why a user token was refused (401 on /v1/feed): malformed, expired (fetch a new token), "
+        "audience, signature, claims or unknown_user.",
+    )
+
+
+class UserTokenOut(BaseModel):
+    token: str = Field(description="A JWT (HS256) for `Authorization: Bearer …` on /v1/feed and the feed socket.")
+    expires_at: datetime
+
+
+class SigningSecretOut(BaseModel):
+    kid: str = Field(description="Put in the JWT header as `kid` when the product signs its own tokens.")
+    secret: str = Field(description="The HS256 secret, base64url without padding: decode it before signing.")
+    algorithm: Literal["HS256"] = "HS256"
+    audience: str = Field(description="The `aud` claim every token must carry (this Hato's BASE_URL).")
+
+
+class FeedCountsOut(BaseModel):
+    unread: int
+    unseen: int
+    badge: int = Field(description="The one the server's BADGE_COUNTS shows.")
+
+
+class FeedNotificationOut(BaseModel):
+    id: int
+    type: str
+    title: str
+    body: str | None
+    link: str | None
+    unread: bool
+    seen: bool
+    read_at: datetime | None
+    archived_at: datetime | None
+    snoozed_until: datetime | None
+    created_at: datetime
+    mutable: bool
+    muted: bool
+
+
+class FeedAnnouncementOut(BaseModel):
+    id: int
+    title: str
+    body: str
+    body_format: str
+    unread: bool
+    seen: bool
+    published_at: datetime | None
+
+
+class FeedPageOut(BaseModel):
+    notifications: list[FeedNotificationOut]
+    announcements: list[FeedAnnouncementOut] = Field(description="Active announcements, on the first page only.")
+    next_cursor: str | None
+    counts: FeedCountsOut
+
+
+class FeedChangeOut(BaseModel):
+    counts: FeedCountsOut
+    notification: FeedNotificationOut | None = None
+    changed: bool | None = None
+
+
+class FeedPreferenceOut(BaseModel):
+    type: str
+    label: str
+    description: str | None
+    mandatory: bool = Field(description="Mandatory types cannot be changed (422).")
+    channels: dict[str, bool]
+
+
+class FeedPreferencesOut(BaseModel):
+    types: list[FeedPreferenceOut]
+
+
+class ExportProfileOut(BaseModel):
+    external_id: str | None
+    email: str | None
+    display_name: str
+    locale: str | None
+    timezone: str
+    quiet_hours_start: str | None
+    quiet_hours_end: str | None
+    digest_time: str | None
+    created_at: datetime
+
+
+class ExportPreferenceOut(BaseModel):
+    type: str
+    channel: str
+    enabled: bool
+
+
+class ExportDigestPreferenceOut(BaseModel):
+    type: str
+    frequency: str
+
+
+class ExportAnnouncementReadOut(BaseModel):
+    announcement_id: int
+    read_at: datetime
+
+
+class ExportDeliveryOut(BaseModel):
+    channel: Literal[DELIVERY_CHANNELS]
+    status: Literal[DELIVERY_STATUSES]
+    attempts: int
+    provider: str | None
+    sent_at: datetime | None
+    skip_reason: str | None
+    error_kind: str | None
+    provider_status: Literal[PROVIDER_STATUSES] | None
+    provider_status_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class ExportNotificationOut(BaseModel):
+    id: int
+    type: str
+    title: str
+    body: str
+    link: str | None
+    data: dict[str, Any]
+    dedupe_key: str
+    in_app: bool
+    read_at: datetime | None
+    archived_at: datetime | None
+    created_at: datetime
+    event_count: int
+    actor_count: int
+    deliveries: list[ExportDeliveryOut]
+
+
+class ExportOut(BaseModel):
+    format: Literal[1] = Field(description="The document's version; fields are only ever added.")
+    user: ExportProfileOut
+    preferences: list[ExportPreferenceOut] = Field(description="Only the user's deviations from the types' defaults.")
+    digest_preferences: list[ExportDigestPreferenceOut]
+    announcement_reads: list[ExportAnnouncementReadOut]
+    notifications: list[ExportNotificationOut] = Field(description="Newest first, each with its deliveries.")

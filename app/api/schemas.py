@@ -420,3 +420,22 @@ def validate_path_id(value: str) -> str:
 def validate_cancellation_key(value: str) -> str:
     """Check a cancellation key taken from the URL with the body's rules (422 otherwise)."""
     return _path_value("cancellation_key", Key, value, lazy_gettext("The cancellation key in the URL is invalid."))
+
+
+class UserTokenIn(_In):
+    """POST /v1/user-tokens: a short-lived token for one member's feed."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"user": "user-42", "ttl": 3600}]})
+
+    user: ExternalId = Field(description="The member's external id (the token's `sub`).")
+    ttl: Annotated[int, Field(ge=60, le=7 * 86400)] = Field(
+        3600, description="Seconds until the token expires (60 to USER_TOKEN_MAX_TTL)."
+    )
+
+
+class FeedPreferenceIn(_In):
+    """PUT /v1/feed/preferences: turn one (type, channel) on or off."""
+
+    type: _text(1, 100)
+    channel: _text(1, 20)
+    enabled: bool

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import UTC, datetime
 
-from flask import Blueprint, current_app, jsonify, request, url_for
+from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
 from flask_babel import gettext, lazy_gettext, ngettext
 from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
+from app import user_tokens
 from app.api import auth, openapi, responses, schemas
 from app.api.idempotency import Withheld, idempotent, json_response, store
 from app.api.schemas import ApiError
@@ -29,6 +31,7 @@ from app.notify.queries import notification_with_deliveries
 from app.notify.schedule import cancel, schedule
 from app.notify.service import NotifyError, notify
 from app.unitofwork import commit
+from app.users import export
 from app.users import service as users
 from app.web.errors import problem
 
@@ -265,6 +268,19 @@ def get_counts(external_id: str):
     return json_response(200, responses.CountsOut(unread=counts.unread, unseen=counts.unseen))
 
 
+@bp.get("/users/<external_id>/export")
+@auth.requires("users:read")
+def export_user(external_id: str):
+    """The member's data as one JSON document, streamed page by page (app/users/export.py)."""
+    user_id = export.member_id(schemas.validate_path_id(external_id))
+    commit()  # the request's own writes end here; the stream reads in a snapshot transaction of its own
+    return Response(
+        stream_with_context(export.stream(user_id)),
+        mimetype="application/json",
+        headers={"Content-Disposition": 'attachment; filename="hato-export.json"'},
+    )
+
+
 @bp.post("/users/<external_id>/login-links")
 @auth.requires("links:create")
 @idempotent(withheld=LOGIN_LINK_WITHHELD)
@@ -275,3 +291,31 @@ def create_login_link(external_id: str):
     response = store(json_response(201, responses.LoginLinkOut(url=url, expires_at=expires_at)))
     commit()
     return response
+
+
+@bp.post("/user-tokens")
+@auth.requires("feed:issue")
+def create_user_token():
+    """A short-lived token with which the product's pages read and update one member's feed (the bell)."""
+    payload = schemas.parse_body(schemas.UserTokenIn)
+    if payload.ttl > current_app.config["USER_TOKEN_MAX_TTL"]:
+        raise ApiError(
+            422,
+            gettext("ttl may be at most %(max)s seconds here.", max=current_app.config["USER_TOKEN_MAX_TTL"]),
+        )
+    if user_tokens.member_id(payload.user) is None:
+        raise users.UserNotFound(payload.user)
+    token, expires_at = user_tokens.mint(auth.current_key(), payload.user, payload.ttl)
+    body = responses.UserTokenOut(token=token, expires_at=datetime.fromtimestamp(expires_at, UTC))
+    return json_response(201, body)
+
+
+@bp.get("/user-tokens/signing-secret")
+@auth.requires("feed:issue")
+def get_signing_secret():
+    """This key's HS256 secret, for a backend that signs user tokens itself (it may mint them anyway)."""
+    key = auth.current_key()
+    body = responses.SigningSecretOut(
+        kid=key.prefix, secret=user_tokens.signing_secret_text(key.prefix), audience=user_tokens.audience()
+    )
+    return json_response(200, body)

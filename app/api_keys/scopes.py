@@ -13,7 +13,9 @@ SCOPES = {
     "notifications:write": "Send notifications (POST /v1/notifications).",
     "notifications:read": "Read back the notifications this key sent (with delivery state) and members' badge counts.",
     "users:write": "Create, update and erase recipients (PUT and DELETE /v1/users/{id}).",
+    "users:read": "Export a member's profile, preferences, notifications and deliveries (GET /v1/users/{id}/export).",
     "links:create": "Mint one-time sign-in links, which sign a member in: give it only to the product's backend.",
+    "feed:issue": "Mint user tokens (POST /v1/user-tokens): the product's pages read and update one member's feed.",
 }
 # The same descriptions in the console operator's language.
 SCOPE_LABELS = {
@@ -22,8 +24,14 @@ SCOPE_LABELS = {
         "Read back the notifications this key sent (with delivery state) and members' badge counts."
     ),
     "users:write": lazy_gettext("Create, update and erase recipients (PUT and DELETE /v1/users/{id})."),
+    "users:read": lazy_gettext(
+        "Export a member's profile, preferences, notifications and deliveries (GET /v1/users/{id}/export)."
+    ),
     "links:create": lazy_gettext(
         "Mint one-time sign-in links, which sign a member in: give it only to the product's backend."
+    ),
+    "feed:issue": lazy_gettext(
+        "Mint user tokens (POST /v1/user-tokens): the product's pages read and update one member's feed."
     ),
 }
 # A new key can only send (least privilege); the database column has the same default (0007_security).

@@ -1,7 +1,7 @@
 """The operator console: one module per screen on one blueprint (app/console/blueprint.py).
 
 overview (the landing page), announcements, notification_types, message_templates, suppressions,
-api_keys, users, audit_log, campaigns, deliveries (the delivery log), dlq, dashboard. Pages parse the
+api_keys, users, audit_log, campaigns, deliveries (the delivery log), dlq, dashboard, webhooks. Pages parse the
 request, call one domain function, commit once and render; the reads and writes live in the domain
 packages (app.announcements, app.notification_types, app.message_templates, app.delivery, …).
 """
@@ -19,6 +19,7 @@ from app.console import (  # noqa: F401 - importing a page registers its routes 
     overview,
     suppressions,
     users,
+    webhooks,
 )
 from app.console.blueprint import bp
 

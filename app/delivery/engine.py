@@ -8,7 +8,8 @@ message that was in flight. Sends go through app/providers/routing.py (token buc
 breaker, failover); when it says "wait", the rest of the batch returns to pending without a try.
 Push targets are also gated per push service (Router.admit): a row whose every subscription sits on a
 paused or failing push service waits for it without a try; the rest of the batch goes on.
-What differs between e-mail and push is the channel's business (app/delivery/channels).
+What differs between e-mail and push is the channel's business (app/delivery/channels); the webhook
+channel's rows live in the webhook outbox and go through app/webhooks/engine.py, the same steps.
 The re-check also drops escalations whose notification was read/seen, e-mail/push of online-routed
 types while the user has a live socket, and rows over their type's frequency cap (service.admit_capped).
 """
@@ -20,12 +21,13 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from app.delivery import policy, queries, sending, service
-from app.delivery.channels import Channel, channel_for
+from app.delivery.channels import Channel, channel_for, webhook
 from app.extensions import db, redis
 from app.live.presence import online_user_ids
 from app.providers import providers_for
 from app.providers.routing import Route, Router
 from app.unitofwork import commit
+from app.webhooks import engine as webhook_engine
 
 
 def backoff_from(config: Mapping) -> policy.Backoff:
@@ -35,6 +37,8 @@ def backoff_from(config: Mapping) -> policy.Backoff:
 
 def deliver_batch(channel_name: str, delivery_ids: list[int], config: Mapping) -> dict:
     """Claim, re-check, render, send and record a batch of deliveries on one channel; return the counts."""
+    if channel_name == webhook.NAME:  # its rows are the webhook outbox's, not the notification ledger's
+        return webhook_engine.deliver_batch(delivery_ids, config)
     channel = channel_for(channel_name)
     lease_seconds = float(config["DELIVERY_LEASE_SECONDS"])
     # Stop taking new rows LEASE_MARGIN_SECONDS before the lease ends, so the sweeper never hands a row

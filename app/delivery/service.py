@@ -18,7 +18,8 @@ from app.delivery.policy import Backoff
 from app.delivery.queries import unsubscribe_info
 from app.delivery.sending import Result
 from app.extensions import db
-from app.queueing import DELIVERY_QUEUE_SQL, enqueue_deliveries_after_commit
+from app.queueing import DELIVERY_QUEUE_SQL, enqueue_deliveries, enqueue_deliveries_after_commit
+from app.webhooks import service as webhooks
 
 CLAIM_SQL = sa.text(
     """
@@ -50,6 +51,24 @@ WITH d AS (
 INSERT INTO delivery_attempts (delivery_id, provider, started_at, duration_ms, outcome, error)
 SELECT id, :provider, :started_at, :duration_ms, :outcome, :error FROM d
 """
+)
+
+# RECORD_SQL that also puts delivery.sent / delivery.failed into the webhook outbox in the same statement,
+# used only while some endpoint wants them (the record stays one atomic statement on the send ledger).
+RECORD_EMIT_SQL = sa.text(
+    RECORD_SQL.text.replace(
+        "  RETURNING id)\n",
+        "  RETURNING id, notification_id, channel, status, attempts, provider, error_kind),\na AS (\n",
+        1,
+    )
+    + ")\n"
+    + webhooks.outbox_sql(
+        """SELECT CASE d.status WHEN 'sent' THEN 'delivery.sent' ELSE 'delivery.failed' END,
+       json_build_object('delivery_id', d.id, 'notification_id', d.notification_id, 'user_id', n.user_id,
+                         'channel', d.channel, 'status', d.status, 'provider', d.provider,
+                         'attempts', d.attempts, 'error_kind', d.error_kind)
+FROM d JOIN notifications n ON n.id = d.notification_id WHERE d.status IN ('sent', 'failed')"""
+    )
 )
 
 SKIP_SQL = sa.text(
@@ -256,8 +275,9 @@ def record_result(result: Result, lease: datetime, backoff: Backoff, conn) -> st
             # A provider's own "retry after" is a floor under the backoff, but never beyond its cap: the
             # hint may come from whoever runs the endpoint (issue 14), and a row must come round again.
             status, delay = "pending", min(max(backoff.delay(attempts), result.retry_after or 0.0), backoff.cap)
-    conn.execute(
-        RECORD_SQL,
+    emitting = bool(webhooks.DELIVERY_EVENTS & webhooks.subscribed_types(conn))
+    found = conn.execute(
+        RECORD_EMIT_SQL if emitting else RECORD_SQL,
         {
             "id": result.row.id,
             "lease": lease,
@@ -274,6 +294,8 @@ def record_result(result: Result, lease: datetime, backoff: Backoff, conn) -> st
             "outcome": result.outcome,
         },
     )
+    if emitting:  # the outbox rows are committed already (autocommit): their jobs go now
+        enqueue_deliveries(webhooks.QUEUE, webhooks.events.CHANNEL, list(found.scalars()))
     return status
 
 
@@ -377,4 +399,6 @@ def turn_off_email(user_id: int, type_: str) -> UnsubscribeOutcome:
     if info.mandatory:
         return UnsubscribeOutcome("mandatory", info.label)
     db.session.execute(EMAIL_OFF_SQL, {"user_id": user_id, "type": type_})
+    if info.email_on:  # a second click changes nothing, so the product hears of it once
+        webhooks.emit("user.unsubscribed", {"user_id": user_id, "type": type_, "channel": "email"})
     return UnsubscribeOutcome("done", info.label)

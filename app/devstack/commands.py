@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from app.devstack import catalogs
+from app.devstack.demo_host import DEMO_PORT
 from app.devstack.processes import (
     Child,
     ChildDied,
@@ -98,6 +99,8 @@ def cmd_run() -> int:
         env["HATO_DEV"] = "1"  # dev mode: the demo seed is allowed, the start-up check accepts dev secrets
         env.setdefault("BASE_URL", BASE_URL)
         env.setdefault("SMTP_URL", DEFAULT_SMTP_URL)
+        # The demo host page (a second origin embedding the bell) may call the feed.
+        env.setdefault("FEED_ALLOWED_ORIGINS", f"http://{HOST}:{DEMO_PORT}")
         env["PYTHONUNBUFFERED"] = "1"
 
         say("applying migrations (flask --app wsgi db upgrade)")
@@ -133,6 +136,9 @@ def cmd_run() -> int:
             )
         plan.append(("web", [sys.executable, "-m", "gunicorn", *GUNICORN_ARGS]))
         plan.append(("worker", flask_argv("worker")))
+        if not port_in_use(DEMO_PORT):
+            demo_argv = ["-m", "app.devstack.demo_host", "--port", str(DEMO_PORT), "--hato", env["BASE_URL"]]
+            plan.append(("demo", [sys.executable, *demo_argv]))
         if has_sweep:
             plan.append(("sweeper", flask_argv("sweep")))
         else:
@@ -146,6 +152,7 @@ def cmd_run() -> int:
             "",
             "=" * 72,
             f"  Hato is running on {BASE_URL}   (GET /healthz: {health})",
+            f"  Demo host page embedding the bell (another origin): http://{HOST}:{DEMO_PORT}/ (as demo-alice)",
             "",
             *["  " + line for line in seeded.stdout.rstrip().splitlines()],
             "",

@@ -25,6 +25,7 @@ from app.extensions import db, redis
 from app.hooks.formats import ProviderEventIn
 from app.models import PROVIDER_STATUSES
 from app.suppressions.service import suppress
+from app.webhooks import service as webhooks
 
 DELIVERIES_SQL = sa.text(
     """
@@ -178,3 +179,19 @@ def _apply(fresh: list[tuple[ProviderEventIn, _Match | None]]) -> None:
             complained_users.add(match.user_id)
     for user_id in sorted(complained_users):
         db.session.execute(COMPLAINT_PREFS_SQL, {"user_id": user_id})
+    _emit(fresh)
+
+
+# The product hears of deliveries and bounces in the same transaction that records them (the webhook outbox).
+WEBHOOK_EVENTS = {"delivered": "delivery.delivered", "bounced": "delivery.bounced"}
+
+
+def _emit(fresh: list[tuple[ProviderEventIn, _Match | None]]) -> None:
+    for kind, event_type in WEBHOOK_EVENTS.items():
+        items = [
+            {"delivery_id": match.delivery_id, "user_id": match.user_id, "provider": event.provider,
+             "message_id": event.message_id, "occurred_at": event.occurred_at.isoformat()}
+            for event, match in fresh if event.event == kind and match is not None
+        ]  # fmt: skip
+        if items:
+            webhooks.emit_many(event_type, items)

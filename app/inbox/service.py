@@ -20,6 +20,7 @@ from app.extensions import db
 from app.i18n import language_or_default
 from app.inbox.queries import badge_mode
 from app.live.publish import badge_after_commit
+from app.webhooks import service as webhooks
 
 # Reading a row also cancels its pending escalations at once (e-mail/push waiting to see whether it gets
 # read), so the delivery log shows them skipped now rather than when they fall due.
@@ -83,12 +84,18 @@ def _run(statement: sa.TextClause, **params) -> int:
 
 def mark_read(user_id: int, notification_id: int) -> int:
     """Mark one of the user's notifications read; 0 if it was already read or is not theirs."""
-    return _run(MARK_READ_SQL, id=notification_id, user_id=user_id)
+    changed = _run(MARK_READ_SQL, id=notification_id, user_id=user_id)
+    if changed:  # the product hears of it in this transaction's outbox (app/webhooks)
+        webhooks.emit("notification.read", {"user_id": user_id, "notification_id": notification_id})
+    return changed
 
 
 def archive(user_id: int, notification_id: int) -> int:
     """Archive (and read) one of the user's notifications; 0 if already archived or not theirs."""
-    return _run(ARCHIVE_SQL, id=notification_id, user_id=user_id)
+    changed = _run(ARCHIVE_SQL, id=notification_id, user_id=user_id)
+    if changed:
+        webhooks.emit("notification.archived", {"user_id": user_id, "notification_id": notification_id})
+    return changed
 
 
 def unarchive(user_id: int, notification_id: int) -> int:
@@ -116,7 +123,10 @@ class ReadAll:
 
 def read_all(user_id: int) -> ReadAll:
     """Mark every personal notification and every active announcement read (the seed's two statements)."""
-    return ReadAll(_run(READ_ALL_SQL, user_id=user_id), _run(READ_ALL_ANNOUNCEMENTS_SQL, user_id=user_id))
+    done = ReadAll(_run(READ_ALL_SQL, user_id=user_id), _run(READ_ALL_ANNOUNCEMENTS_SQL, user_id=user_id))
+    if done.notifications:  # one event for the whole inbox, not one per row
+        webhooks.emit("notification.read", {"user_id": user_id, "all": True, "count": done.notifications})
+    return done
 
 
 # --- snooze and mute (issue 15) -------------------------------------------------------------------
@@ -239,4 +249,6 @@ def record_seen(user_id: int) -> bool:
     had_unseen = bool(db.session.execute(RECORD_SEEN_SQL, {"user_id": user_id}).scalar_one())
     if had_unseen and badge_mode() == "unseen":
         badge_after_commit([user_id])
+    if had_unseen:
+        webhooks.emit("notification.seen", {"user_id": user_id})
     return had_unseen

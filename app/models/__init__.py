@@ -39,6 +39,7 @@ from app.models.notifications import (
     ScheduledNotification,
 )
 from app.models.users import ROLES, User
+from app.models.webhooks import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
 __all__ = [
     "DIGEST_KINDS",
@@ -81,4 +82,7 @@ __all__ = [
     "NotificationEvent",
     "NotificationPreference",
     "NotificationType",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "WebhookEndpoint",
 ]

@@ -53,6 +53,8 @@ class ProviderEvent(db.Model):
             "occurred_at",
             postgresql_where=sa.text("delivery_id IS NOT NULL"),
         ),
+        # Events no delivery matched, pruned by age (app/retention, 0014).
+        sa.Index("provider_events_unmatched_idx", "received_at", "id", postgresql_where=sa.text("delivery_id IS NULL")),
     )
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)

@@ -78,6 +78,7 @@ class Notification(db.Model):
         ),
         sa.Index("notifications_snoozed_idx", "snoozed_until", postgresql_where=sa.text("snoozed_until IS NOT NULL")),
         sa.Index("notifications_campaign_idx", "campaign_id", postgresql_where=sa.text("campaign_id IS NOT NULL")),
+        sa.Index("notifications_created_idx", "created_at", "id"),  # the retention walk, oldest first (0014)
         sa.Index(
             "notifications_window_idx",
             "user_id",
@@ -190,6 +191,8 @@ class AnnouncementRead(db.Model):
     """The fact that one user read one announcement (only readers get a row)."""
 
     __tablename__ = "announcement_reads"
+    # The reads of one expired announcement, for retention (0014); the badge uses the primary key.
+    __table_args__ = (sa.Index("announcement_reads_announcement_idx", "announcement_id", "user_id"),)
 
     user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
     announcement_id: Mapped[int] = mapped_column(
@@ -223,7 +226,7 @@ class NotificationDelivery(db.Model):
         ),
         sa.Index("notification_deliveries_due_idx", "next_attempt_at", postgresql_where=sa.text("status = 'pending'")),
         sa.Index("notification_deliveries_lease_idx", "locked_until", postgresql_where=sa.text("status = 'sending'")),
-        sa.Index("notification_deliveries_created_idx", "created_at"),  # dashboard windows (0006)
+        sa.Index("notification_deliveries_created_idx", "created_at", "id"),  # dashboard windows, retention walk
         sa.Index("notification_deliveries_failed_idx", "id", postgresql_where=sa.text("status = 'failed'")),  # the DLQ
         sa.Index(  # e-mail waiting for the user's next digest (app/digests)
             "notification_deliveries_digest_wait_idx",

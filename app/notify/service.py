@@ -25,6 +25,7 @@ from app.notify.aggregate import THREAD_LOCK_SQL
 from app.notify.delivery_sql import SKIP_REASON_LATERAL
 from app.preferences.queries import EFFECTIVE_SEND_SQL
 from app.queueing import delivery_queue, enqueue_deliveries_after_commit
+from app.webhooks import service as webhooks
 
 # The content of each row, as SQL: the request's parameters (one content for every recipient), or the
 # columns of `recipients` (scheduled rows released together, each with its own content: app/notify/schedule.py).
@@ -257,6 +258,11 @@ def notify(
     if window is not None and group_key is not None:
         return _aggregated(AGGREGATE_SQL[by], params, window, actor, strict)
     result = _result(rows, type_, dedupe_key, strict)
+    created = [r for r in result.recipients if r.created]
+    if created:  # the product hears of them in this transaction's outbox (app/webhooks)
+        webhooks.emit_many("notification.created", [
+            {"notification_id": r.notification_id, "user_id": r.user_id, "type": type_, "dedupe_key": dedupe_key}
+            for r in created])  # fmt: skip
     for channel, ids in result.pending.items():
         enqueue_deliveries_after_commit(delivery_queue(result.priority, campaign_id is not None), channel, ids)
     badge_after_commit(result.badge_user_ids(), toast_title=title)

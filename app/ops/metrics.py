@@ -32,6 +32,7 @@ from app.delivery import stats
 from app.extensions import db, redis
 from app.providers import breaker
 from app.queueing import QUEUE_NAMES, get_queue
+from app.retention import service as retention
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ class LedgerCollector:
         yield from self._provider_events()
         yield from self._queues()
         yield from self._breakers()
+        yield from self._retention()
 
     def _attempts(self):
         attempts = CounterMetricFamily(
@@ -143,6 +145,21 @@ class LedgerCollector:
             transitions.add_metric([provider, before, after], total)
         yield state
         yield transitions
+
+    def _retention(self):
+        deleted = CounterMetricFamily(
+            "hato_retention_deleted", "Rows the retention step deleted, per step.", labels=["step"]
+        )
+        last = GaugeMetricFamily(
+            "hato_retention_last_complete_walk_seconds", "Unix time of the retention step's last complete walk."
+        )
+        figures = retention.totals()
+        for step in retention.STEPS:
+            deleted.add_metric([step], figures.get(f"deleted_{step}", 0))
+        if "last_complete_walk" in figures:
+            last.add_metric([], figures["last_complete_walk"])
+        yield deleted
+        yield last
 
 
 class CachedBody:

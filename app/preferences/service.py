@@ -17,6 +17,7 @@ from app.extensions import db
 from app.i18n import LANGUAGES
 from app.models import CHANNELS, User
 from app.preferences import queries
+from app.webhooks import service as webhooks
 
 
 class PreferenceError(ValueError):
@@ -60,6 +61,7 @@ def set_preference(user_id: int, type_: str, channel: str, enabled: bool) -> Non
         db.session.execute(DELETE_SQL, params)
     else:
         db.session.execute(UPSERT_SQL, {**params, "enabled": enabled})
+    webhooks.emit("preference.updated", {**params, "enabled": enabled})  # in this transaction's outbox
 
 
 class ScheduleError(ValueError):

@@ -59,11 +59,19 @@ MAX_TOASTS_PER_FRAME = 5
 IDLE_WAKE_SECONDS = 30.0
 LISTEN_POLL_SECONDS = 1.0
 CLOSE_ECHO_SECONDS = 1.0
+# Feed sockets (user tokens, app/realtime/views.py): 4401 tells the client to fetch a new token and reconnect
+# (with backoff); 4403 that the token was refused for good (forged, another Hato, unknown user).
+CLOSE_TOKEN_EXPIRED = 4401
+CLOSE_TOKEN_REFUSED = 4403
+# A feed socket's frames are JSON, not the inbox's HTML partials; its frame key carries this prefix.
+JSON_FRAMES = "json:"
 # Close reasons are for logs and developer tools; the page words what a reader sees itself (realtime.js).
 CLOSE_MESSAGES = {
     GOING_AWAY: "server going away",
     CLOSE_SIGNED_OUT: "signed out",
     CLOSE_TOO_MANY_SOCKETS: "too many open tabs",
+    CLOSE_TOKEN_EXPIRED: "token expired: fetch a new one",
+    CLOSE_TOKEN_REFUSED: "token refused",
 }
 
 
@@ -100,6 +108,19 @@ def render_frame(counts: queries.BadgeCounts, toasts: list[dict] | tuple = ()) -
     return html
 
 
+def render_json_frame(counts: queries.BadgeCounts, toasts: list[dict] | tuple = ()) -> str:
+    """Render one feed-socket message: both counts, the shown badge and any toasts, as JSON."""
+    frame = {"type": "counts", "unread": counts.unread, "unseen": counts.unseen, "badge": counts.shown()}
+    if toasts:
+        frame["toasts"] = [{"title": toast["title"]} for toast in toasts]
+    return json.dumps(frame)
+
+
+def render_for(frame_key: str, counts: queries.BadgeCounts, toasts: list[dict] | tuple = ()) -> str:
+    """Render the frame a socket with this frame key reads (JSON for feed sockets, else the HTML partials)."""
+    return render_json_frame(counts, toasts) if frame_key.startswith(JSON_FRAMES) else render_frame(counts, toasts)
+
+
 def parse_toast(payload: object) -> dict | None:
     """Return the toast a pub/sub message carries ({"title": str}), or None."""
     if not isinstance(payload, dict) or not isinstance(payload.get("toast"), dict):
@@ -132,6 +153,8 @@ class Connection:
     sid and ver are the session's (app/auth/sessions.py), so a session-end event finds its sockets;
     socket_id is its entry in the cross-process count (None while Redis is unreachable); language is the
     UI language its frames are rendered in (the page's, chosen at the handshake; None: DEFAULT_LOCALE's).
+    A feed socket (user token) reads JSON frames, has expires_at (epoch seconds: closed 4401 then) and an
+    on_message handler for the client's messages (a fresh token).
     """
 
     __slots__ = (
@@ -144,6 +167,9 @@ class Connection:
         "language",
         "socket_id",
         "opened",
+        "json",
+        "expires_at",
+        "on_message",
         "__weakref__",
     )
 
@@ -157,9 +183,17 @@ class Connection:
         self.language = language
         self.socket_id: str | None = None
         self.opened = time.monotonic()
+        self.json = False
+        self.expires_at: float | None = None
+        self.on_message: Callable[[Connection, str], None] | None = None
         # Every frame carries the full count, so when a client falls behind only the newest matter.
         self.frames: deque[str] = deque(maxlen=8)
         self.write_lock = threading.Lock()
+
+    @property
+    def frame_key(self) -> str:
+        """Which rendering of a user's frame this socket reads: its language, prefixed for JSON."""
+        return f"{JSON_FRAMES}{self.language}" if self.json else self.language
 
     def push(self, frame: str) -> None:
         """Queue a frame and wake the handler thread."""
@@ -210,14 +244,23 @@ class Hub:
     # --- registry -------------------------------------------------------------------------------
 
     def connect(
-        self, user_id: int, ws, sid: str | None = None, ver: int | None = None, language: str | None = None
+        self,
+        user_id: int,
+        ws,
+        sid: str | None = None,
+        ver: int | None = None,
+        language: str | None = None,
+        feed: tuple[float, Callable[[Connection, str], None] | None] | None = None,
     ) -> Connection:
         """Register a socket (before its first count, so no event can slip between) and start the threads.
 
         It is counted against the user's cap across processes; the oldest sockets over the cap are closed.
-        language is the one its frames speak (the page's); None means DEFAULT_LOCALE's.
+        language is the one its frames speak (the page's); None means DEFAULT_LOCALE's. feed, for a socket
+        authenticated by a user token: (its expiry in epoch seconds, the handler of its client's messages).
         """
         conn = Connection(user_id, ws, sid, ver, language or self._default_language())
+        if feed is not None:
+            conn.json, (conn.expires_at, conn.on_message) = True, feed
         self.ensure_started()
         with self._cond:
             if self._stopping.is_set():
@@ -438,7 +481,7 @@ class Hub:
         if not batch:
             return
         with self._cond:
-            languages = {user_id: {conn.language for conn in self._conns.get(user_id, ())} for user_id, _ in batch}
+            languages = {user_id: {conn.frame_key for conn in self._conns.get(user_id, ())} for user_id, _ in batch}
         try:
             frames = self._render(batch, languages)
         except Exception:  # a bad batch must not kill the flusher; the next event resyncs
@@ -446,10 +489,10 @@ class Hub:
             return
         with self._cond:
             targets = [
-                (conn, by_language[conn.language])
+                (conn, by_language[conn.frame_key])
                 for user_id, by_language in frames
                 for conn in self._conns.get(user_id, ())
-                if conn.language in by_language  # a socket opened since greets itself
+                if conn.frame_key in by_language  # a socket opened since greets itself
             ]
         for conn, frame in targets:
             conn.push(frame)
@@ -477,9 +520,10 @@ class Hub:
                     by_language.setdefault(language, []).append((user_id, counts, toasts))
             rendered: dict[int, dict[str, str]] = {}
             for language, users in by_language.items():
-                with force_locale(language):  # one switch per language in the batch, not one per user
+                # one switch per language in the batch, not one per user
+                with force_locale(language.removeprefix(JSON_FRAMES)):
                     for user_id, counts, toasts in users:
-                        rendered.setdefault(user_id, {})[language] = render_frame(counts, toasts)
+                        rendered.setdefault(user_id, {})[language] = render_for(language, counts, toasts)
             frames = [(user_id, rendered[user_id]) for user_id, _, _ in counted]
         return frames
 
@@ -490,7 +534,7 @@ class Hub:
         try:
             counts = queries.badge_counts(conn.user_id)
             with force_locale(conn.language):
-                frame = render_frame(counts)
+                frame = render_for(conn.frame_key, counts)
         except SQLAlchemyError:
             log.exception("badge count failed on connect for user %s", conn.user_id)
             conn.ws.close(INTERNAL_ERROR, "try again")
@@ -507,10 +551,20 @@ class Hub:
         try:
             while ws.connected:
                 conn.write_pending()
-                ws.event.wait(IDLE_WAKE_SECONDS)
+                wait = IDLE_WAKE_SECONDS
+                if conn.expires_at is not None:
+                    left = conn.expires_at - time.time()
+                    if left <= 0:
+                        self._close(conn, CLOSE_TOKEN_EXPIRED)
+                        return
+                    wait = min(wait, left)
+                ws.event.wait(wait)
                 ws.event.clear()
-                while ws.receive(timeout=0) is not None:
-                    pass  # clients have nothing to say; discard so the buffer cannot grow
+                while (message := ws.receive(timeout=0)) is not None:
+                    # Inbox pages have nothing to say (discarded, so the buffer cannot grow); a feed
+                    # socket's client may send a fresh token.
+                    if conn.on_message is not None:
+                        conn.on_message(conn, message)
         except ConnectionClosed:
             return
 

@@ -1,15 +1,18 @@
-"""The /ws websocket: the signed-in user's badge, pushed on connect and after every event."""
+"""The /ws websocket (the signed-in user's badge) and /v1/feed/socket (a user token's counts, as JSON)."""
 
 from __future__ import annotations
 
+import json
 from urllib.parse import urlsplit
 
 from flask import Blueprint, abort, current_app, request
 from flask_babel import gettext
 from flask_login import current_user
 
+from app import user_tokens
 from app.auth import sessions
 from app.extensions import db, limiter, sock
+from app.i18n import language_or_default
 from app.live.publish import CLOSE_SIGNED_OUT
 from app.realtime import hub as hub_module
 from app.users.queries import session_version
@@ -88,6 +91,91 @@ def socket(ws):
         if session_version(user_id) != conn.ver:
             conn.close(CLOSE_SIGNED_OUT)
             return
+        if hub.greet(conn):
+            hub.serve(conn)
+    finally:
+        db.session.remove()
+        hub.disconnect(conn)
+
+
+# --- the feed socket: embedded pages (the bell), authenticated by a user token ---------------------
+
+# The client sends {"type": "auth", "token": …} first (never in the URL, which servers and proxies log).
+FEED_AUTH_SECONDS = 10.0
+FEED_MESSAGE_MAX = 4096
+
+feed_bp = Blueprint("feed_socket", __name__)
+
+
+def _feed_connect_key() -> str:
+    return f"feed-ws-connect:{request.remote_addr}"
+
+
+limiter.limit(lambda: current_app.config["FEED_CONNECT_RATE_LIMIT"], key_func=_feed_connect_key)(feed_bp)
+
+
+@feed_bp.before_request
+def guard_feed_handshake():
+    """Refuse the upgrade unless it is a websocket from one of FEED_ALLOWED_ORIGINS (no cookie is looked at)."""
+    if request.headers.get("Upgrade", "").lower() != "websocket":
+        abort(400, gettext("This endpoint only speaks WebSocket."))
+    if not user_tokens.feed_origin_allowed(request.headers.get("Origin")):
+        abort(403)
+    request.environ.pop("HTTP_SEC_WEBSOCKET_EXTENSIONS", None)  # as /ws: no permessage-deflate
+
+
+def _auth_message(raw) -> tuple[str, str | None]:
+    """Return (token, language) of a client's auth message; TokenError("malformed") for anything else."""
+    try:
+        message = json.loads(raw) if isinstance(raw, str | bytes) and len(raw) <= FEED_MESSAGE_MAX else None
+    except ValueError:
+        message = None
+    if not isinstance(message, dict) or message.get("type") != "auth" or not isinstance(message.get("token"), str):
+        raise user_tokens.TokenError("malformed")
+    language = message.get("lang")
+    return message["token"], language if isinstance(language, str) else None
+
+
+def _close_code(error: user_tokens.TokenError) -> int:
+    return hub_module.CLOSE_TOKEN_EXPIRED if error.code == "expired" else hub_module.CLOSE_TOKEN_REFUSED
+
+
+def _reauthenticate(conn, raw) -> None:
+    """A fresh token for the same member extends the socket's life; anything else closes it."""
+    try:
+        token, _ = _auth_message(raw)
+        try:
+            feed_user = user_tokens.verify(token)
+        finally:
+            db.session.remove()  # never hold a database connection while the socket idles
+    except user_tokens.TokenError as exc:
+        conn.close(_close_code(exc))
+        return
+    if feed_user.user_id != conn.user_id:
+        conn.close(hub_module.CLOSE_TOKEN_REFUSED)
+        return
+    conn.expires_at = feed_user.expires_at
+    conn.push(json.dumps({"type": "auth", "expires_at": feed_user.expires_at}))
+
+
+@sock.route("/v1/feed/socket", bp=feed_bp)
+def feed_socket(ws):
+    """Read the user token from the first message, then serve JSON counts like /ws until expiry or close."""
+    try:
+        raw = ws.receive(timeout=FEED_AUTH_SECONDS)
+        token, language = _auth_message(raw)
+        feed_user = user_tokens.verify(token)
+    except user_tokens.TokenError as exc:
+        ws.close(_close_code(exc), hub_module.CLOSE_MESSAGES[_close_code(exc)])
+        return
+    finally:
+        db.session.remove()
+    hub = hub_module.hub_for(current_app)
+    language = language_or_default(language, current_app.config["DEFAULT_LOCALE"]) if language else None
+    conn = hub.connect(
+        feed_user.user_id, ws, language=language or current_language(), feed=(feed_user.expires_at, _reauthenticate)
+    )
+    try:
         if hub.greet(conn):
             hub.serve(conn)
     finally:

@@ -11,6 +11,21 @@ from app.api import openapi, schemas
 from app.links import SHAPE_PATTERN
 from tests.factories import NotificationTypeFactory, UserFactory
 
+# The headless feed (issue 19), authenticated by user tokens.
+FEED_OPERATIONS = {
+    ("get", "/v1/feed"),
+    ("get", "/v1/feed/counts"),
+    *(
+        ("post", f"/v1/feed/notifications/{{notification_id}}/{action}")
+        for action in ("read", "archive", "unarchive", "snooze", "unsnooze", "mute")
+    ),
+    ("post", "/v1/feed/announcements/{announcement_id}/read"),
+    ("post", "/v1/feed/read-all"),
+    ("post", "/v1/feed/seen"),
+    ("get", "/v1/feed/preferences"),
+    ("put", "/v1/feed/preferences"),
+}
+
 
 def test_spec_is_openapi_31_and_lists_every_endpoint(client):
     spec = client.get("/v1/openapi.json").get_json()
@@ -23,8 +38,12 @@ def test_spec_is_openapi_31_and_lists_every_endpoint(client):
         ("delete", "/v1/users/{external_id}"),
         ("post", "/v1/users/{external_id}/login-links"),
         ("get", "/v1/users/{external_id}/counts"),
+        ("get", "/v1/users/{external_id}/export"),
         ("delete", "/v1/cancellations/{cancellation_key}"),
         ("get", "/v1/ping"),
+        ("post", "/v1/user-tokens"),
+        ("get", "/v1/user-tokens/signing-secret"),
+        *FEED_OPERATIONS,
     }
     assert spec["components"]["securitySchemes"]["bearerAuth"] == {
         "type": "http",

@@ -54,6 +54,13 @@ def _world(live_server, lang: str) -> dict:
         announcement = AnnouncementFactory(title="Maintenance tonight", body="The site is down 22:00–23:00.")
         DeliveryFactory(notification_id=rows[0].id, channel="email", status="failed", attempts=3)
         campaign = create_campaign(operator, name="Spring", type_="comment", title="Spring is here", body="Hello")
+        # A registered webhook endpoint, inserted as is (registration would resolve its host name).
+        webhook = db.session.scalar(
+            db.text(
+                "INSERT INTO webhook_endpoints (url, event_types, secret_sealed, secret_hint)"
+                " VALUES ('https://example.com/hooks/hato', '{notification.created}', 'x', 'abcd') RETURNING id"
+            )
+        )
         db.session.commit()
         world = {
             "member": member.email,
@@ -63,6 +70,7 @@ def _world(live_server, lang: str) -> dict:
             "campaign": campaign.id,
             "delivery": db.session.scalar(db.text("SELECT max(id) FROM notification_deliveries")),
             "unsubscribe": make_token(member.id, "comment"),
+            "webhook": webhook,
         }
         db.session.remove()
     return world
@@ -107,6 +115,8 @@ def _console_pages(w: dict, lang: str) -> list[str]:
         "/console/dlq",
         "/console/suppressions",
         "/console/api-keys",
+        "/console/webhooks",
+        f"/console/webhooks/{w['webhook']}",
         "/console/users",
         "/console/audit",
     ]

@@ -14,7 +14,12 @@ the request. "uncoalesc" leaves out the events that came within 100 ms of the pr
 same user (those wait, by design, for the end of the user's coalescing window). "floor" is the same
 events seen by a bare Redis subscriber in the client process: what the machine itself adds. Then the
 socket count steps up to --max-sockets, stopping at the first handshake error or missing first frame.
-The last line is JSON.
+Before that, the "feed" phase (issue 19) opens --feed-sockets token-authenticated sockets on
+/v1/feed/socket (the embedded bell's: Origin from FEED_ALLOWED_ORIGINS, the user token in the first
+message, JSON frames) for the same users, beside the session sockets, and runs the same events again:
+"feed" is from 202 to the feed socket's frame, "session+" the session sockets' frames meanwhile. The
+feed sockets are closed before the capacity steps. BENCH_REALTIME_DB / BENCH_REALTIME_REDIS_DB choose
+another database and Redis DB. The last line is JSON.
 """
 
 from __future__ import annotations
@@ -43,8 +48,10 @@ from websockets.asyncio.client import connect
 from app import keyspace
 from tests.support.databases import recreate_database
 
-DB_NAME = "hato_bench_realtime"
-REDIS_DB = 7
+DB_NAME = os.environ.get("BENCH_REALTIME_DB", "hato_bench_realtime")
+REDIS_DB = int(os.environ.get("BENCH_REALTIME_REDIS_DB", "7"))
+FEED_ORIGIN = "https://product.example"
+FEED_FIRST_SEQ = 1_000_000
 TOAST_RE = re.compile(r"bench-(\d+)")
 CONNECT_CONCURRENCY = 50
 FIRST_FRAME_TIMEOUT = 15.0
@@ -78,6 +85,9 @@ def bench_env() -> dict:
         "REDIS_URL": urlunsplit(cache),
         "SECRET_KEY": "bench-realtime-secret",
         "API_RATE_LIMIT": "100000 per minute",
+        "FEED_ALLOWED_ORIGINS": FEED_ORIGIN,
+        # Every feed socket comes from this one client address.
+        "FEED_CONNECT_RATE_LIMIT": "100000 per minute",
     }
 
 
@@ -174,6 +184,94 @@ class Clients:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
+class FeedClients(Clients):
+    """Feed sockets as the embedded bell opens them: allowed Origin, the user token in the first message."""
+
+    def __init__(self, base_url: str, tokens: dict[int, str], compression: str | None = "deflate") -> None:
+        super().__init__(base_url, {}, compression)
+        self.url = base_url.replace("http://", "ws://") + "/v1/feed/socket"
+        self.origin = FEED_ORIGIN
+        self.tokens = tokens
+
+    async def _one(self, user_id: int, ready: asyncio.Future) -> None:
+        try:
+            async with self.gate:
+                ws = await connect(
+                    self.url,
+                    origin=self.origin,
+                    proxy=None,
+                    ping_interval=None,
+                    compression=self.compression,
+                    open_timeout=FIRST_FRAME_TIMEOUT,
+                    close_timeout=1,
+                )
+                await ws.send(json.dumps({"type": "auth", "token": self.tokens[user_id]}))
+                await asyncio.wait_for(ws.recv(), FIRST_FRAME_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - any failure means "this socket did not make it"
+            self.errors.append(f"{type(exc).__name__}: {exc}"[:200])
+            ready.set_result(False)
+            return
+        self.sockets[user_id] = ws
+        ready.set_result(True)
+        with contextlib.suppress(Exception):
+            async for frame in ws:
+                now = time.perf_counter()
+                for seq in TOAST_RE.findall(frame):
+                    self.arrivals.setdefault(int(seq), now)
+        self.closed.append((ws.close_code, time.perf_counter()))
+
+
+def feed_tokens(app, user_ids: list[int], audience: str) -> dict[int, str]:
+    """Return a one-hour user token per user, signed with a fresh feed:issue key's secret (as a backend would)."""
+    import jwt
+
+    from app import user_tokens
+    from app.api_keys.service import create_api_key, key_prefix
+    from app.extensions import db
+
+    with app.app_context():
+        prefix = key_prefix(create_api_key(None, "bench_feed", ["feed:issue"]))
+        db.session.commit()
+        externals = dict(db.session.execute(sa.text("SELECT id, external_id FROM users")).all())
+        secret = user_tokens.signing_secret(prefix)
+        db.session.remove()
+    exp = int(time.time()) + 3600
+    return {
+        user_id: jwt.encode({"sub": externals[user_id], "aud": audience, "exp": exp}, secret, headers={"kid": prefix})
+        for user_id in user_ids
+    }
+
+
+async def feed_phase(env: dict, base_url: str, key: str, clients: Clients, feed: FeedClients, users, args) -> list:
+    """Run the events again with feed sockets beside the session sockets; return the two latency rows."""
+    floor = RedisFloor(env["REDIS_URL"], env["DATABASE_URL"])
+    floor.start()
+    spawn = multiprocessing.get_context("spawn")
+    results = spawn.Queue()
+    # Events numbered apart from the first phase's: their dedupe keys and toasts must not repeat.
+    publisher = spawn.Process(
+        target=publish_events, args=(base_url, key, users, args.rate, args.duration, results, FEED_FIRST_SEQ)
+    )
+    publisher.start()
+    deadline = time.monotonic() + args.duration + 120
+    while results.empty():
+        if time.monotonic() > deadline or not publisher.is_alive() and results.empty():
+            raise RuntimeError(f"publisher failed (exit code {publisher.exitcode})")
+        await asyncio.sleep(0.05)
+    _, accepted, _, failures = results.get()
+    publisher.join(10)
+    await asyncio.sleep(SETTLE_SECONDS)
+    floor.stop.set()
+    floor.join(2)
+    session_rows = latency_stats(accepted, clients.arrivals)
+    return [
+        {"phase": "feed", **latency_stats(accepted, feed.arrivals), "events": len(accepted),
+         "sockets": len(feed.sockets), "api_errors": len(failures)},
+        {"phase": "session+", **session_rows, "events": len(accepted), "sockets": len(clients.sockets)},
+        {"phase": "floor+", **latency_stats(accepted, floor.arrivals), "events": len(accepted), "sockets": "-"},
+    ]  # fmt: skip
+
+
 class RedisFloor(threading.Thread):
     """A bare subscriber to the same badge events: the transport and scheduling floor of this machine."""
 
@@ -194,7 +292,9 @@ class RedisFloor(threading.Thread):
         self.pubsub.close()
 
 
-def publish_events(base_url: str, key: str, users: dict[int, str], rate: float, duration: float, out) -> None:
+def publish_events(
+    base_url: str, key: str, users: dict[int, str], rate: float, duration: float, out, first_seq: int = 0
+) -> None:
     """POST /v1/notifications for a random connected user per tick, as a product service does.
 
     Runs in its own process (one keep-alive connection) so that its CPU time does not delay the
@@ -210,8 +310,8 @@ def publish_events(base_url: str, key: str, users: dict[int, str], rate: float, 
     conn = http.client.HTTPConnection(host, port, timeout=10)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     begin = time.perf_counter()
-    for seq in range(int(rate * duration)):
-        delay = begin + seq / rate - time.perf_counter()
+    for seq in range(first_seq, first_seq + int(rate * duration)):
+        delay = begin + (seq - first_seq) / rate - time.perf_counter()
         if delay > 0:
             time.sleep(delay)
         user_id = rng.choice(user_ids)
@@ -377,6 +477,22 @@ async def run(args) -> dict:
         )
         for other in rows[1:]:
             other["sockets"] = connected if other["phase"] != "floor" else "-"
+        feed_rows: list[dict] = []
+        if args.feed_sockets:
+            feed_ids = list(clients.sockets)[: args.feed_sockets]
+            feed = FeedClients(server.base_url, feed_tokens(app, feed_ids, server.base_url),
+                               None if args.no_compression else "deflate")  # fmt: skip
+            feed_started = time.perf_counter()
+            await feed.open(feed_ids)
+            feed_connect_s = time.perf_counter() - feed_started
+            await asyncio.sleep(1.0)
+            feed_rows = await feed_phase(env, server.base_url, key, clients, feed, live, args)
+            feed_rows[0].update(connect_s=feed_connect_s, rss_mb=rss_kb(worker) / 1024,
+                                rss_per_socket_kb=(rss_kb(worker) - rss_at_n) / max(len(feed.sockets), 1),
+                                threads=psutil.Process(worker).num_threads(), errors=len(feed.errors))  # fmt: skip
+            await feed.close()
+            await asyncio.sleep(1.0)
+            rows += feed_rows
         capacity, max_sockets = await capacity_phase(clients, user_ids, worker, base_rss, args)
         rows += capacity
         first_error = clients.errors[0] if clients.errors else None
@@ -420,6 +536,24 @@ async def run(args) -> dict:
         "open_at_sigterm": open_sockets,
         "all_closed_s": round(all_closed_s, 2),
         "shutdown_s": round(shutdown_s, 2),
+        **(
+            {
+                "feed_sockets": feed_rows[0]["sockets"],
+                "feed_session_sockets": feed_rows[1]["sockets"],
+                "feed_events": feed_rows[0]["events"],
+                "feed_p50_ms": round(feed_rows[0]["p50_ms"], 2),
+                "feed_p99_ms": round(feed_rows[0]["p99_ms"], 2),
+                "feed_lost": feed_rows[0]["lost"],
+                "feed_errors": feed_rows[0]["errors"],
+                "feed_api_errors": feed_rows[0]["api_errors"],
+                "feed_session_p99_ms": round(feed_rows[1]["p99_ms"], 2),
+                "feed_session_lost": feed_rows[1]["lost"],
+                "feed_floor_p99_ms": round(feed_rows[2]["p99_ms"], 2),
+                "feed_rss_per_socket_kb": round(feed_rows[0]["rss_per_socket_kb"], 1),
+            }
+            if feed_rows
+            else {}
+        ),
     }
 
 
@@ -472,6 +606,12 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of events")
     parser.add_argument("--max-sockets", type=int, default=5000)
     parser.add_argument("--step", type=int, default=1000)
+    parser.add_argument(
+        "--feed-sockets",
+        type=int,
+        default=1000,
+        help="token-authenticated feed sockets beside the session ones (0: skip)",
+    )
     parser.add_argument(
         "--no-compression", action="store_true", help="clients do not offer permessage-deflate (browsers always do)"
     )

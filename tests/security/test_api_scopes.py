@@ -22,7 +22,7 @@ from tests.api.conftest import Api, count, send_body
 from tests.factories import NotificationTypeFactory, UserFactory
 from tests.support.html import attrs
 
-ALL = ("notifications:write", "notifications:read", "users:write", "links:create")
+ALL = ("notifications:write", "notifications:read", "users:write", "users:read", "links:create", "feed:issue")
 
 
 def new_key(name: str, *scopes: str) -> str:

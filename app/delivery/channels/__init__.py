@@ -4,7 +4,9 @@ The engine (app/delivery/engine.py) claims, re-checks, routes, times, records an
 the same way. A channel adds only its own steps: why a row cannot go out on it (no address, a
 suppressed address), where a user's message goes when that must be looked up (push subscriptions),
 how a row becomes a provider Message, and what a provider's answer means beyond the ledger (a hard
-bounce suppresses the address; a gone subscription is invalidated).
+bounce suppresses the address; a gone subscription is invalidated). The webhook channel
+(channels/webhook.py) posts events from the webhook outbox, not ledger rows: its jobs are the same
+deliver_batch jobs, which hand them to app/webhooks/engine.py.
 """
 
 from __future__ import annotations

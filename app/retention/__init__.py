@@ -1,0 +1,1 @@
+"""Retention (issue 18): old notifications, ledger rows and expired announcements' reads deleted in small batches."""

@@ -1,0 +1,1 @@
+"""Webhooks out to the product: endpoints, the outbox of signed events, and their delivery."""

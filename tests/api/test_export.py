@@ -1,0 +1,140 @@
+"""GET /v1/users/<id>/export (issue 18 item 10): the member's data as one streamed JSON document, in bounded memory."""
+
+from __future__ import annotations
+
+import json
+import time
+import tracemalloc
+
+import pytest
+import sqlalchemy as sa
+
+from app.api_keys.service import create_api_key
+from app.extensions import db
+from app.users import export
+from tests.api.conftest import Api
+from tests.factories import NotificationTypeFactory, UserFactory
+
+# Committed: the stream reads in a REPEATABLE READ snapshot of its own, which a test's savepoint cannot give.
+pytestmark = pytest.mark.committed
+
+
+@pytest.fixture
+def member():
+    NotificationTypeFactory(type="comment", default_email=True)
+    user = UserFactory(external_id="export-me", email="me@example.com", display_name="Me", timezone="Asia/Tokyo")
+    db.session.execute(
+        sa.text(
+            "INSERT INTO notification_preferences (user_id, type, channel, enabled) "
+            "VALUES (:u, 'comment', 'push', true)"
+        ),
+        {"u": user.id},
+    )
+    return user
+
+
+def add_notifications(user, count: int, with_deliveries: bool = True) -> None:
+    """count notifications (set-based), one minute apart, and an e-mail delivery for each when asked."""
+    db.session.execute(
+        sa.text(
+            """INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, data, created_at, read_at)
+               SELECT :u, 'comment', 'Comment ' || g, 'A reply to your booking #' || g, '/r/' || g, 'k:' || g,
+                      jsonb_build_object('n', g), now() - make_interval(mins => g),
+                      CASE WHEN g % 3 = 0 THEN now() END
+               FROM generate_series(1, :count) g"""
+        ),
+        {"u": user.id, "count": count},
+    )
+    if with_deliveries:
+        db.session.execute(
+            sa.text(
+                """INSERT INTO notification_deliveries (notification_id, channel, status, attempts, provider, sent_at)
+                   SELECT id, 'email', 'sent', 1, 'smtp', created_at FROM notifications WHERE user_id = :u"""
+            ),
+            {"u": user.id},
+        )
+
+
+def api_with(client, *scopes: str) -> Api:
+    key = create_api_key(None, "export", scopes)
+    db.session.commit()
+    return Api(client, key)
+
+
+def test_the_export_holds_the_profile_preferences_and_every_notification_with_its_deliveries(
+    client, member, monkeypatch
+):
+    add_notifications(member, 25)
+    other = UserFactory(external_id="someone-else")
+    db.session.execute(
+        sa.text(
+            "INSERT INTO notifications (user_id, type, title, body, dedupe_key) VALUES (:u, 'comment', 'x', 'y', 'z')"
+        ),
+        {"u": other.id},
+    )
+    api = api_with(client, "users:read")
+    monkeypatch.setattr(export, "PAGE_SIZE", 10)  # three pages
+
+    response = api.get("/v1/users/export-me/export")
+
+    assert response.status_code == 200
+    assert response.mimetype == "application/json"
+    assert "attachment" in response.headers["Content-Disposition"]
+    document = json.loads(response.get_data(as_text=True))
+    assert document["format"] == 1
+    assert document["user"]["external_id"] == "export-me" and document["user"]["timezone"] == "Asia/Tokyo"
+    assert document["preferences"] == [{"type": "comment", "channel": "push", "enabled": True}]
+    notifications = document["notifications"]
+    assert [n["dedupe_key"] for n in notifications] == [f"k:{g}" for g in range(1, 26)]  # newest first, no repeats
+    assert notifications[0]["data"] == {"n": 1}
+    assert notifications[2]["read_at"] is not None and notifications[0]["read_at"] is None
+    assert all(len(n["deliveries"]) == 1 and n["deliveries"][0]["status"] == "sent" for n in notifications)
+    assert "someone-else" not in response.get_data(as_text=True)
+
+
+def test_the_document_matches_the_openapi_schema(client, member):
+    from app.api.responses import ExportOut
+
+    add_notifications(member, 3)
+    response = api_with(client, "users:read").get("/v1/users/export-me/export")
+    ExportOut.model_validate_json(response.get_data())
+
+
+def test_the_export_needs_users_read_and_a_member(client, member):
+    UserFactory(external_id="an-operator", role="operator")
+    db.session.commit()
+    assert api_with(client, "users:write", "notifications:read").get("/v1/users/export-me/export").status_code == 403
+    api = api_with(client, "users:read")
+    assert api.get("/v1/users/nobody/export").status_code == 404
+    assert api.get("/v1/users/an-operator/export").status_code == 403
+    assert client.get("/v1/users/export-me/export").status_code == 401
+
+
+def test_a_member_with_100000_notifications_exports_in_bounded_memory_and_time(client, member):
+    add_notifications(member, 100_000)
+    db.session.commit()
+    api = api_with(client, "users:read")
+
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        response = api.client.get("/v1/users/export-me/export", headers=api.headers(), buffered=False)
+        assert response.status_code == 200
+        size = rows = 0
+        tail = b""
+        for chunk in response.response:
+            chunk = chunk.encode() if isinstance(chunk, str) else chunk
+            size += len(chunk)
+            rows += chunk.count(b'"dedupe_key":')
+            tail = (tail + chunk)[-2:]
+        response.close()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    seconds = time.monotonic() - started
+
+    assert rows == 100_000 and tail == b"]}"
+    print(f"export: {size / 1e6:.1f} MB in {seconds:.1f} s, peak traced memory {peak / 1e6:.1f} MB")
+    assert size > 40_000_000  # the document is far larger than what the stream may hold at once
+    assert peak < 15_000_000, f"peak {peak / 1e6:.1f} MB"
+    assert seconds < 90
