@@ -65,9 +65,10 @@ RECORD_EMIT_SQL = sa.text(
     + webhooks.outbox_sql(
         """SELECT CASE d.status WHEN 'sent' THEN 'delivery.sent' ELSE 'delivery.failed' END,
        json_build_object('delivery_id', d.id, 'notification_id', d.notification_id, 'user_id', n.user_id,
-                         'channel', d.channel, 'status', d.status, 'provider', d.provider,
+                         'user', u.external_id, 'channel', d.channel, 'status', d.status, 'provider', d.provider,
                          'attempts', d.attempts, 'error_kind', d.error_kind)
-FROM d JOIN notifications n ON n.id = d.notification_id WHERE d.status IN ('sent', 'failed')"""
+FROM d JOIN notifications n ON n.id = d.notification_id JOIN users u ON u.id = n.user_id
+WHERE d.status IN ('sent', 'failed')"""
     )
 )
 

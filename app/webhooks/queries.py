@@ -9,6 +9,9 @@ from app.extensions import db
 OUTCOMES = ("sent", "transient", "permanent", "held")
 ATTEMPTS_SHOWN = 50
 
+# The product knows its users by external id: every event naming a user carries it beside Hato's own id.
+EXTERNAL_IDS_SQL = sa.text("SELECT id, external_id FROM users WHERE id = ANY(CAST(:ids AS bigint[]))")
+
 ENDPOINTS_SQL = sa.text(
     """
 SELECT e.id, e.url, e.description, e.event_types, e.enabled, e.secret_hint, e.created_at,

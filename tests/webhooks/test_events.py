@@ -37,7 +37,10 @@ def test_notify_emits_created_once_per_new_row(app, everything, email_type):
     notify([u.external_id for u in users], type_="comment", title="Hi", body="b", dedupe_key="k1")
     notify([users[0].external_id], type_="comment", title="Hi", body="b", dedupe_key="k1")  # a repeat: no event
     commit()
-    assert sorted(p["user_id"] for p in payloads("notification.created")) == sorted(u.id for u in users)
+    created = payloads("notification.created")
+    assert sorted(p["user_id"] for p in created) == sorted(u.id for u in users)
+    # the product knows its users by external id: every event naming a user carries it
+    assert sorted(p["user"] for p in created) == sorted(u.external_id for u in users)
 
 
 def test_inbox_changes_emit_read_archived_seen(app, everything, email_type):
@@ -50,12 +53,13 @@ def test_inbox_changes_emit_read_archived_seen(app, everything, email_type):
     inbox.archive(user.id, second.id)
     inbox.read_all(user.id)
     commit()
-    assert payloads("notification.seen") == [{"user_id": user.id}]
+    who = {"user_id": user.id, "user": user.external_id}
+    assert payloads("notification.seen") == [who]
     assert payloads("notification.read") == [
-        {"user_id": user.id, "notification_id": first.id},
-        {"user_id": user.id, "all": True, "count": 1},
+        {**who, "notification_id": first.id},
+        {**who, "all": True, "count": 1},
     ]
-    assert payloads("notification.archived") == [{"user_id": user.id, "notification_id": second.id}]
+    assert payloads("notification.archived") == [{**who, "notification_id": second.id}]
 
 
 def test_a_rolled_back_change_emits_nothing(app, everything, email_type):
@@ -74,10 +78,9 @@ def test_preference_and_unsubscribe(app, everything, email_type):
     assert turn_off_email(user.id, "comment").status == "done"
     assert turn_off_email(user.id, "comment").status == "done"  # the second click: no second event
     commit()
-    assert payloads("preference.updated") == [
-        {"user_id": user.id, "type": "comment", "channel": "push", "enabled": False}
-    ]
-    assert payloads("user.unsubscribed") == [{"user_id": user.id, "type": "comment", "channel": "email"}]
+    who = {"user_id": user.id, "user": user.external_id}
+    assert payloads("preference.updated") == [{**who, "type": "comment", "channel": "push", "enabled": False}]
+    assert payloads("user.unsubscribed") == [{**who, "type": "comment", "channel": "email"}]
 
 
 def test_sent_and_failed_deliveries_emit_in_the_record_statement(app, everything, fake_provider, make_delivery):
@@ -90,6 +93,7 @@ def test_sent_and_failed_deliveries_emit_in_the_record_statement(app, everything
     deliver_batch("email", [bad.id])
     sent, failed = payloads("delivery.sent"), payloads("delivery.failed")
     assert [(p["delivery_id"], p["status"], p["channel"]) for p in sent] == [(ok.id, "sent", "email")]
+    assert sent[0]["user"] is not None  # the ledger's own statement names the user by external id too
     assert [(p["delivery_id"], p["status"], p["error_kind"]) for p in failed] == [(bad.id, "failed", "bounce")]
     drain()
     assert {r.status for r in rows()} == {"sent"}
