@@ -14,6 +14,7 @@ from app.auth import sessions
 from app.extensions import db, limiter, sock
 from app.i18n import language_or_default
 from app.live.publish import CLOSE_SIGNED_OUT
+from app.realtime import connection
 from app.realtime import hub as hub_module
 from app.users.queries import session_version
 from app.web.i18n import current_language
@@ -137,7 +138,7 @@ def _auth_message(raw) -> tuple[str, str | None]:
 
 
 def _close_code(error: user_tokens.TokenError) -> int:
-    return hub_module.CLOSE_TOKEN_EXPIRED if error.code == "expired" else hub_module.CLOSE_TOKEN_REFUSED
+    return connection.CLOSE_TOKEN_EXPIRED if error.code == "expired" else connection.CLOSE_TOKEN_REFUSED
 
 
 def _reauthenticate(conn, raw) -> None:
@@ -152,7 +153,7 @@ def _reauthenticate(conn, raw) -> None:
         conn.close(_close_code(exc))
         return
     if feed_user.user_id != conn.user_id:
-        conn.close(hub_module.CLOSE_TOKEN_REFUSED)
+        conn.close(connection.CLOSE_TOKEN_REFUSED)
         return
     conn.expires_at = feed_user.expires_at
     conn.push(json.dumps({"type": "auth", "expires_at": feed_user.expires_at}))
@@ -166,7 +167,7 @@ def feed_socket(ws):
         token, language = _auth_message(raw)
         feed_user = user_tokens.verify(token)
     except user_tokens.TokenError as exc:
-        ws.close(_close_code(exc), hub_module.CLOSE_MESSAGES[_close_code(exc)])
+        ws.close(_close_code(exc), connection.CLOSE_MESSAGES[_close_code(exc)])
         return
     finally:
         db.session.remove()

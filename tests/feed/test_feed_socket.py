@@ -16,7 +16,7 @@ from app import user_tokens
 from app.api_keys.service import create_api_key, key_prefix
 from app.extensions import db
 from app.live.publish import publish_badge
-from app.realtime.hub import CLOSE_TOKEN_EXPIRED, CLOSE_TOKEN_REFUSED
+from app.realtime.connection import CLOSE_TOKEN_EXPIRED, CLOSE_TOKEN_REFUSED
 from tests.realtime.helpers import close_quietly, insert_notification, server_thread
 from tests.support.waiting import free_port
 

@@ -9,7 +9,7 @@ import pytest
 from app.extensions import db
 from app.inbox.queries import BadgeCounts
 from app.live.publish import publish_badge
-from app.realtime.hub import render_frame
+from app.realtime.frames import render_frame
 from tests.realtime.helpers import close_quietly, connect, insert_notification, wait_for_frame
 from tests.realtime.test_hub import FakeSocket, HandClock, clocked, counting  # noqa: F401 - fixtures
 from tests.support.html import attrs, one

@@ -15,7 +15,8 @@ from app.extensions import db
 from app.inbox import queries
 from app.live.publish import broadcast_channel, user_channel
 from app.realtime import hub as hub_module
-from app.realtime.hub import MAX_TOASTS_PER_FRAME, Hub, parse_toast
+from app.realtime.frames import parse_toast
+from app.realtime.hub import MAX_TOASTS_PER_FRAME, Hub
 from tests.realtime.helpers import frame_count
 
 

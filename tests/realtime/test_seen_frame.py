@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.inbox.queries import BadgeCounts
-from app.realtime.hub import render_frame
+from app.realtime.frames import render_frame
 from tests.realtime.helpers import close_quietly, connect, frame_count, insert_notification, wait_for_count
 from tests.support.html import one
 

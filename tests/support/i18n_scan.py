@@ -50,11 +50,11 @@ NEUTRAL_WORDS = {
 # (path relative to the repository, text): seen by the scanner, read by no user. Keep each with its reason.
 ALLOWED: set[tuple[str, str]] = {
     ("app/i18n.py", "English"),  # each language's name in that language, as language pickers show it
-    ("app/realtime/hub.py", "server going away"),  # websocket close reasons: protocol text for the client code
-    ("app/realtime/hub.py", "signed out"),
-    ("app/realtime/hub.py", "too many open tabs"),
-    ("app/realtime/hub.py", "token expired: fetch a new one"),  # the bell reads the code (4401), not this
-    ("app/realtime/hub.py", "token refused"),
+    ("app/realtime/connection.py", "server going away"),  # websocket close reasons: protocol text for the client code
+    ("app/realtime/connection.py", "signed out"),
+    ("app/realtime/connection.py", "too many open tabs"),
+    ("app/realtime/connection.py", "token expired: fetch a new one"),  # the bell reads the code (4401), not this
+    ("app/realtime/connection.py", "token refused"),
 }
 
 
