@@ -83,6 +83,24 @@ SELECT count(*) AS deleted FROM gone
 """
 )
 
+# Webhook events the product received (sent) go after RETENTION_LEDGER_DAYS with their attempts (ON DELETE
+# CASCADE); pending, leased and failed ones (the endpoint's failed list, replayable) stay. The outbox's ids
+# grow with time, so the oldest come first on the primary key and a batch stops after :limit of them.
+WEBHOOK_EVENTS_SQL = sa.text(
+    """
+WITH doomed AS (
+  SELECT id FROM webhook_deliveries
+  WHERE status = 'sent' AND created_at < :cutoff
+  ORDER BY id
+  LIMIT :limit
+  FOR UPDATE SKIP LOCKED
+), gone AS (
+  DELETE FROM webhook_deliveries w WHERE w.id = ANY (ARRAY (SELECT id FROM doomed)) RETURNING w.id
+)
+SELECT count(*) AS deleted FROM gone
+"""
+)
+
 # The oldest announcement that expired before :cutoff and still has reads (announcements are few: the
 # operator writes them by hand, so this reads the small table and probes the reads index once each).
 EXPIRED_ANNOUNCEMENT_SQL = sa.text(

@@ -31,9 +31,10 @@ START = (datetime(1, 1, 2, tzinfo=UTC), 0)
 DONE = "done"
 # A batch waits this long for a lock (a foreign-key cascade meeting a worker's row) before it gives up
 # and the pass ends; the next pass tries again.
+PRUNES = {"provider_events": queries.UNMATCHED_EVENTS_SQL, "webhook_events": queries.WEBHOOK_EVENTS_SQL}
 LOCK_TIMEOUT = "2s"
 LOCK_NOT_AVAILABLE = "55P03"
-STEPS = ("notifications", "deliveries", "provider_events", "announcement_reads")
+STEPS = ("notifications", "deliveries", "provider_events", "webhook_events", "announcement_reads")
 
 
 @dataclass
@@ -190,8 +191,8 @@ def walk_batch(step: str, cutoffs: Cutoffs, cursor: tuple[datetime, int], limit:
 
 def prune_batch(step: str, cutoffs: Cutoffs, limit: int) -> tuple[int, bool]:
     """One batch of a pruned set: (deleted, True when nothing of it is left)."""
-    if step == "provider_events":
-        deleted = _batch(queries.UNMATCHED_EVENTS_SQL, {"cutoff": cutoffs.ledger, "limit": limit}).deleted
+    if step in PRUNES:
+        deleted = _batch(PRUNES[step], {"cutoff": cutoffs.ledger, "limit": limit}).deleted
         return deleted, deleted < limit
     announcement = db.session.execute(queries.EXPIRED_ANNOUNCEMENT_SQL, {"cutoff": cutoffs.announcements}).scalar()
     if announcement is None:

@@ -192,6 +192,43 @@ def test_the_ledger_goes_after_ledger_days_with_attempts_and_events_and_unmatche
     assert list(events.scalars()) == ["e3"]
 
 
+def test_webhook_events_the_product_received_go_after_ledger_days_failed_and_waiting_ones_stay(settings, member):
+    endpoint = db.session.execute(
+        sa.text(
+            """INSERT INTO webhook_endpoints (url, event_types, secret_sealed, secret_hint)
+               VALUES ('https://product.example/hooks', ARRAY['notification.read'], 'sealed', 'abcd') RETURNING id"""
+        )
+    ).scalar()
+    ids = {}
+    for key, status, days in (("old_sent", "sent", 100), ("young_sent", "sent", 5), ("old_failed", "failed", 100),
+                              ("old_pending", "pending", 100)):  # fmt: skip
+        ids[key] = db.session.execute(
+            sa.text(
+                """INSERT INTO webhook_deliveries (endpoint_id, webhook_id, event_type, payload, occurred_at, status,
+                                                   created_at)
+                   VALUES (:endpoint, :key, 'notification.read', '{}', now(), :status,
+                           now() - make_interval(secs => :days * 86400)) RETURNING id"""
+            ),
+            {"endpoint": endpoint, "key": key, "status": status, "days": days},
+        ).scalar()
+    db.session.execute(
+        sa.text(
+            """INSERT INTO webhook_attempts (delivery_id, endpoint_id, outcome, started_at)
+               VALUES (:a, :e, 'sent', now() - interval '100 days'),
+                      (:f, :e, 'permanent', now() - interval '100 days')"""
+        ),
+        {"a": ids["old_sent"], "f": ids["old_failed"], "e": endpoint},
+    )
+
+    deleted = run_until_complete(settings)
+
+    assert deleted["webhook_events"] == 1
+    kept = {ids["young_sent"], ids["old_failed"], ids["old_pending"]}
+    assert existing("webhook_deliveries", ids.values()) == kept  # the failed list stays replayable
+    attempts = db.session.execute(sa.text("SELECT delivery_id FROM webhook_attempts"))
+    assert list(attempts.scalars()) == [ids["old_failed"]]
+
+
 def test_expired_announcements_lose_their_reads_after_the_grace_days(settings, member):
     other = UserFactory()
     ago = lambda days: db.session.execute(  # noqa: E731 - a timestamp days ago, by the database's clock
