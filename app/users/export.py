@@ -1,9 +1,9 @@
 """One member's data as a JSON document, streamed: profile, preferences, notifications with their deliveries.
 
 The document is written piece by piece as it is read: notifications come in keyset pages of PAGE_SIZE
-along notifications_list_idx (newest first, never OFFSET), each page with its deliveries fetched in one
-statement by notification id, so memory holds one page whatever the member's history (100,000
-notifications export in the same few megabytes as 1,000). Everything runs in one REPEATABLE READ
+along notifications_list_idx (newest first, each starting after the last row), each page with its
+deliveries fetched in one statement by notification id, so memory holds one page whatever the member's
+history (100,000 notifications export in the same few megabytes as 1,000). Everything runs in one REPEATABLE READ
 transaction, so the document is one consistent snapshot even while the member's inbox changes.
 """
 

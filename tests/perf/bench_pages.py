@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from datetime import UTC, datetime, timedelta
 
-from tests.support.databases import bench_urls, drop_database, recreate_database
+from tests.support.databases import bench_database
 
 BENCH_DB = "hato_bench_pages"
 BENCH_REDIS_DB = 3
@@ -139,14 +138,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300, help="page requests per member per round")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    db_url, redis_url = bench_urls(BENCH_DB, BENCH_REDIS_DB)
-    os.environ.update(DATABASE_URL=db_url, REDIS_URL=redis_url)
-    os.environ.setdefault("SECRET_KEY", "bench-secret")
-    recreate_database(db_url)
-    try:
+    with bench_database(BENCH_DB, BENCH_REDIS_DB):
         figures = run(args)
-    finally:
-        drop_database(db_url)
     report(figures)
 
 

@@ -28,11 +28,10 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import os
 import statistics
 import time
 
-from tests.support.databases import bench_urls, database_name, drop_database, recreate_database
+from tests.support.databases import bench_database
 
 BENCH_DB = "hato_bench_retention"
 BENCH_REDIS_DB = 9
@@ -281,17 +280,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=1500, help="pages per idle phase")
     parser.add_argument("--pause", type=float, default=0.1, help="RETENTION_BATCH_PAUSE_SECONDS of the deletion")
     args = parser.parse_args()
-    db_url, redis_url = bench_urls(BENCH_DB, BENCH_REDIS_DB)
-    own = os.environ.get("DATABASE_URL", "")
-    if own and "_bench" in database_name(own):
-        db_url = own
-    os.environ.update(DATABASE_URL=db_url, REDIS_URL=redis_url)
-    os.environ.setdefault("SECRET_KEY", "bench-secret")
-    recreate_database(db_url)
-    try:
+    with bench_database(BENCH_DB, BENCH_REDIS_DB, reuse_own=True):
         figures = run(args)
-    finally:
-        drop_database(db_url)
     report(figures)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -69,3 +70,22 @@ def row_counts(db, sa, sql: str) -> dict:
     """Return the one row of a counting statement as a dict, on a fresh transaction."""
     db.session.rollback()
     return dict(db.session.execute(sa.text(sql)).mappings().one())
+
+
+@contextmanager
+def bench_database(db_name: str, redis_db: int, reuse_own: bool = False):
+    """Point DATABASE_URL/REDIS_URL at a fresh scratch database for a benchmark; drop it afterwards.
+
+    With reuse_own, a DATABASE_URL whose name already says it is bench scratch space (`_bench`) is used as is.
+    """
+    db_url, redis_url = bench_urls(db_name, redis_db)
+    own = os.environ.get("DATABASE_URL", "")
+    if reuse_own and own and "_bench" in database_name(own):
+        db_url = own
+    os.environ.update(DATABASE_URL=db_url, REDIS_URL=redis_url)
+    os.environ.setdefault("SECRET_KEY", "bench-secret")
+    recreate_database(db_url)
+    try:
+        yield db_url
+    finally:
+        drop_database(db_url)
