@@ -196,18 +196,22 @@ def cmd_run() -> int:
 
 
 CJK_FONT_DIR = Path("/usr/share/fonts/opentype/noto")  # Debian's fonts-noto-cjk: Japanese in screenshots
+NGINX = "/usr/sbin/nginx"  # Debian's nginx, in front of two web processes in tests/e2e/test_behind_nginx.py
 
 
-def ensure_chromium() -> str:
-    """Return the Chromium path for the browser tests, installing Debian's packages if we can.
+def ensure_test_packages() -> str:
+    """Return the Chromium path for the browser tests, installing missing Debian packages if we can.
 
-    Besides Chromium, Debian's Noto CJK fonts: without them Japanese pages render as empty boxes in the
-    browser tests' screenshots (the checks pass either way; people reading the screenshots need them).
+    Besides Chromium: Debian's Noto CJK fonts (without them Japanese pages render as empty boxes in the
+    browser tests' screenshots; the checks pass either way, people reading the screenshots need them),
+    and nginx, which tests/e2e/test_behind_nginx.py runs in front of two web processes with deploy/'s site.
     """
     path = os.environ.get("CHROMIUM_PATH") or CHROMIUM
     missing = [] if Path(path).exists() else ["chromium"]
     if not list(CJK_FONT_DIR.glob("NotoSansCJK*")):
         missing.append("fonts-noto-cjk")
+    if not Path(NGINX).exists():
+        missing.append("nginx")
     if missing and (path == CHROMIUM or missing != ["chromium"]) and os.geteuid() == 0 and shutil.which("apt-get"):
         say(f"installing Debian's {' '.join(missing)} (apt-get) …")
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -223,7 +227,7 @@ def ensure_chromium() -> str:
 
 def cmd_test(pytest_args: list[str]) -> int:
     catalogs.compile_all()
-    chromium = ensure_chromium()
+    chromium = ensure_test_packages()
     signals = Signals()
     signals.install()
     embedded = Embedded(signals)
