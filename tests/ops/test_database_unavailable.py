@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from app import create_app
@@ -40,3 +42,14 @@ def test_the_api_answers_a_503_problem_with_retry_after(no_database):
     assert response.mimetype == "application/problem+json"
     assert int(response.headers["Retry-After"]) > 0
     assert body["status"] == 503 and body["detail"] == "The database is unavailable; retry shortly."
+
+
+def test_the_sweep_loop_logs_an_outage_in_one_line_and_carries_on(no_database, caplog):
+    application = no_database.application
+    # Its own app context: the command would otherwise run in the test's, on the test database.
+    with application.app_context(), caplog.at_level(logging.INFO, logger="app.cli.sweep"):
+        result = application.test_cli_runner().invoke(args=["sweep", "--once"])
+    assert result.exit_code == 0, result.output
+    warnings = [r for r in caplog.records if r.name == "app.cli.sweep" and r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].exc_info is None  # no traceback per tick while it is down
+    assert "database unavailable" in warnings[0].getMessage()
