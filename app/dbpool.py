@@ -13,7 +13,13 @@ from __future__ import annotations
 import select
 
 import sqlalchemy as sa
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+# What PostgreSQL being away looks like through SQLAlchemy: a refused or dropped connection (OperationalError;
+# InterfaceError on one already closed) or no pooled connection free in time (TimeoutError). Pages and the
+# API answer these with 503 (app/web/errors.py); the sweeper logs them in one line and tries again.
+UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeoutError)
 
 
 def _server_has_spoken(dbapi_connection) -> bool:

@@ -16,8 +16,6 @@ from datetime import UTC, datetime
 
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
 from flask_babel import gettext, lazy_gettext, ngettext
-from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
-from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from app import user_tokens
 from app.api import auth, openapi, responses, schemas
@@ -25,7 +23,7 @@ from app.api.idempotency import Withheld, idempotent, json_response, store
 from app.api.schemas import ApiError
 from app.auth import links
 from app.clock import db_now
-from app.extensions import csrf, db, limiter
+from app.extensions import csrf, limiter
 from app.inbox.queries import member_badge_counts
 from app.notify.queries import notification_with_deliveries
 from app.notify.schedule import cancel, schedule
@@ -149,21 +147,6 @@ def email_taken(error):
         gettext("Another user already has this e-mail address."),
         errors=[{"field": "email", "message": gettext("already used by another user")}],
     )
-
-
-@bp.errorhandler(OperationalError)
-@bp.errorhandler(InterfaceError)
-@bp.errorhandler(PoolTimeoutError)
-def database_unavailable(error):
-    """503 while PostgreSQL is unreachable: a retry later can succeed."""
-    log.warning("database unavailable on %s %s: %s", request.method, request.path, error)
-    try:
-        db.session.rollback()
-    except SQLAlchemyError:
-        pass  # the connection is gone; the session is discarded at the end of the request anyway
-    response = problem(503, gettext("The database is unavailable; retry shortly."))
-    response.headers["Retry-After"] = "5"
-    return response
 
 
 @bp.get("/ping")

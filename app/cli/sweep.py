@@ -15,6 +15,7 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
+from app import dbpool
 from app.extensions import db
 from app.sweeper import release_scheduled, sweep_once
 
@@ -35,6 +36,7 @@ def sweep_command(once: bool) -> None:
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
     log.info("sweeper running every %.1fs", interval)
+    database_down = False
     while True:
         try:
             if time.monotonic() >= next_sweep:
@@ -44,6 +46,14 @@ def sweep_command(once: bool) -> None:
                     log.info("sweep: %s", result)
             elif scheduled := release_scheduled():
                 log.info("released %d scheduled notifications", scheduled)
+            if database_down:
+                database_down = False
+                log.info("database reachable again; sweeping as usual")
+        except dbpool.UNAVAILABLE as exc:
+            # Expected while PostgreSQL restarts: one line when it goes, not a traceback every tick.
+            if not database_down:
+                database_down = True
+                log.warning("database unavailable, retrying every %.1fs: %s", tick, str(exc).splitlines()[0])
         except Exception:  # a database or Redis outage must not end the loop; it is logged and retried
             log.exception("sweep failed; retrying in %.1fs", tick)
         finally:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, Response, jsonify, render_template, request
-from flask_babel import gettext, lazy_gettext
+from flask import Flask, Response, g, jsonify, render_template, request
+from flask_babel import gettext, lazy_gettext, refresh
 from flask_wtf.csrf import CSRFError
+from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException, InternalServerError
+
+from app import dbpool
+from app.extensions import db, login
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +85,26 @@ def handle_csrf_error(error: CSRFError) -> Response:
     )
 
 
+# A fast-shutdown restart is back within seconds; clients that honour Retry-After come back after it.
+DATABASE_RETRY_AFTER_SECONDS = 5
+
+
+def handle_database_unavailable(error: SQLAlchemyError) -> Response:
+    """PostgreSQL is unreachable: 503 with Retry-After (a page or a problem document), never a 500."""
+    log.warning("database unavailable on %s %s: %s", request.method, request.path, error)
+    try:
+        db.session.rollback()
+    except SQLAlchemyError:
+        pass  # the connection is gone; the session is removed at the end of the request anyway
+    # The page's header, language and zone would ask the database for the signed-in user: render this
+    # answer for a visitor (Flask-Login reads the request's user from g), in the browser's language.
+    g._login_user = login.anonymous_user()
+    refresh()
+    response = render_error(503, gettext("The database is unavailable; retry shortly."))
+    response.headers["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
+    return response
+
+
 def handle_unexpected(error: Exception) -> Response:
     """Log the traceback and show the 500 page; never leak the traceback to the client."""
     if isinstance(error, HTTPException):
@@ -93,4 +117,6 @@ def init_app(app: Flask) -> None:
     """Register the handlers."""
     app.register_error_handler(CSRFError, handle_csrf_error)
     app.register_error_handler(HTTPException, handle_http_exception)
+    for error_class in dbpool.UNAVAILABLE:
+        app.register_error_handler(error_class, handle_database_unavailable)
     app.register_error_handler(Exception, handle_unexpected)

@@ -1,0 +1,128 @@
+"""A private, throw-away PostgreSQL cluster for tests that stop and start the server.
+
+The machine's shared PostgreSQL on 5432 must never be stopped, so chaos tests that take the database
+away run their own: initdb into a temporary directory, pg_ctl start on a free port (fsync off: the
+data is scratch), stop -m fast, start again, and remove it all afterwards. initdb refuses to run as
+root, so as root every server command runs as the `postgres` system user, which owns the data dir.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+
+from tests.support.waiting import free_port
+
+BIN = Path(os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin"))
+SERVER_USER = "postgres"  # the account initdb and postgres run as when this process is root
+START_SECONDS = 30
+
+
+def available() -> bool:
+    """True if the server binaries are installed (and, as root, their system user exists)."""
+    if not (BIN / "initdb").exists():
+        return False
+    if os.geteuid() != 0:
+        return True
+    try:
+        pwd.getpwnam(SERVER_USER)
+    except KeyError:
+        return False
+    return True
+
+
+class Cluster:
+    """One PostgreSQL server in its own data directory on a free 127.0.0.1 port."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.data = root / "data"
+        self.sockets = root / "sockets"
+        self.log = root / "server.log"
+        self.port = free_port()
+
+    def url(self, dbname: str = "postgres") -> str:
+        """A DATABASE_URL for dbname on this server (trust auth, user postgres)."""
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}"
+
+    def _run(self, *args: str, timeout: float = 60) -> None:
+        command = [str(BIN / args[0]), *args[1:]]
+        if os.geteuid() == 0:
+            command = ["runuser", "-u", SERVER_USER, "--", *command]
+        subprocess.run(command, check=True, capture_output=True, timeout=timeout)
+
+    def init(self) -> None:
+        """initdb with trust authentication and the superuser `postgres`."""
+        self.sockets.mkdir()
+        if os.geteuid() == 0:
+            account = pwd.getpwnam(SERVER_USER)
+            for path in (self.root, self.sockets):
+                os.chown(path, account.pw_uid, account.pw_gid)
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync")
+
+    def start(self) -> None:
+        """Start the server and wait until it accepts connections."""
+        options = (
+            f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off"
+        )
+        self._run(
+            "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", str(START_SECONDS), "start"
+        )
+        self.wait_ready()
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (fast: roll back open transactions and close every connection)."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def running(self) -> bool:
+        """True if pg_ctl sees a server on this data directory."""
+        command = [str(BIN / "pg_ctl"), "-D", str(self.data), "status"]
+        if os.geteuid() == 0:
+            command = ["runuser", "-u", SERVER_USER, "--", *command]
+        return subprocess.run(command, capture_output=True).returncode == 0
+
+    def wait_ready(self, seconds: float = START_SECONDS) -> None:
+        """Wait until a connection succeeds."""
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                psycopg.connect(self.url(), connect_timeout=2).close()
+                return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def create_database(self, name: str) -> str:
+        """CREATE DATABASE name; return its URL."""
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+
+@contextmanager
+def cluster():
+    """Yield a started Cluster; stop it and delete its files whatever happens."""
+    # Under /tmp, not a test's tmp_path (inside root's private directories): as root, init() hands this
+    # directory to the server user, who must be able to reach it.
+    root = Path(tempfile.mkdtemp(prefix="hato-pgcluster-"))
+    server = Cluster(root)
+    try:
+        server.init()
+        server.start()
+        yield server
+    finally:
+        try:
+            if server.data.exists() and server.running():
+                server.stop("immediate")
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
