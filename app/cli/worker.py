@@ -136,13 +136,13 @@ def worker_command(queues: tuple[str, ...], burst: bool, fork: bool) -> None:
     )
 
 
-def work_until_stopped(make_worker, burst: bool, stopping: threading.Event | None = None) -> None:
+def work_until_stopped(make_worker, burst: bool) -> None:
     """Run make_worker()'s loop; when Redis ends it (or its start), start a new worker after a backoff.
 
     Returns when a signal asked the worker to stop, or after one run with burst (a Redis error then
     propagates: a burst run that could not reach Redis has failed).
     """
-    stopping = stopping or threading.Event()
+    stopping = threading.Event()
     backoff = RECONNECT_FIRST_SECONDS
     while not stopping.is_set():
         worker, started = None, time.monotonic()
