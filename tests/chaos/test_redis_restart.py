@@ -127,6 +127,18 @@ def _text(path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
+def _after_worker_missed_redis(server: RedisServer, worker_log) -> threading.Thread:
+    """Start server from a thread as soon as the worker's log says it found no Redis."""
+
+    def start() -> None:
+        wait_for(lambda: "worker lost Redis" in _text(worker_log), 45, "the worker to find no Redis")
+        server.start()
+
+    thread = threading.Thread(target=start, daemon=True)
+    thread.start()
+    return thread
+
+
 def _stop_worker(proc) -> int | None:
     """SIGTERM the worker (a warm shutdown) and return its exit code."""
     if proc is None or proc.poll() is not None:
@@ -180,9 +192,11 @@ def test_redis_restarted_empty_loses_nothing(app, stack, tmp_path, record_proper
     try:
         stack["start"]("worker", "worker")
         stack["start"]("sweeper", "sweep")
-        wait_for(lambda: "worker lost Redis" in _text(tmp_path / "worker.log"), 30, "the worker to find no Redis")
-        server.start()
-        web.start(timeout=45)
+        # Redis starts once the worker has found it missing; gunicorn boots meanwhile (healthy once Redis is up).
+        starter = _after_worker_missed_redis(server, tmp_path / "worker.log")
+        web.start(timeout=60)
+        starter.join()
+        assert server.running, "the worker never reported Redis missing"
         wait_for(lambda: Worker.count(connection=server.client()) == 1, 30, "the worker to register")
         wait_for(lambda: "sweeper running" in _text(tmp_path / "sweeper.log"), 30, "the sweeper to start")
         for thread in threads:
@@ -192,14 +206,15 @@ def test_redis_restarted_empty_loses_nothing(app, stack, tmp_path, record_proper
         time.sleep(BEFORE_SECONDS)
 
         phase[0] = "down"
-        outage_started = ready = time.monotonic()
         server.stop()
+        outage_started = time.monotonic()
         health_started = time.monotonic()
         health_down = _healthz(web.base_url)
         health_seconds = time.monotonic() - health_started
         time.sleep(max(0.0, DOWN_SECONDS - (time.monotonic() - outage_started)))
-        server.start()  # empty: no save, no AOF
         outage = time.monotonic() - outage_started
+        server.start()  # empty: no save, no AOF
+        back = time.monotonic()
         phase[0] = "after"
         time.sleep(AFTER_SECONDS)
         phase[0] = "stop"
@@ -222,13 +237,13 @@ def test_redis_restarted_empty_loses_nothing(app, stack, tmp_path, record_proper
                 SYNCED_WITHIN,
                 f"every socket to show the database's count {unread}",
             )
-            synced_after = time.monotonic() - ready - outage
+            synced_after = time.monotonic() - back
             wait_for(
                 lambda: {f"<delivery-{i}@hato.127.0.0.1>" for i in expected} <= set(arrived()),
                 DELIVERED_WITHIN,
                 "every accepted notification at the sink",
             )
-            delivered_after = time.monotonic() - ready - outage
+            delivered_after = time.monotonic() - back
             # The empty Redis forgot the worker; its heartbeat registered it again (the console lists it).
             wait_for(lambda: Worker.count(connection=server.client()) == 1, 15, "the worker to register again")
         health_after = _healthz(web.base_url)
