@@ -12,6 +12,7 @@ from limits.strategies import FixedWindowRateLimiter
 
 from app import ratelimit_storage
 from app.extensions import limiter_storage_uri
+from tests.support.redisserver import RedisServer
 
 
 @pytest.fixture
@@ -59,3 +60,23 @@ def test_clear_forgets_the_hit(storage):
     storage.incr("k", 60)
     storage.clear("k")
     assert storage.get("k") == 0
+
+
+def test_redis_down_is_an_error_for_the_fallback_and_a_restarted_empty_redis_counts_afresh(tmp_path):
+    """Flask-Limiter switches to its in-memory fallback on a storage error, so the error must surface;
+    after an empty restart the hit's Lua script is loaded again and counting starts from zero."""
+    server = RedisServer(tmp_path / "redis").start()
+    storage = storage_from_string(limiter_storage_uri(server.url), key_prefix="hato-test-limits")
+    limiter, limit = FixedWindowRateLimiter(storage), parse("3 per minute")
+    try:
+        assert limiter.hit(limit, "k") and limiter.hit(limit, "k")
+        server.stop()
+        with pytest.raises(Exception) as raised:
+            limiter.hit(limit, "k")
+        assert isinstance(raised.value, storage.base_exceptions)
+        assert storage.check() is False
+        server.start()
+        assert storage.check() is True
+        assert [limiter.hit(limit, "k") for _ in range(4)] == [True, True, True, False]
+    finally:
+        server.stop()

@@ -23,6 +23,7 @@ from app.notify.service import notify
 from app.queueing import EnqueueDeliveries, get_queue
 from app.unitofwork import NOTHING, Dispatcher, Handoff, after_commit, commit, run_effects
 from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
+from tests.support.redisserver import RedisServer
 
 # --- the dispatcher ------------------------------------------------------------------------------
 
@@ -108,6 +109,26 @@ def test_committing_nothing_hands_nothing_over(app, monkeypatch):
 
 def test_an_app_that_never_handed_anything_over_is_idle(app):
     assert unitofwork.wait_idle(app.__class__("untouched"))
+
+
+def test_a_redis_outage_costs_only_the_effects_of_its_own_commits(app, tmp_path, monkeypatch):
+    """Down: hand-offs finish at once with nothing counted (the sweeper and socket resyncs cover them).
+    Restarted empty: the next commit's effects reach it, with no process restarted."""
+    server = RedisServer(tmp_path / "redis")  # not started: Redis is down
+    monkeypatch.setitem(app.config, "REDIS_URL", server.url)
+    dispatcher = Dispatcher(app)
+    try:
+        down = dispatcher.submit([EnqueueDeliveries("default", "email", (1, 2)), BadgeEvent(frozenset({1}), "Hi")])
+        assert dispatcher.wait_idle(10)
+        assert dict(down.counts) == {}
+        server.start()
+        up = dispatcher.submit([EnqueueDeliveries("default", "email", (3,)), BadgeEvent(frozenset({1}), "Hi")])
+        assert dispatcher.wait_idle(10)
+        assert dict(up.counts) == {"enqueued": 1, "badges": 1}
+        with app.app_context():
+            assert get_queue("default", server.client()).count == 1
+    finally:
+        server.stop()
 
 
 def test_a_process_that_cannot_start_the_thread_still_answers(app, monkeypatch, caplog):

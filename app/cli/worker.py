@@ -6,14 +6,24 @@ a few for SimpleWorker, and delivery jobs are our own code in batches, so the fo
 little. What a forked horse would protect us from is covered elsewhere: a job that dies mid-batch
 leaves its rows `sending` under a lease, and the sweeper hands them back (tests/chaos). `--fork`
 remains for jobs that leak memory or hang in C code.
+
+A Redis outage ends an RQ worker's loop (a failed heartbeat, a job's bookkeeping) or its start (it
+names its connection first): the command then starts a new worker with backoff instead of exiting,
+so a restarted or replaced Redis needs no worker restart. Only SIGINT/SIGTERM (or --burst) end it.
 """
 
 from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
 
 import click
 from flask import current_app
 from flask.cli import with_appcontext
 from flask_babel import ngettext
+from redis.exceptions import RedisError
 from rq import SimpleWorker, Worker
 from rq.serializers import JSONSerializer
 
@@ -21,8 +31,17 @@ from app import unitofwork
 from app.extensions import db, redis
 from app.queueing import QUEUE_NAMES, get_queue
 
+log = logging.getLogger(__name__)
+
 # A job counts as finished once what it committed has been handed to Redis (a forked horse exits hard).
 EFFECTS_WAIT_SECONDS = 30.0
+# Between a worker lost with Redis and the next one: doubling from the first to the cap.
+RECONNECT_FIRST_SECONDS = 0.5
+RECONNECT_MAX_SECONDS = 10.0
+# A worker that ran this long was healthy: the next loss starts the backoff from the beginning again.
+HEALTHY_RUN_SECONDS = 30.0
+# How often a heartbeat also checks that Redis still knows this worker (one HEXISTS).
+REGISTRATION_CHECK_SECONDS = 1.0
 
 
 class _SessionPerJob:
@@ -40,7 +59,34 @@ class _SessionPerJob:
                 db.engine.dispose()
 
 
-class AppWorker(_SessionPerJob, Worker):
+class _OutlivesRedis:
+    """Tell a stop asked by a signal from a loop that Redis ended, and register again in a Redis that lost us.
+
+    A Redis restarted empty forgets the worker (its hash and the registries the console and /metrics
+    read) while rq's loop reconnects on its own; the next heartbeat that finds no birth re-registers.
+    """
+
+    stop_asked = False
+    # rq's own retries while dequeueing double up to a minute: after an outage work resumes within this.
+    max_connection_wait_time = RECONNECT_MAX_SECONDS
+    _registered_checked_at = float("-inf")
+
+    def request_stop(self, signum, frame):
+        self.stop_asked = True
+        return super().request_stop(signum, frame)
+
+    def heartbeat(self, timeout=None, pipeline=None):
+        if pipeline is None and time.monotonic() - self._registered_checked_at >= REGISTRATION_CHECK_SECONDS:
+            if not self.connection.hexists(self.key, "birth"):
+                log.warning("worker %s: Redis lost its registration (restarted empty?); registering again", self.name)
+                self.connection.delete(self.key)  # a job's heartbeat may have left a partial hash behind
+                self.register_birth()
+                self.set_state(self.get_state())
+            self._registered_checked_at = time.monotonic()  # only once Redis answered
+        return super().heartbeat(timeout, pipeline)
+
+
+class AppWorker(_OutlivesRedis, _SessionPerJob, Worker):
     """The forking worker: each job runs in a child process with its own DB connection."""
 
     def main_work_horse(self, job, queue):
@@ -50,7 +96,7 @@ class AppWorker(_SessionPerJob, Worker):
         return super().main_work_horse(job, queue)
 
 
-class AppSimpleWorker(_SessionPerJob, SimpleWorker):
+class AppSimpleWorker(_OutlivesRedis, _SessionPerJob, SimpleWorker):
     """The non-forking worker: jobs run in this process and reuse its pooled DB connection."""
 
 
@@ -81,6 +127,39 @@ def worker_command(queues: tuple[str, ...], burst: bool, fork: bool) -> None:
         raise click.BadParameter(message)
     connection = redis.client()
     worker_class = AppWorker if fork else AppSimpleWorker
-    worker = worker_class([get_queue(n, connection) for n in names], connection=connection, serializer=JSONSerializer)
     current_app.logger.info("worker listening on %s", ", ".join(names))
-    worker.work(burst=burst, with_scheduler=True, logging_level="INFO")
+    work_until_stopped(
+        lambda: worker_class(
+            [get_queue(n, connection) for n in names], connection=connection, serializer=JSONSerializer
+        ),
+        burst,
+    )
+
+
+def work_until_stopped(make_worker, burst: bool) -> None:
+    """Run make_worker()'s loop; when Redis ends it (or its start), start a new worker after a backoff.
+
+    Returns when a signal asked the worker to stop, or after one run with burst (a Redis error then
+    propagates: a burst run that could not reach Redis has failed).
+    """
+    stopping = threading.Event()
+    backoff = RECONNECT_FIRST_SECONDS
+    while not stopping.is_set():
+        worker, started = None, time.monotonic()
+        try:
+            worker = make_worker()
+            worker.work(burst=burst, with_scheduler=True, logging_level="INFO")
+        except RedisError as exc:
+            if burst:
+                raise
+            log.warning("worker lost Redis: %s", exc)
+        if burst or (worker is not None and worker.stop_asked):
+            return
+        if time.monotonic() - started >= HEALTHY_RUN_SECONDS:
+            backoff = RECONNECT_FIRST_SECONDS
+        # The ended worker's signal handlers are still installed; between workers a signal just ends the wait.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stopping.set())
+        log.warning("worker loop ended without a stop request; starting a new worker in %.1fs", backoff)
+        stopping.wait(backoff)
+        backoff = min(backoff * 2, RECONNECT_MAX_SECONDS)

@@ -67,6 +67,10 @@ MAX_TOASTS_PER_FRAME = 5
 # Handler threads sleep until woken by a frame, a client message or a close; this is only a backstop.
 IDLE_WAKE_SECONDS = 30.0
 LISTEN_POLL_SECONDS = 1.0
+# The listener's retries after losing Redis: doubling up to a cap short enough that sockets resync
+# within about that long of Redis coming back (one connection attempt per process, so cheap).
+LISTEN_RETRY_FIRST_SECONDS = 0.5
+LISTEN_RETRY_MAX_SECONDS = 2.0
 CLOSE_ECHO_SECONDS = 1.0
 
 
@@ -277,7 +281,7 @@ class Hub:
         atexit.register(self.shutdown)
 
     def _listen(self) -> None:
-        backoff = 0.5
+        backoff = LISTEN_RETRY_FIRST_SECONDS
         client = redis.client(self.app.config["REDIS_URL"])
         while not self._stopping.is_set():
             pubsub = client.pubsub()
@@ -293,12 +297,12 @@ class Hub:
                         presence.touch(client, self.local_user_ids(), self._ttl(), config=self.app.config)
                         sockets.heartbeat(client, self.local_socket_ids(), self._ttl(), self.app.config)
                         next_touch = time.monotonic() + self._ttl() / 3
-                        backoff = 0.5
+                        backoff = LISTEN_RETRY_FIRST_SECONDS
             except (RedisError, OSError) as exc:
                 self.listening.clear()
                 log.warning("badge listener lost Redis, retrying in %.1fs: %s", backoff, exc)
                 self._stopping.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
+                backoff = min(backoff * 2, LISTEN_RETRY_MAX_SECONDS)
             finally:
                 pubsub.close()
 
