@@ -13,13 +13,13 @@ import json
 import os
 import signal
 import threading
-import time
 from collections import Counter
 
 import pytest
 import sqlalchemy as sa
 from rq.job import Job
 
+from app.announcements.live import watermark_key
 from app.extensions import db, redis
 from app.live.publish import broadcast_channel, user_channel
 from app.queueing import BULK_OPERATION_JOB, DELIVER_BATCH_JOB, DIGEST_JOB, FANOUT_JOB, QUEUE_NAMES, get_queue
@@ -28,7 +28,7 @@ from tests.support.waiting import wait_for
 pytestmark = pytest.mark.chaos
 
 PER_KIND = 4
-SWEEP_SECONDS = 6  # both sweepers run this long after the last row fell due (dozens of passes each)
+PASSES = 10  # passes the two make together after the last row fell due, before the rows are counted
 
 SEED_SQL = [
     """INSERT INTO notification_types (type, label, default_email) VALUES ('comment', 'Comments', true)""",
@@ -119,6 +119,12 @@ class Ears:
         return self.heard
 
 
+def wait_for_passes(n: int) -> None:
+    """Wait until n more passes have finished: each one moves the announcement watermark (app/announcements/live.py)."""
+    seen = {redis.client().get(watermark_key())}
+    wait_for(lambda: seen.add(redis.client().get(watermark_key())) or len(seen) > n, 30, f"{n} sweeper passes")
+
+
 def query(sql: str) -> list:
     db.session.rollback()
     return db.session.execute(sa.text(sql)).all()
@@ -136,7 +142,7 @@ def test_two_sweepers_release_enqueue_and_digest_each_row_once(app, stack):
 
     with app.app_context():
         wait_for(lambda: query("SELECT count(*) FROM scheduled_notifications")[0][0] == 0, 20, "the scheduled release")
-        time.sleep(SWEEP_SECONDS)
+        wait_for_passes(PASSES)
         assert all(proc.poll() is None for proc in sweepers), "a sweeper died"
         # kill -9 one of them (perhaps mid-pass, holding the lock): the other must take the next row alone.
         os.killpg(sweepers[0].pid, signal.SIGKILL)
@@ -146,7 +152,7 @@ def test_two_sweepers_release_enqueue_and_digest_each_row_once(app, stack):
         ).scalar()
         db.session.commit()
         wait_for(lambda: jobs_per_row()[(BULK_OPERATION_JOB, None, late)] == 1, 15, "the survivor to take over")
-        time.sleep(1)
+        wait_for_passes(3)
         sweepers[1].terminate()
         sweepers[1].wait(10)
         heard = ears.close()

@@ -109,7 +109,9 @@ def test_two_of_everything_under_kill_9(app, tmp_path, record_property):
             for n in range(INGEST_THREADS)
         ]
         threads.append(threading.Thread(target=traffic.read_inboxes, args=(urls, cookies, stop, tally)))
-        threads.append(threading.Thread(target=traffic.run_campaigns, args=(app, SECONDS / CAMPAIGNS, stop, campaigns)))
+        threads.append(
+            threading.Thread(target=traffic.run_campaigns, args=(app, SECONDS / (CAMPAIGNS + 1), stop, campaigns))
+        )
         threads.append(threading.Thread(target=kill_loop, args=(cluster, stop, kills, started)))
         for thread in sockets + threads:
             thread.start()
