@@ -250,7 +250,8 @@ def cmd_test(pytest_args: list[str]) -> int:
 
 def cmd_soak(pytest_args: list[str]) -> int:
     """The multi-node soak (tests/soak), which the default `-m 'not soak'` leaves out of `test`; -s shows its table."""
-    return cmd_test(["-m", "soak", "-s", "-p", "no:randomly", *(pytest_args or ["tests/soak"])])
+    paths = [] if any(not arg.startswith("-") for arg in pytest_args) else ["tests/soak"]
+    return cmd_test(["-m", "soak", "-s", "-p", "no:randomly", *pytest_args, *paths])
 
 
 def cmd_bench() -> int:
