@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install run test bench lint clean i18n catalogs
+.PHONY: install run test soak bench lint clean i18n catalogs
 
 install: $(STAMP)
 
@@ -23,6 +23,11 @@ run: install
 # The suite runs only on code that passes `make lint` (CI therefore fails on a finding too).
 test: lint
 	$(PY) -m app.devstack test -- $(PYTEST_ARGS)
+
+# The multi-node soak (tests/soak, marker `soak`, left out of `make test`): 2 web, 2 workers, 2 sweepers,
+# kill -9 every SOAK_KILL_EVERY (30) seconds for SOAK_SECONDS (300); prints a summary table.
+soak: lint
+	$(PY) -m app.devstack soak -- $(PYTEST_ARGS)
 
 bench: install
 	$(PY) -m app.devstack bench

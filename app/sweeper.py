@@ -11,26 +11,35 @@ badges move when a scheduled announcement goes live or expires; due and running 
 unfinished bulk DLQ operations, get a job if theirs was lost; due e-mail digests are opened and
 enqueued (app/digests/sweep.py); the webhook outbox gets the same lease, expiry and re-enqueue steps
 (app/webhooks/service.py sweep); old notifications, ledger rows and expired announcements' reads are
-deleted in small keyset batches for up to RETENTION_PASS_SECONDS (app/retention). Two sweepers never enqueue the same
-row: taking a row stamps it in the same statement (SKIP LOCKED), and a short Redis lock keeps a
-second sweeper from even trying meanwhile.
+deleted in small keyset batches for up to RETENTION_PASS_SECONDS (app/retention).
+
+Two sweepers may run at once (high availability): a pass runs only while its process holds a
+PostgreSQL session advisory lock, taken without waiting on a connection of its own, so at most one
+pass runs at a time and the other sweeper skips its turn. PostgreSQL, not Redis, holds the lock:
+it keeps working when Redis is down or restarted empty, it needs no TTL that a long pass could
+outlive, and a sweeper killed with -9 loses it the moment its connection closes. Steps that claim
+rows (leases, due rows, snoozes, scheduled releases, digest runs, the webhook outbox) also stamp
+them with SKIP LOCKED in the same statement, which keeps them exactly once against workers and
+the between-pass scheduled releases; the lock covers what has no row to claim (the announcement
+watermark, the check-then-enqueue of campaign and bulk-operation jobs, retention's walk).
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
+import sqlalchemy as sa
 from flask import current_app
 from redis.exceptions import RedisError
 
-from app import keyspace
 from app.announcements.live import announce_due
 from app.campaigns.fanout import start_due
 from app.delivery import service
 from app.delivery.dlq import resume_bulk_operations
 from app.digests.sweep import sweep as sweep_digests
-from app.extensions import db, redis
+from app.extensions import db
 from app.inbox.service import wake_due
 from app.notify import schedule
 from app.queueing import QUEUE_NAMES, get_queue
@@ -45,35 +54,31 @@ log = logging.getLogger(__name__)
 IDLE_QUEUE_JOBS = 10
 
 
-def lock_key() -> str:
-    """The key only the sweeper holding it may sweep under."""
-    return keyspace.key("sweeper", "lock")
+# Session-level, so it spans the pass's many commits; released by unlock or by the connection closing.
+TRY_LOCK_SQL = sa.text("SELECT pg_try_advisory_lock(hashtextextended('hato-sweeper', 0))")
+UNLOCK_SQL = sa.text("SELECT pg_advisory_unlock(hashtextextended('hato-sweeper', 0))")
 
 
-def _acquire_lock(ttl_seconds: float) -> str | None:
-    """Take the sweeper lock; return its token, "" when Redis is down (the ledger still guards), or None."""
-    token = uuid.uuid4().hex
+@contextmanager
+def leadership() -> Iterator[bool]:
+    """Hold the sweeper lock for the block if no other sweeper does; yield whether this one holds it."""
+    # A connection of its own, outside the session (whose connection goes back to the pool at each commit).
+    # An Engine's .engine is itself; tests bind the app to one Connection, whose .engine is the real one.
+    conn = db.engine.engine.connect()
+    held = False
     try:
-        got = redis.client().set(lock_key(), token, nx=True, px=max(int(ttl_seconds * 1000), 1000))
-    except RedisError as exc:
-        log.warning("sweeper lock unavailable (%s); sweeping without it", exc)
-        return ""
-    return token if got else None
-
-
-def _release_lock(token: str) -> None:
-    if not token:
-        return
-    try:
-        # Delete only our own lock: compare-and-delete in one server-side step.
-        redis.client().eval(
-            "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0",
-            1,
-            lock_key(),
-            token,
-        )
-    except RedisError as exc:
-        log.warning("could not release the sweeper lock (it expires by itself): %s", exc)
+        held = bool(conn.execute(TRY_LOCK_SQL).scalar_one())
+        conn.commit()  # idle, not idle in transaction, while the pass runs on the session's own connection
+        yield held
+    finally:
+        try:
+            if held:
+                conn.execute(UNLOCK_SQL)
+                conn.commit()
+        except Exception:
+            conn.invalidate()  # closing the server session is what releases the lock then
+        finally:
+            conn.close()
 
 
 def idle_queues() -> list[str]:
@@ -110,12 +115,14 @@ def release_scheduled() -> int:
 def sweep_once() -> dict:
     """Run one pass and wait until what it enqueues is handed to Redis; return what it did.
 
-    Returns {"locked": True} when another sweeper holds the lock.
+    Returns {"locked": True} when another sweeper's pass holds the lock.
     """
-    config = current_app.config
-    token = _acquire_lock(config["SWEEP_INTERVAL_SECONDS"] * 2 + 5)
-    if token is None:
-        return {"locked": True}
+    with leadership() as leader:
+        return _pass(current_app.config) if leader else {"locked": True}
+
+
+def _pass(config: Mapping) -> dict:
+    """Every step of one pass, in order; the caller holds the sweeper lock."""
     try:
         released = service.release_expired_leases(config["SWEEP_LIMIT"], config["RETRY_MAX_ATTEMPTS"])
         expired = service.expire_held(config["DELIVERY_MAX_AGE"], config["SWEEP_LIMIT"])  # held too long: DLQ
@@ -127,8 +134,6 @@ def sweep_once() -> dict:
     except BaseException:
         db.session.rollback()
         raise
-    finally:
-        _release_lock(token)
     scheduled = release_scheduled()  # due scheduled notifications: visible now, deliveries enqueued
     announce_due()
     start_due()

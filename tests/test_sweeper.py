@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from app.extensions import db, redis
 from app.queueing import get_queue
-from app.sweeper import lock_key, sweep_once
+from app.sweeper import TRY_LOCK_SQL, UNLOCK_SQL, leadership, sweep_once
 from tests.factories import NotificationTypeFactory
 from tests.support.delivery import reload
 
@@ -68,14 +69,45 @@ def test_due_rows_are_batched(app, make_delivery, monkeypatch):
     assert sorted(len(ids) for _, ids in queued("default")) == [1, 2, 2]
 
 
-def test_another_sweepers_lock_makes_this_one_wait(app, make_delivery):
+def test_another_sweepers_pass_makes_this_one_skip_its_turn(app, make_delivery):
     row = make_delivery()
     set_row(row, "updated_at = now() - interval '1 hour'")
-    redis.client().set(lock_key(), "someone-else", px=10_000)
 
-    assert sweep_once() == {"locked": True}
-    assert reload(row).updated_at < db.session.execute(sa.text("SELECT now()")).scalar_one()
-    assert redis.client().get(lock_key()) == b"someone-else"
+    with db.engine.engine.connect() as other:  # another sweeper mid-pass: its own session holds the lock
+        assert other.execute(TRY_LOCK_SQL).scalar_one()
+        assert sweep_once() == {"locked": True}
+        assert reload(row).updated_at < db.session.execute(sa.text("SELECT now()")).scalar_one()
+        assert queued("default") == []
+        other.execute(UNLOCK_SQL)
+
+    assert sweep_once()["due"] == 1  # the lock is free again once that pass ends
+
+
+def test_the_lock_is_released_after_each_pass_and_needs_no_redis(app, monkeypatch):
+    def no_redis(*args, **kwargs):
+        raise AssertionError("the sweeper lock must not touch Redis")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(redis, "client", no_redis)
+        with leadership() as leader, leadership() as second:
+            assert (leader, second) == (True, False)
+
+    with db.engine.engine.connect() as other:
+        assert other.execute(TRY_LOCK_SQL).scalar_one()  # nobody holds it between passes
+        other.execute(UNLOCK_SQL)
+
+
+def test_a_failing_pass_still_gives_the_lock_up(app, monkeypatch):
+    import app.sweeper as sweeper
+
+    def broken(config):
+        raise RuntimeError("a step failed")
+
+    monkeypatch.setattr(sweeper, "_pass", broken)
+    with pytest.raises(RuntimeError):
+        sweep_once()
+    with leadership() as leader:
+        assert leader
 
 
 def test_old_idempotency_keys_are_pruned(app):

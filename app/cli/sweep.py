@@ -1,7 +1,8 @@
 """`flask --app wsgi sweep [--once]`: the sweeper loop (app/sweeper.py), one pass every SWEEP_INTERVAL_SECONDS.
 
 Between passes, due scheduled notifications are released every SCHEDULER_INTERVAL_SECONDS, so one
-appears within about that long of its send_at.
+appears within about that long of its send_at. Run two (or more) for high availability: a pass runs
+only under the sweeper's PostgreSQL advisory lock, so the others skip their turn until it is free.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Development supervisor behind `make run`, `make test` and `make bench`.
+"""Development supervisor behind `make run`, `make test`, `make soak` and `make bench`.
 
     python -m app.devstack run              web + worker + sweeper + mail sink on http://127.0.0.1:5000
     python -m app.devstack test [-- ARGS]   the pytest suite (real PostgreSQL, Redis and Chromium)
+    python -m app.devstack soak [-- ARGS]   the multi-node soak (tests/soak; SOAK_SECONDS, SOAK_KILL_EVERY)
     python -m app.devstack bench            every tests/perf/bench_*.py module, one after another
     python -m app.devstack env              `export …` lines for the services the tests would use
     python -m app.devstack i18n             extract strings, update translations/*/messages.po, compile (make i18n)

@@ -252,6 +252,12 @@ def cmd_test(pytest_args: list[str]) -> int:
         embedded.stop()
 
 
+def cmd_soak(pytest_args: list[str]) -> int:
+    """The multi-node soak (tests/soak), which the default `-m 'not soak'` leaves out of `test`; -s shows its table."""
+    paths = [] if any(not arg.startswith("-") for arg in pytest_args) else ["tests/soak"]
+    return cmd_test(["-m", "soak", "-s", "-p", "no:randomly", *pytest_args, *paths])
+
+
 def cmd_bench() -> int:
     catalogs.compile_all()
     modules = sorted(p.stem for p in (ROOT / "tests" / "perf").glob("bench_*.py"))
@@ -338,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_run()
     if command == "test":
         return cmd_test(rest)
+    if command == "soak":
+        return cmd_soak(rest)
     if command == "bench" and not rest:
         return cmd_bench()
     if command == "env" and not rest:

@@ -2,7 +2,7 @@
 
 Redis pub/sub ignores the database number, so without a namespace in every name staging's sockets hear
 production's badge events, titles included. On one database number the two would also share queues,
-buckets, breakers, presence and the sweeper lock. Two installations below, one Redis server.
+buckets, breakers and presence (the sweeper lock lives in PostgreSQL). Two installations below, one Redis server.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from app.live.publish import broadcast_channel, publish_badge, publish_broadcast
 from app.providers.breaker import CircuitBreaker, Settings
 from app.providers.ratelimit import TokenBucket
 from app.queueing import enqueue_deliveries, get_queue
-from app.sweeper import lock_key
 from tests.conftest import TEST_CONFIG
 
 PRODUCTION_URL = "postgresql://postgres@127.0.0.1:5432/hato"
@@ -92,21 +91,19 @@ def test_staging_user_42_never_hears_productions_toast(production, staging):
     assert [p["toast"]["title"] for _, p in _heard(staging_ears)] == ["staging test"]
 
 
-def test_on_one_database_number_queues_buckets_breakers_presence_and_locks_are_apart(production, redis_url):
+def test_on_one_database_number_queues_buckets_breakers_and_presence_are_apart(production, redis_url):
     same_db = _installation(STAGING_URL, redis_url)  # even the same db number
     with production.app_context():
         assert enqueue_deliveries("high", "email", [1, 2, 3])
         CircuitBreaker(redis.client(), "smtp", Settings(failures=1)).failure()
         TokenBucket(redis.client(), "smtp", None).pause(60)
         presence.touch(redis.client(), [42], 60)
-        redis.client().set(lock_key(), "production-sweeper", px=10_000)
         production_jobs = get_queue("high").count
     with same_db.app_context():
         assert get_queue("high").count == 0
         assert CircuitBreaker(redis.client(), "smtp", Settings(failures=1)).state() == "closed"
         assert TokenBucket(redis.client(), "smtp", None).take() == 0
         assert presence.online_user_ids([42]) == set()
-        assert redis.client().get(lock_key()) is None
     assert production_jobs == 1
     with production.app_context():
         for key in redis.client().scan_iter(match=keyspace.key("*")):
