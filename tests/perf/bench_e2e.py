@@ -14,14 +14,18 @@ half on each web process; "burst": closed-loop ingest from --connections keep-al
 --burst-seconds, which measures the stack's maximum ingest rate, then wait (bounded) until the worker
 has sent the burst's e-mails; "paced": open-loop ingest at half that maximum (or --rate) for
 --seconds, over both web processes, each request for one recipient with an open socket (in turn, so
-no user gets two events within the badge's coalescing window); then wait up to --drain-seconds for
-the last frames and e-mails. A notification with no badge frame or no e-mail by then is lost.
+no user gets two events within the badge's coalescing window); then wait for the last frames and
+e-mails until none has arrived for --drain-seconds (300 s at most). A notification with no badge
+frame or no e-mail by then is lost; a late one counts in the latencies.
 
 Latencies run from the 202 (time.perf_counter for frames, time.time for e-mails: same machine).
 Besides the two targets the table shows where the time goes: "badge floor" is the 202 to the badge
 event reaching a bare Redis subscriber in this process (what the web processes add is the rest);
 "mail queue" is the 202 to the worker starting the SMTP send (after commit enqueue, RQ pick-up,
-claim, preference re-check, render), "mail smtp" the send itself as the ledger recorded it.
+claim, preference re-check, render), "mail smtp" the send itself as the ledger recorded it; a CPU
+line gives each process's CPU seconds over the paced phase (against the wall time: a process that
+used little CPU yet was slow was waiting on another). --profile-worker FILE runs the worker under
+cProfile and prints the top of its profile.
 Prints a table, then one JSON line.
 """
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -41,6 +46,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import psycopg
 import sqlalchemy as sa
 
@@ -58,8 +64,10 @@ PACED_PREFIX = "bench"  # bench_realtime's Clients and RedisFloor pick `bench-<s
 BURST_PREFIX = "burst"
 BURST_FIRST_SEQ = 10_000_000
 BURST_MAX_REQUESTS = 20_000
-BACKLOG_TIMEOUT = 180.0  # the worker must send the burst's e-mails within this
+# Waiting for e-mails ends when nothing new arrived for --drain-seconds (a stall), and in any case after this.
+DRAIN_CAP = 300.0
 SOCKET_HEADROOM = 64
+PROFILE_LINES = 30
 DELIVERY_ID = re.compile(r"<delivery-(\d+)@")
 
 
@@ -71,6 +79,7 @@ class Stack:
     workdir: Path
     sockets_per_web: int
     workers: int = 1
+    profile: Path | None = None  # cProfile output of the first worker
 
     def start(self) -> Stack:
         from tests.realtime.helpers import Gunicorn
@@ -89,8 +98,18 @@ class Stack:
             self.webs.append(web)
             web.start(timeout=60)
         for name, command in [(f"worker-{n}", "worker") for n in range(self.workers)] + [("sweeper", "sweep")]:
-            self.procs[name] = processes.spawn(processes.flask_args(command), self.env, self.workdir / f"{name}.log")
+            argv = processes.flask_args(command)
+            if name == "worker-0" and self.profile:  # written when the worker exits (warm shutdown on SIGTERM)
+                argv = ["-m", "cProfile", "-o", str(self.profile), *argv]
+            self.procs[name] = processes.spawn(argv, self.env, self.workdir / f"{name}.log")
         return self
+
+    def pids(self) -> dict[str, list[int]]:
+        """The process ids of each role (gunicorn's workers, not its masters)."""
+        roles: dict[str, list[int]] = {"web": [pid for web in self.webs for pid in web.worker_pids()]}
+        for name, proc in self.procs.items():
+            roles.setdefault(name.split("-")[0], []).append(proc.pid)
+        return roles
 
     def check(self) -> None:
         """Raise if a process of the stack has exited."""
@@ -153,6 +172,27 @@ def prepare(env: dict, users: int):
         db.session.remove()
         db.engine.dispose()
     return app, users_by_id, key
+
+
+def cpu_snapshot(pids: dict[str, list[int]], db_url: str) -> dict[str, dict[int, float]]:
+    """CPU seconds so far of each process by role, PostgreSQL's backends on our database included."""
+    with psycopg.connect(db_url) as conn:
+        backends = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    snapshot = {}
+    for role, ids in {**pids, "postgres": [row[0] for row in backends]}.items():
+        snapshot[role] = {}
+        for pid in ids:
+            with contextlib.suppress(psutil.Error):
+                times = psutil.Process(pid).cpu_times()
+                snapshot[role][pid] = times.user + times.system
+    return snapshot
+
+
+def cpu_spent(before: dict, after: dict) -> dict[str, float]:
+    """CPU seconds per role between two snapshots (a process that started in between counts in full)."""
+    return {role: sum(t - before.get(role, {}).get(pid, 0.0) for pid, t in now.items()) for role, now in after.items()}
 
 
 def unsent_emails(db_url: str) -> int:
@@ -219,13 +259,20 @@ async def run_load(timeout: float, **kwargs) -> LoadResult:
     return await asyncio.to_thread(drive_in_process, timeout, **kwargs)
 
 
-async def wait_for_backlog(stack: Stack, db_url: str, timeout: float) -> float:
-    """Wait until every e-mail so far is sent; return how long it took (raises after timeout)."""
-    started = time.perf_counter()
-    while unsent_emails(db_url):
+async def wait_for_backlog(stack: Stack, db_url: str, stall: float) -> float:
+    """Wait until every e-mail so far is sent; return how long it took.
+
+    Raises when the count of unsent e-mails has not dropped for `stall` seconds, or after DRAIN_CAP.
+    """
+    started = progress = time.perf_counter()
+    last = None
+    while unsent := unsent_emails(db_url):
         stack.check()
-        if time.perf_counter() - started > timeout:
-            raise RuntimeError(f"the worker did not send the burst's e-mails within {timeout:.0f} s")
+        now = time.perf_counter()
+        if last is None or unsent < last:
+            last, progress = unsent, now
+        if now - progress > stall or now - started > DRAIN_CAP:
+            raise RuntimeError(f"the worker stopped sending the burst's e-mails ({unsent} unsent)")
         await asyncio.sleep(0.5)
     return time.perf_counter() - started
 
@@ -257,7 +304,7 @@ async def measure(stack: Stack, app, users: dict[int, str], key: str, db_url: st
             args.burst_seconds + 120, **common, prefix=BURST_PREFIX, seconds=args.burst_seconds,
             connections=args.connections, max_requests=BURST_MAX_REQUESTS, first_seq=BURST_FIRST_SEQ,
         )  # fmt: skip
-        backlog_s = await wait_for_backlog(stack, db_url, BACKLOG_TIMEOUT)
+        backlog_s = await wait_for_backlog(stack, db_url, args.drain_seconds)
         worker_rate = len(burst.accepted) / (time.perf_counter() - burst_started)
         rate = args.rate or burst.rps / 2
         if rate <= 0:
@@ -266,6 +313,7 @@ async def measure(stack: Stack, app, users: dict[int, str], key: str, db_url: st
         floor = RedisFloor(stack.env["REDIS_URL"], db_url)
         floor.start()
         load_avg = os.getloadavg()[0]
+        cpu_before, paced_started = cpu_snapshot(stack.pids(), db_url), time.perf_counter()
         paced = await run_load(
             args.seconds + 150, **common, prefix=PACED_PREFIX, seconds=args.seconds,
             connections=args.connections, max_requests=int(rate * args.seconds) + 1, rate=rate,
@@ -277,17 +325,24 @@ async def measure(stack: Stack, app, users: dict[int, str], key: str, db_url: st
             for delivery, n in email_deliveries(db_url, list(seq_by_notification)).items()
         }
         badges: dict[int, float] = {}
-        drain_started = time.perf_counter()
+        drain_started = progress = time.perf_counter()
+        seen = -1
         while True:
             for c in clients:
                 badges.update(c.arrivals)
             mails, duplicates = mail_arrivals(stack.sink_log, seq_by_delivery)
-            done = len(badges.keys() & accepted.keys()) == len(accepted) and len(mails) == len(accepted)
-            if done or time.perf_counter() - drain_started > args.drain_seconds:
+            arrived = len(badges.keys() & accepted.keys()) + len(mails)
+            now = time.perf_counter()
+            if arrived > seen:
+                seen, progress = arrived, now
+            stalled = now - progress > args.drain_seconds or now - drain_started > DRAIN_CAP
+            if arrived == 2 * len(accepted) or stalled:
                 break
             stack.check()
             await asyncio.sleep(0.25)
         drain_s = time.perf_counter() - drain_started
+        cpu = cpu_spent(cpu_before, cpu_snapshot(stack.pids(), db_url))
+        cpu_wall_s = time.perf_counter() - paced_started
         attempts = first_attempts(db_url, list(seq_by_notification))
     finally:
         if floor is not None:
@@ -314,6 +369,9 @@ async def measure(stack: Stack, app, users: dict[int, str], key: str, db_url: st
         "paced": paced,
         "rate": rate,
         "drain_s": drain_s,
+        "cpu": cpu,
+        "cpu_wall_s": cpu_wall_s,
+        "mails": len(mails),
         "load_avg": load_avg,
         "rows": {
             "badge (socket frame)": stats(badge_ms, n),
@@ -359,6 +417,14 @@ def report(result: dict, args) -> dict:
             f"{row['max_ms']:>8.1f} {row['lost']:>5}"
         )
     badge, mail = rows["badge (socket frame)"], rows["mail (sink receipt)"]
+    cpu = result["cpu"]
+    print(
+        f"CPU s over the paced phase and drain ({result['cpu_wall_s']:.1f} s wall): "
+        + ", ".join(f"{role} {seconds:.1f}" for role, seconds in cpu.items())
+        + f"; per request: web {cpu['web'] / max(len(paced.accepted), 1) * 1000:.1f} ms, "
+        f"PostgreSQL {cpu['postgres'] / max(len(paced.accepted), 1) * 1000:.1f} ms; "
+        f"worker per e-mail {cpu['worker'] / max(result['mails'], 1) * 1000:.1f} ms"
+    )
     if result["worker_rate"] < result["rate"]:
         print(
             f"note: the burst's e-mails went out at {result['worker_rate']:.0f}/s, below the paced "
@@ -366,7 +432,7 @@ def report(result: dict, args) -> dict:
             "(e-mail latency grows with --seconds)"
         )
     print(
-        f"lost (no frame or no e-mail within {args.drain_seconds:g} s of the end): {result['lost']}; "
+        f"lost (no frame or no e-mail once nothing arrived for {args.drain_seconds:g} s): {result['lost']}; "
         f"duplicate e-mails: {result['duplicates']}; failed first sends: {result['failed_sends']}; "
         f"targets: badge p99 <= 100 ms, e-mail p99 <= 1000 ms, 0 lost"
     )
@@ -391,6 +457,8 @@ def report(result: dict, args) -> dict:
         "ingest_p99_ms": round(percentile([a.latency_ms for a in paced.accepted.values()], 99), 1),
         "worker_emails_per_s": round(result["worker_rate"], 1),
         "workers": args.workers,
+        "worker_cpu_ms_per_email": round(result["cpu"]["worker"] / max(result["mails"], 1) * 1000, 1),
+        "web_cpu_ms_per_request": round(result["cpu"]["web"] / max(len(paced.accepted), 1) * 1000, 1),
         "load_avg_1m": round(result["load_avg"], 2),
     }
 
@@ -403,7 +471,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst-seconds", type=float, default=10.0, help="length of the closed-loop burst")
     parser.add_argument("--connections", type=int, default=16, help="load generator connections (threads)")
     parser.add_argument("--workers", type=int, default=1, help="RQ worker processes (the issue's stack has 1)")
-    parser.add_argument("--drain-seconds", type=float, default=30.0, help="wait for the last frames and e-mails")
+    parser.add_argument(
+        "--profile-worker", type=Path, help="run the (first) worker under cProfile, write its stats here, print the top"
+    )
+    parser.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=30.0,
+        help="give up waiting for frames and e-mails after this long without one (and after 300 s in all)",
+    )
     args = parser.parse_args(argv)
     if min(args.sockets, args.workers) < 1 or args.seconds <= 0 or args.burst_seconds <= 0:
         parser.error("--sockets, --workers, --seconds and --burst-seconds must be positive")
@@ -415,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
 
         env = stack_env(db_url, os.environ["REDIS_URL"])
         app, users, key = prepare(env, args.sockets)
-        stack = Stack(env, Path(tmp), args.sockets // 2 + SOCKET_HEADROOM, args.workers)
+        stack = Stack(env, Path(tmp), args.sockets // 2 + SOCKET_HEADROOM, args.workers, args.profile_worker)
         try:
             stack.start()
             result = asyncio.run(measure(stack, app, users, key, db_url, args))
@@ -428,6 +504,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             stack.stop()
             Redis.from_url(os.environ["REDIS_URL"]).flushdb()  # our own Redis DB only
+    if args.profile_worker and args.profile_worker.exists():
+        import pstats
+
+        print(f"\nworker profile (cProfile, the whole run; {args.profile_worker}):")
+        pstats.Stats(str(args.profile_worker)).sort_stats("cumulative").print_stats(PROFILE_LINES)
     print(json.dumps(report(result, args)))
     return 0
 
