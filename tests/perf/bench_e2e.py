@@ -53,7 +53,7 @@ import sqlalchemy as sa
 from tests.perf.bench_realtime import Clients, RedisFloor, percentile, raise_fd_limit
 from tests.support import processes
 from tests.support.databases import bench_database
-from tests.support.ingest_load import LoadResult, drive_in_process
+from tests.support.ingest_load import drive_in_process
 from tests.support.smtp import stamped_arrivals
 from tests.support.waiting import free_port
 
@@ -254,11 +254,6 @@ def stats(values: list[float], expected: int) -> dict:
     }
 
 
-async def run_load(timeout: float, **kwargs) -> LoadResult:
-    """Run the load generator in its process without blocking the sockets' event loop."""
-    return await asyncio.to_thread(drive_in_process, timeout, **kwargs)
-
-
 async def wait_for_backlog(stack: Stack, db_url: str, stall: float) -> float:
     """Wait until every e-mail so far is sent; return how long it took.
 
@@ -300,7 +295,7 @@ async def measure(stack: Stack, app, users: dict[int, str], key: str, db_url: st
         common = dict(ports=ports, key=key, type_=TYPE, recipients=order)
 
         burst_started = time.perf_counter()
-        burst = await run_load(
+        burst = await drive_in_process(
             args.burst_seconds + 120, **common, prefix=BURST_PREFIX, seconds=args.burst_seconds,
             connections=args.connections, max_requests=BURST_MAX_REQUESTS, first_seq=BURST_FIRST_SEQ,
         )  # fmt: skip
@@ -314,7 +309,7 @@ async def measure(stack: Stack, app, users: dict[int, str], key: str, db_url: st
         floor.start()
         load_avg = os.getloadavg()[0]
         cpu_before, paced_started = cpu_snapshot(stack.pids(), db_url), time.perf_counter()
-        paced = await run_load(
+        paced = await drive_in_process(
             args.seconds + 150, **common, prefix=PACED_PREFIX, seconds=args.seconds,
             connections=args.connections, max_requests=int(rate * args.seconds) + 1, rate=rate,
         )  # fmt: skip
@@ -384,6 +379,14 @@ async def measure(stack: Stack, app, users: dict[int, str], key: str, db_url: st
         "duplicates": duplicates,
         "failed_sends": sum(outcome != "sent" for _, _, outcome in attempts.values()),
     }
+
+
+async def measure_until_stopped(*measure_args) -> dict:
+    """measure(), cancelled by Ctrl-C or SIGTERM so that its finally blocks close the sockets and the load generator."""
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, task.cancel)
+    return await measure(*measure_args)
 
 
 def report(result: dict, args) -> dict:
@@ -483,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if min(args.sockets, args.workers) < 1 or args.seconds <= 0 or args.burst_seconds <= 0:
         parser.error("--sockets, --workers, --seconds and --burst-seconds must be positive")
-    # SIGTERM ends the run like Ctrl-C does: through the finally blocks that stop every process.
+    # SIGTERM ends the set-up like Ctrl-C does (KeyboardInterrupt); the finally blocks stop every process.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     raise_fd_limit()
     with bench_database(DB_NAME, REDIS_DB) as db_url, tempfile.TemporaryDirectory(prefix="hato-bench-e2e-") as tmp:
@@ -494,7 +497,10 @@ def main(argv: list[str] | None = None) -> int:
         stack = Stack(env, Path(tmp), args.sockets // 2 + SOCKET_HEADROOM, args.workers, args.profile_worker)
         try:
             stack.start()
-            result = asyncio.run(measure(stack, app, users, key, db_url, args))
+            result = asyncio.run(measure_until_stopped(stack, app, users, key, db_url, args))
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            print("bench_e2e: interrupted; stopping every process", file=sys.stderr)
+            return 130
         except BaseException:
             print(f"bench_e2e: failed; process logs: {tmp}", file=sys.stderr)
             for log in sorted(Path(tmp).glob("*.log")):

@@ -11,6 +11,7 @@ CLOCK_MONOTONIC on Linux, and time.time) compare across processes on one machine
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import itertools
 import json
@@ -155,18 +156,29 @@ def _child(out, kwargs: dict) -> None:
     out.put(drive(**kwargs))
 
 
-def drive_in_process(timeout: float, **kwargs) -> LoadResult:
-    """Run drive(**kwargs) in a spawned process; wait at most timeout seconds for its result."""
+async def drive_in_process(timeout: float, **kwargs) -> LoadResult:
+    """Run drive(**kwargs) in a spawned process without blocking the event loop; at most timeout seconds.
+
+    Cancelling (Ctrl-C, SIGTERM) or timing out kills the process at once.
+    """
     spawn = multiprocessing.get_context("spawn")
     out = spawn.Queue()
     proc = spawn.Process(target=_child, args=(out, kwargs), daemon=True)
     proc.start()
+    deadline = time.monotonic() + timeout
     try:
-        return out.get(timeout=timeout)
-    except queue.Empty:
-        raise RuntimeError(f"the load generator gave no result within {timeout:.0f} s") from None
+        while True:
+            try:
+                return out.get_nowait()  # before join: the child exits only once its result is read
+            except queue.Empty:
+                pass
+            if not proc.is_alive() and out.empty():
+                raise RuntimeError(f"the load generator exited with {proc.exitcode} and no result")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the load generator gave no result within {timeout:.0f} s")
+            await asyncio.sleep(0.1)
     finally:
-        proc.join(5)
+        proc.join(2)
         if proc.is_alive():
             proc.kill()
             proc.join(5)
