@@ -7,7 +7,8 @@ servers of DATABASE_URL / REDIS_URL; BENCH_E2E_DB / BENCH_E2E_REDIS_DB choose ot
 processes (gunicorn with the production config app.realtime.gunicorn_conf, one gthread worker each,
 on two ports), one RQ worker (`flask worker`; --workers for more), the sweeper (`flask sweep`) and
 the recording SMTP sink (tests/support/smtp.py, in its own process, stamping each message on
-receipt). Production settings throughout, except the API rate limit, which is lifted.
+receipt). Production settings throughout, except the API rate limit, which is lifted, and database
+pools of 8 (+4 overflow) per process so that the run fits a shared server's max_connections.
 
 Phases: set up (users, signed session cookies, an API key); open --sockets signed-in websockets,
 half on each web process; "burst": closed-loop ingest from --connections keep-alive connections for
@@ -67,6 +68,7 @@ BURST_MAX_REQUESTS = 20_000
 # Waiting for e-mails ends when nothing new arrived for --drain-seconds (a stall), and in any case after this.
 DRAIN_CAP = 300.0
 SOCKET_HEADROOM = 64
+WEB_DB_POOL, WEB_DB_OVERFLOW = 8, 4  # PostgreSQL connections per process (pooled, and beyond the pool)
 PROFILE_LINES = 30
 DELIVERY_ID = re.compile(r"<delivery-(\d+)@")
 
@@ -118,6 +120,7 @@ class Stack:
                 raise RuntimeError(f"{name} exited with {proc.returncode}; logs in {self.workdir}")
 
     def stop(self) -> None:
+        """Stop every process started so far (SIGTERM to its group, then SIGKILL)."""
         for web in getattr(self, "webs", []):
             web.stop(timeout=10)
         for proc in getattr(self, "procs", {}).values():
@@ -134,6 +137,10 @@ def stack_env(db_url: str, redis_url: str) -> dict:
         API_RATE_LIMIT="100000000 per minute",
         EMAIL_PROVIDER="smtp",
         PYTHONUNBUFFERED="1",
+        # Enough for the load generator's connections (half reach each web process) while staying well
+        # inside a shared server's max_connections (100 by default) beside other users of it.
+        DB_POOL_SIZE=str(WEB_DB_POOL),
+        DB_MAX_OVERFLOW=str(WEB_DB_OVERFLOW),
     )
 
 
