@@ -17,6 +17,7 @@ import itertools
 import json
 import multiprocessing
 import queue
+import signal
 import threading
 import time
 import uuid
@@ -153,6 +154,7 @@ def _failed(result: LoadResult, lock: threading.Lock, what: str) -> None:
 
 
 def _child(out, kwargs: dict) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the parent's to handle: it kills us
     out.put(drive(**kwargs))
 
 
