@@ -32,9 +32,13 @@ def flask_args(*command: str) -> list[str]:
     return ["-m", "flask", "--app", "wsgi", *command]
 
 
-def start_sink(port: int, log: Path, out: Path) -> subprocess.Popen:
-    """Start the recording SMTP sink in its own process and wait until it accepts connections."""
-    proc = spawn(["-m", "tests.support.smtp", "--port", str(port), "--log", str(log)], dict(os.environ), out)
+def start_sink(port: int, log: Path, out: Path, stamp: bool = False) -> subprocess.Popen:
+    """Start the recording SMTP sink in its own process and wait until it accepts connections.
+
+    With stamp, each log line starts with the receipt time (read them with smtp.stamped_arrivals).
+    """
+    argv = ["-m", "tests.support.smtp", "--port", str(port), "--log", str(log)] + (["--stamp"] if stamp else [])
+    proc = spawn(argv, dict(os.environ), out)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         try:

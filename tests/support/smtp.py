@@ -4,6 +4,8 @@ In-process: the `smtp_sink` fixture, or `SmtpSink(port)`, starts a Controller th
 port and keeps every message.
 As a process: `python -m tests.support.smtp --port P --log FILE` appends one Message-ID per line to
 FILE (flushed per message), so a test or benchmark can count arrivals and duplicates from outside.
+With `--stamp` each line starts with the time.time() of receipt and a space (`stamped_arrivals` reads
+them), so a benchmark can time a message from the API's 202 to its arrival.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class RecordingHandler:
     messages: list[Received] = field(default_factory=list)
     reject: dict[str, str] = field(default_factory=dict)
     log_path: str | None = None
+    stamp: bool = False  # log lines start with the receipt time (time.time())
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
@@ -54,9 +57,10 @@ class RecordingHandler:
     async def handle_DATA(self, server, session, envelope):
         raw = envelope.original_content or envelope.content
         if self.log_path:
+            received = time.time()
             message_id = _message_id(raw)
             with open(self.log_path, "a", encoding="utf-8") as log:
-                log.write(message_id + "\n")
+                log.write(f"{received:.6f} {message_id}\n" if self.stamp else message_id + "\n")
         else:
             with self.lock:
                 self.messages.append(Received(envelope.mail_from, list(envelope.rcpt_tos), raw))
@@ -70,6 +74,17 @@ def _message_id(raw: bytes) -> str:
         if line[:11].lower() == b"message-id:":
             return line[11:].strip().decode("ascii", "replace")
     return "<none>"
+
+
+def stamped_arrivals(log_path) -> list[tuple[float, str]]:
+    """Every (receipt time, Message-ID) a `--stamp` sink logged, in arrival order (with duplicates)."""
+    try:
+        with open(log_path, encoding="utf-8") as log:
+            text = log.read()
+    except FileNotFoundError:
+        return []
+    lines = text.split("\n")[:-1]  # the last piece is empty, or a line still being written
+    return [(float(stamp), message_id) for stamp, _, message_id in (line.partition(" ") for line in lines)]
 
 
 class SmtpSink:
@@ -110,8 +125,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--log", required=True)
+    parser.add_argument("--stamp", action="store_true", help="start each line with the receipt time")
     args = parser.parse_args()
-    sink = SmtpSink(args.port, RecordingHandler(log_path=args.log)).start()
+    sink = SmtpSink(args.port, RecordingHandler(log_path=args.log, stamp=args.stamp)).start()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
