@@ -108,8 +108,8 @@ def test_keyset_pages_never_repeat_or_skip(client, operator, ledger):
     extra = [NotificationFactory(user_id=UserFactory().id, type="comment").id for _ in range(56)]
     db.session.execute(
         sa.text(
-            "INSERT INTO notification_deliveries (notification_id, channel) "
-            "SELECT unnest(CAST(:ids AS bigint[])), 'push'"
+            "INSERT INTO notification_deliveries (notification_id, user_id, channel) "
+            "SELECT id, user_id, 'push' FROM notifications WHERE id = ANY(CAST(:ids AS bigint[]))"
         ),
         {"ids": extra},
     )
