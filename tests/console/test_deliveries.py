@@ -49,12 +49,15 @@ def ledger():
         [
             DeliveryAttempt(
                 delivery_id=rows["ada_email"].id,
+                user_id=ada.id,
                 provider="smtp",
                 duration_ms=5003,
                 outcome="transient",
                 error="timeout: timed out",
             ),
-            DeliveryAttempt(delivery_id=rows["ada_email"].id, provider="smtp", duration_ms=42, outcome="sent"),
+            DeliveryAttempt(
+                delivery_id=rows["ada_email"].id, user_id=ada.id, provider="smtp", duration_ms=42, outcome="sent"
+            ),
         ]
     )
     db.session.flush()
