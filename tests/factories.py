@@ -75,6 +75,12 @@ class DeliveryFactory(_Base):
         model = NotificationDelivery
 
     channel = "email"
+    # The notification's recipient, as every INSERT into the ledger sets it (0016).
+    user_id = factory.LazyAttribute(
+        lambda o: db.session.execute(
+            db.text("SELECT user_id FROM notifications WHERE id = :id"), {"id": o.notification_id}
+        ).scalar_one()
+    )
 
 
 TEST_PASSWORD = "correct horse battery"

@@ -28,7 +28,9 @@ def _tables(url: str) -> set[str]:
 
 
 def test_upgrade_downgrade_upgrade(database_url):
-    url = urlsplit(database_url)._replace(path="/hato_migrations_test").geturl()
+    # A scratch database named after the test database, so parallel checkouts never share one.
+    parts = urlsplit(database_url)
+    url = parts._replace(path=parts.path + "_migrations").geturl()
     recreate_database(url)
     scratch = create_app(dict(TEST_CONFIG, SQLALCHEMY_DATABASE_URI=sqlalchemy_url(url)))
     with scratch.app_context():
@@ -39,3 +41,30 @@ def test_upgrade_downgrade_upgrade(database_url):
         upgrade()
         assert _tables(url) == set(db.metadata.tables)
         db.engine.dispose()
+
+
+def _keys(inspector: sa.Inspector, table: str) -> tuple:
+    fks = {
+        (tuple(fk["constrained_columns"]), fk["referred_table"], tuple(fk["referred_columns"]))
+        for fk in inspector.get_foreign_keys(table)
+    }
+    uniques = {tuple(u["column_names"]) for u in inspector.get_unique_constraints(table)}
+    return tuple(inspector.get_pk_constraint(table)["constrained_columns"]), uniques, fks
+
+
+def _model_keys(table: sa.Table) -> tuple:
+    fks = {
+        (tuple(c.name for c in fk.columns), fk.referred_table.name, tuple(e.column.name for e in fk.elements))
+        for fk in table.foreign_key_constraints
+    }
+    uniques = {tuple(c.name for c in u.columns) for u in table.constraints if isinstance(u, sa.UniqueConstraint)}
+    uniques |= {(c.name,) for c in table.columns if c.unique}
+    return tuple(c.name for c in table.primary_key.columns), uniques, fks
+
+
+def test_models_and_migrations_agree_on_keys(app):
+    """Primary keys, unique constraints and foreign keys of the migrated database are the models' own."""
+    with app.app_context():
+        inspector = sa.inspect(db.engine)
+        for name, table in db.metadata.tables.items():
+            assert _keys(inspector, name) == _model_keys(table), name

@@ -55,7 +55,9 @@ def test_unread_index_predicate_is_read_at_is_null():
     "name, definition",
     [
         ("notifications_dedupe", "UNIQUE (user_id, dedupe_key)"),
-        ("notification_deliveries_once", "UNIQUE (notification_id, channel)"),
+        # user_id in every key of a per-user table (0016, tests/test_distribution.py)
+        ("notification_deliveries_once", "UNIQUE (notification_id, user_id, channel)"),
+        ("notifications_pkey", "PRIMARY KEY (id, user_id)"),
         ("announcement_reads_pkey", "PRIMARY KEY (user_id, announcement_id)"),
         ("notification_preferences_pkey", "PRIMARY KEY (user_id, type, channel)"),
         (
@@ -69,7 +71,7 @@ def test_unread_index_predicate_is_read_at_is_null():
         ),
         (
             "fk_notification_deliveries_notification_id_notifications",
-            "FOREIGN KEY (notification_id) REFERENCES notifications(id) ON DELETE CASCADE",
+            "FOREIGN KEY (notification_id, user_id) REFERENCES notifications(id, user_id) ON DELETE CASCADE",
         ),
         ("fk_notifications_type_notification_types", "FOREIGN KEY (type) REFERENCES notification_types(type)"),
         (

@@ -47,9 +47,9 @@ WITH d AS (
       last_error = :error, error_kind = :error_kind,
       rendered_subject = COALESCE(:subject, rendered_subject), rendered_body = COALESCE(:body, rendered_body)
   WHERE id = :id AND status = 'sending' AND locked_until = :lease
-  RETURNING id)
-INSERT INTO delivery_attempts (delivery_id, provider, started_at, duration_ms, outcome, error)
-SELECT id, :provider, :started_at, :duration_ms, :outcome, :error FROM d
+  RETURNING id, user_id)
+INSERT INTO delivery_attempts (delivery_id, user_id, provider, started_at, duration_ms, outcome, error)
+SELECT id, user_id, :provider, :started_at, :duration_ms, :outcome, :error FROM d
 """
 )
 
@@ -57,8 +57,8 @@ SELECT id, :provider, :started_at, :duration_ms, :outcome, :error FROM d
 # used only while some endpoint wants them (the record stays one atomic statement on the send ledger).
 RECORD_EMIT_SQL = sa.text(
     RECORD_SQL.text.replace(
-        "  RETURNING id)\n",
-        "  RETURNING id, notification_id, channel, status, attempts, provider, error_kind),\na AS (\n",
+        "  RETURNING id, user_id)\n",
+        "  RETURNING id, user_id, notification_id, channel, status, attempts, provider, error_kind),\na AS (\n",
         1,
     )
     + ")\n"
@@ -89,9 +89,9 @@ WITH d AS (
   SET status = 'pending', next_attempt_at = v.until, locked_until = NULL, updated_at = now(), held_since = NULL
   FROM unnest(CAST(:ids AS bigint[]), CAST(:untils AS timestamptz[])) AS v(id, until)
   WHERE d.id = v.id AND d.status = 'sending' AND d.locked_until = :lease
-  RETURNING d.id, v.until)
-INSERT INTO delivery_attempts (delivery_id, provider, duration_ms, outcome, error)
-SELECT id, :provider, 0, 'deferred',
+  RETURNING d.id, d.user_id, v.until)
+INSERT INTO delivery_attempts (delivery_id, user_id, provider, duration_ms, outcome, error)
+SELECT id, user_id, :provider, 0, 'deferred',
        'quiet hours until ' || to_char(until AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"')
 FROM d
 """
@@ -121,9 +121,9 @@ WITH d AS (
   WHERE id IN (SELECT id FROM notification_deliveries
                WHERE status = 'sending' AND locked_until < now()
                ORDER BY locked_until LIMIT :limit FOR UPDATE SKIP LOCKED)
-  RETURNING id, COALESCE(provider, channel) AS provider, last_error)
-INSERT INTO delivery_attempts (delivery_id, provider, duration_ms, outcome, error)
-SELECT id, provider, 0, 'transient', last_error FROM d
+  RETURNING id, user_id, COALESCE(provider, channel) AS provider, last_error)
+INSERT INTO delivery_attempts (delivery_id, user_id, provider, duration_ms, outcome, error)
+SELECT id, user_id, provider, 0, 'transient', last_error FROM d
 RETURNING delivery_id
 """
 )
@@ -157,9 +157,9 @@ WITH d AS (
                WHERE status = 'pending' AND held_since IS NOT NULL
                  AND held_since < now() - make_interval(secs => :max_age)
                ORDER BY held_since LIMIT :limit FOR UPDATE SKIP LOCKED)
-  RETURNING id, COALESCE(provider, channel) AS provider, last_error)
-INSERT INTO delivery_attempts (delivery_id, provider, duration_ms, outcome, error)
-SELECT id, provider, 0, 'expired', last_error FROM d
+  RETURNING id, user_id, COALESCE(provider, channel) AS provider, last_error)
+INSERT INTO delivery_attempts (delivery_id, user_id, provider, duration_ms, outcome, error)
+SELECT id, user_id, provider, 0, 'expired', last_error FROM d
 RETURNING delivery_id
 """
 )

@@ -29,10 +29,9 @@ from app.webhooks import service as webhooks
 
 DELIVERIES_SQL = sa.text(
     """
-SELECT btrim(d.provider_message_id, '<>') AS message_id, d.id, n.user_id, u.email
+SELECT btrim(d.provider_message_id, '<>') AS message_id, d.id, d.user_id, u.email
 FROM notification_deliveries d
-JOIN notifications n ON n.id = d.notification_id
-JOIN users u ON u.id = n.user_id
+JOIN users u ON u.id = d.user_id
 WHERE btrim(d.provider_message_id, '<>') = ANY(CAST(:message_ids AS text[]))
   AND d.provider_message_id IS NOT NULL AND d.channel = 'email'
 ORDER BY d.id
@@ -41,13 +40,13 @@ ORDER BY d.id
 
 INSERT_SQL = sa.text(
     """
-INSERT INTO provider_events (delivery_id, provider, provider_event_id, event, message_id, detail, occurred_at)
-SELECT v.delivery_id, v.provider, v.event_id, v.event, v.message_id, v.detail, v.occurred_at
-FROM unnest(CAST(:delivery_ids AS bigint[]), CAST(:providers AS text[]), CAST(:event_ids AS text[]),
-            CAST(:events AS text[]), CAST(:message_ids AS text[]), CAST(:details AS jsonb[]),
-            CAST(:occurred AS timestamptz[]))
-     AS v(delivery_id, provider, event_id, event, message_id, detail, occurred_at)
-ON CONFLICT (provider, provider_event_id) DO NOTHING
+INSERT INTO provider_events (delivery_id, user_id, provider, provider_event_id, event, message_id, detail, occurred_at)
+SELECT v.delivery_id, coalesce(v.user_id, 0), v.provider, v.event_id, v.event, v.message_id, v.detail, v.occurred_at
+FROM unnest(CAST(:delivery_ids AS bigint[]), CAST(:user_ids AS bigint[]), CAST(:providers AS text[]),
+            CAST(:event_ids AS text[]), CAST(:events AS text[]), CAST(:message_ids AS text[]),
+            CAST(:details AS jsonb[]), CAST(:occurred AS timestamptz[]))
+     AS v(delivery_id, user_id, provider, event_id, event, message_id, detail, occurred_at)
+ON CONFLICT (provider, provider_event_id, user_id) DO NOTHING
 RETURNING provider_event_id
 """
 )
@@ -126,6 +125,7 @@ def record(events: list[ProviderEventIn]) -> dict:
     matched = [(event, _match(event, found)) for event in events]
     params = {
         "delivery_ids": [m.delivery_id if m else None for _, m in matched],
+        "user_ids": [m.user_id if m else None for _, m in matched],
         "providers": [event.provider for event, _ in matched],
         "event_ids": [event.event_id for event, _ in matched],
         "events": [event.event for event, _ in matched],

@@ -20,11 +20,14 @@ class NotificationEvent(db.Model):
     __table_args__ = (
         sa.UniqueConstraint("user_id", "dedupe_key", name="notification_events_dedupe"),
         sa.Index("notification_events_notification_idx", "notification_id", "actor_id"),
+        sa.ForeignKeyConstraint(
+            ["notification_id", "user_id"], ["notifications.id", "notifications.user_id"], ondelete="CASCADE"
+        ),
     )
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
-    notification_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("notifications.id", ondelete="CASCADE"))
-    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    notification_id: Mapped[int] = mapped_column(sa.BigInteger)
     dedupe_key: Mapped[str] = mapped_column(sa.Text)
     actor_id: Mapped[str | None] = mapped_column(sa.Text)
     actor_name: Mapped[str | None] = mapped_column(sa.Text)

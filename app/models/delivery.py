@@ -27,12 +27,16 @@ class DeliveryAttempt(db.Model):
         sa.CheckConstraint(f"outcome IN {ATTEMPT_OUTCOMES!r}", name="delivery_attempts_outcome"),
         sa.Index("delivery_attempts_delivery_idx", "delivery_id", "started_at"),
         sa.Index("delivery_attempts_started_idx", "started_at"),
+        sa.ForeignKeyConstraint(
+            ["delivery_id", "user_id"],
+            ["notification_deliveries.id", "notification_deliveries.user_id"],
+            ondelete="CASCADE",
+        ),
     )
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
-    delivery_id: Mapped[int] = mapped_column(
-        sa.BigInteger, sa.ForeignKey("notification_deliveries.id", ondelete="CASCADE")
-    )
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True)  # the delivery's, for its shard (0016)
+    delivery_id: Mapped[int] = mapped_column(sa.BigInteger)
     provider: Mapped[str] = mapped_column(sa.Text)
     started_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
     duration_ms: Mapped[int] = mapped_column(sa.Integer, server_default="0")
@@ -45,7 +49,13 @@ class ProviderEvent(db.Model):
 
     __tablename__ = "provider_events"
     __table_args__ = (
-        sa.UniqueConstraint("provider", "provider_event_id", name="provider_events_once"),
+        # user_id too, for the shard; a resent event matches the same delivery, so it is still stored once.
+        sa.UniqueConstraint("provider", "provider_event_id", "user_id", name="provider_events_once"),
+        sa.ForeignKeyConstraint(
+            ["delivery_id", "user_id"],
+            ["notification_deliveries.id", "notification_deliveries.user_id"],
+            ondelete="CASCADE",
+        ),
         sa.CheckConstraint(f"event IN {PROVIDER_EVENTS!r}", name="provider_events_event"),
         sa.Index(
             "provider_events_delivery_idx",
@@ -58,9 +68,9 @@ class ProviderEvent(db.Model):
     )
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
-    delivery_id: Mapped[int | None] = mapped_column(
-        sa.BigInteger, sa.ForeignKey("notification_deliveries.id", ondelete="CASCADE")
-    )
+    # The matched delivery's user; 0 (no user has it) while no delivery matched (0016, docs/scaling.md).
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True)
+    delivery_id: Mapped[int | None] = mapped_column(sa.BigInteger)
     provider: Mapped[str] = mapped_column(sa.Text)
     provider_event_id: Mapped[str] = mapped_column(sa.Text)
     event: Mapped[str] = mapped_column(sa.Text)
@@ -74,12 +84,17 @@ class DeliveryCapUse(db.Model):
     """A frequency-cap slot: one admitted e-mail/push of a capped type, counted per (user, type, channel)."""
 
     __tablename__ = "delivery_cap_uses"
-    __table_args__ = (sa.Index("delivery_cap_uses_window_idx", "user_id", "type", "channel", "used_at"),)
-
-    delivery_id: Mapped[int] = mapped_column(
-        sa.BigInteger, sa.ForeignKey("notification_deliveries.id", ondelete="CASCADE"), primary_key=True
+    __table_args__ = (
+        sa.Index("delivery_cap_uses_window_idx", "user_id", "type", "channel", "used_at"),
+        sa.ForeignKeyConstraint(
+            ["delivery_id", "user_id"],
+            ["notification_deliveries.id", "notification_deliveries.user_id"],
+            ondelete="CASCADE",
+        ),
     )
-    user_id: Mapped[int] = mapped_column(sa.BigInteger)
+
+    delivery_id: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True)
     type: Mapped[str] = mapped_column(sa.Text)
     channel: Mapped[str] = mapped_column(sa.Text)
     used_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())

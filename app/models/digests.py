@@ -46,7 +46,7 @@ class DigestRun(db.Model):
     )
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
-    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
     kind: Mapped[str] = mapped_column(sa.Text)
     period_start: Mapped[datetime] = mapped_column(_tz)
     status: Mapped[str] = mapped_column(sa.Text, server_default="pending")

@@ -90,7 +90,8 @@ class Notification(db.Model):
     )
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
-    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"))
+    # In the key (id, user_id): the distribution column (0016, docs/scaling.md); id leads for lookups by id.
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
     type: Mapped[str] = mapped_column(sa.Text, sa.ForeignKey("notification_types.type"))
     title: Mapped[str] = mapped_column(sa.Text)
     body: Mapped[str] = mapped_column(sa.Text)
@@ -134,7 +135,8 @@ class ScheduledNotification(db.Model):
     )
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
-    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"))
+    # In the key (id, user_id): the distribution column (0016, docs/scaling.md); id leads for lookups by id.
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
     type: Mapped[str] = mapped_column(sa.Text, sa.ForeignKey("notification_types.type"))
     title: Mapped[str] = mapped_column(sa.Text)
     body: Mapped[str] = mapped_column(sa.Text)
@@ -218,7 +220,14 @@ class NotificationDelivery(db.Model):
 
     __tablename__ = "notification_deliveries"
     __table_args__ = (
-        sa.UniqueConstraint("notification_id", "channel", name="notification_deliveries_once"),
+        sa.UniqueConstraint("notification_id", "user_id", "channel", name="notification_deliveries_once"),
+        sa.ForeignKeyConstraint(
+            ["notification_id", "user_id"], ["notifications.id", "notifications.user_id"], ondelete="CASCADE"
+        ),
+        # Deleting a digest run clears only digest_id (clearing the whole key would clear user_id too).
+        sa.ForeignKeyConstraint(
+            ["digest_id", "user_id"], ["digest_runs.id", "digest_runs.user_id"], ondelete="SET NULL (digest_id)"
+        ),
         sa.CheckConstraint(f"channel IN {DELIVERY_CHANNELS!r}", name="notification_deliveries_channel"),
         sa.CheckConstraint(f"status IN {DELIVERY_STATUSES!r}", name="notification_deliveries_status"),
         sa.CheckConstraint(
@@ -251,7 +260,9 @@ class NotificationDelivery(db.Model):
     )
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
-    notification_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("notifications.id", ondelete="CASCADE"))
+    # The notification's recipient, copied so the row lives on its user's shard (0016).
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True)
+    notification_id: Mapped[int] = mapped_column(sa.BigInteger)
     channel: Mapped[str] = mapped_column(sa.Text)
     status: Mapped[str] = mapped_column(sa.Text, server_default="pending")
     sent_at: Mapped[datetime | None] = mapped_column(_tz)
@@ -268,7 +279,7 @@ class NotificationDelivery(db.Model):
     # An escalation waits until next_attempt_at and is sent only if the notification is still unread/unseen.
     escalation: Mapped[str | None] = mapped_column(sa.Text)
     # Skipped with reason 'digested': the digest run that took it (NULL while it waits for one).
-    digest_id: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("digest_runs.id", ondelete="SET NULL"))
+    digest_id: Mapped[int | None] = mapped_column(sa.BigInteger)
     # The strongest thing the provider reported after the send (delivered < bounced < complained), and when.
     provider_status: Mapped[str | None] = mapped_column(sa.Text)
     provider_status_at: Mapped[datetime | None] = mapped_column(_tz)

@@ -109,8 +109,9 @@ inserted AS (
 ),
 deliveries AS (
   -- e-mail/push wait for the window's end (then the escalation delay, if any); the sweeper enqueues them
-  INSERT INTO notification_deliveries (notification_id, channel, status, skip_reason, next_attempt_at, escalation)
-  SELECT i.id, c.channel, CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'skipped' END, s.reason,
+  INSERT INTO notification_deliveries (notification_id, user_id, channel, status, skip_reason, next_attempt_at,
+                                       escalation)
+  SELECT i.id, i.user_id, c.channel, CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'skipped' END, s.reason,
          i.window_ends_at + make_interval(secs => coalesce(t.escalate_after, 0)),
          CASE WHEN t.escalate_after IS NOT NULL THEN t.escalate_unless END
   FROM inserted i

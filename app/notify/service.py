@@ -87,8 +87,9 @@ deliveries AS (
   -- A channel that is on but has nowhere to go is recorded as skipped, so the ledger says why.
   -- An escalating type's rows wait escalate_after seconds and `escalation` says what cancels them;
   -- the sweeper enqueues them when due (TAKE_DUE_SQL), so nothing enqueues them now.
-  INSERT INTO notification_deliveries (notification_id, channel, status, skip_reason, next_attempt_at, escalation)
-  SELECT i.id, c.channel, CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'skipped' END, s.reason,
+  INSERT INTO notification_deliveries (notification_id, user_id, channel, status, skip_reason, next_attempt_at,
+                                       escalation)
+  SELECT i.id, i.user_id, c.channel, CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'skipped' END, s.reason,
          now() + make_interval(secs => coalesce(et.escalate_after, 0)),
          CASE WHEN et.escalate_after IS NOT NULL THEN et.escalate_unless END
   FROM inserted i

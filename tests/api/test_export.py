@@ -48,8 +48,9 @@ def add_notifications(user, count: int, with_deliveries: bool = True) -> None:
     if with_deliveries:
         db.session.execute(
             sa.text(
-                """INSERT INTO notification_deliveries (notification_id, channel, status, attempts, provider, sent_at)
-                   SELECT id, 'email', 'sent', 1, 'smtp', created_at FROM notifications WHERE user_id = :u"""
+                """INSERT INTO notification_deliveries (notification_id, user_id, channel, status, attempts, provider,
+                                                      sent_at)
+                   SELECT id, user_id, 'email', 'sent', 1, 'smtp', created_at FROM notifications WHERE user_id = :u"""
             ),
             {"u": user.id},
         )

@@ -28,7 +28,7 @@ def _rows(campaign_id: int) -> list:
                 "SELECT n.id, n.user_id, n.in_app, n.read_at IS NOT NULL AS born_read, n.dedupe_key, "
                 "array_remove(array_agg(d.channel || ':' || d.status ORDER BY d.channel), NULL) AS deliveries "
                 "FROM notifications n LEFT JOIN notification_deliveries d ON d.notification_id = n.id "
-                "WHERE n.campaign_id = :id GROUP BY n.id ORDER BY n.user_id"
+                "WHERE n.campaign_id = :id GROUP BY n.id, n.user_id ORDER BY n.user_id"
             ),
             {"id": campaign_id},
         )
@@ -295,7 +295,7 @@ def test_the_fanout_writes_exactly_the_rows_the_ingest_writes(make_users, launch
         array_remove(array_agg(d.channel || ':' || d.status || ':' || coalesce(d.skip_reason, '')
                                ORDER BY d.channel), NULL)
         FROM notifications n LEFT JOIN notification_deliveries d ON d.notification_id = n.id
-        WHERE n.dedupe_key = :key GROUP BY n.id ORDER BY n.user_id""")
+        WHERE n.dedupe_key = :key GROUP BY n.id, n.user_id ORDER BY n.user_id""")
     ingest = db.session.execute(shape, {"key": "ingest:1"}).all()
     assert db.session.execute(shape, {"key": f"campaign:{campaign_id}"}).all() == ingest
     assert len({(row[1], row[2], tuple(row[3])) for row in ingest}) >= (2 if mandatory else 5)  # cases differ

@@ -34,8 +34,8 @@ SEED_SQL = [
        SELECT u.id, 'follow', 'Someone followed you ' || g, 'Body', 'chaos:' || u.id || ':' || g,
               now() - interval '2 days'
        FROM users u CROSS JOIN generate_series(1, 3) g""",
-    """INSERT INTO notification_deliveries (notification_id, channel, status, skip_reason)
-       SELECT id, 'email', 'skipped', 'digested' FROM notifications""",
+    """INSERT INTO notification_deliveries (notification_id, user_id, channel, status, skip_reason)
+       SELECT id, user_id, 'email', 'skipped', 'digested' FROM notifications""",
 ]
 
 

@@ -49,12 +49,15 @@ def ledger():
         [
             DeliveryAttempt(
                 delivery_id=rows["ada_email"].id,
+                user_id=ada.id,
                 provider="smtp",
                 duration_ms=5003,
                 outcome="transient",
                 error="timeout: timed out",
             ),
-            DeliveryAttempt(delivery_id=rows["ada_email"].id, provider="smtp", duration_ms=42, outcome="sent"),
+            DeliveryAttempt(
+                delivery_id=rows["ada_email"].id, user_id=ada.id, provider="smtp", duration_ms=42, outcome="sent"
+            ),
         ]
     )
     db.session.flush()
@@ -108,8 +111,8 @@ def test_keyset_pages_never_repeat_or_skip(client, operator, ledger):
     extra = [NotificationFactory(user_id=UserFactory().id, type="comment").id for _ in range(56)]
     db.session.execute(
         sa.text(
-            "INSERT INTO notification_deliveries (notification_id, channel) "
-            "SELECT unnest(CAST(:ids AS bigint[])), 'push'"
+            "INSERT INTO notification_deliveries (notification_id, user_id, channel) "
+            "SELECT id, user_id, 'push' FROM notifications WHERE id = ANY(CAST(:ids AS bigint[]))"
         ),
         {"ids": extra},
     )

@@ -55,7 +55,7 @@ def _rows(page: str) -> list[int]:
 
 def _status(delivery) -> str:
     db.session.expire_all()
-    return db.session.get(NotificationDelivery, delivery.id).status
+    return db.session.get(NotificationDelivery, (delivery.id, delivery.user_id)).status
 
 
 def test_the_dlq_lists_failed_rows_and_filters_them(client, operator, dlq):

@@ -47,7 +47,7 @@ def failed(promo):
 
 def _state(delivery) -> tuple:
     db.session.expire_all()
-    row = db.session.get(NotificationDelivery, delivery.id)
+    row = db.session.get(NotificationDelivery, (delivery.id, delivery.user_id))
     return row.status, row.attempts, row.error_kind, row.skip_reason
 
 
@@ -63,7 +63,9 @@ def test_replay_one_resets_the_row_and_keeps_its_priority(failed, operator):
 
     assert (replayed.queue, replayed.channel) == ("high", "email")
     assert _state(interactive) == ("pending", 0, None, None)
-    assert db.session.get(NotificationDelivery, interactive.id).last_error == "connection refused"  # history stays
+    assert (
+        db.session.get(NotificationDelivery, (interactive.id, interactive.user_id)).last_error == "connection refused"
+    )  # history stays
     with pytest.raises(Refused, match="not in the dead-letter queue"):
         ledger_service.replay_one(operator, interactive.id)
     assert _actions() == ["dlq.replay"]

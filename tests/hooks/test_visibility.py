@@ -15,10 +15,10 @@ def test_the_timeline_shows_the_tries_then_what_the_provider_reported(client, lo
     delivery = sent()
     db.session.execute(
         sa.text(
-            "INSERT INTO delivery_attempts (delivery_id, provider, started_at, duration_ms, outcome) "
-            "VALUES (:id, 'smtp', now() - interval '1 minute', 42, 'sent')"
+            "INSERT INTO delivery_attempts (delivery_id, user_id, provider, started_at, duration_ms, outcome) "
+            "VALUES (:id, :user_id, 'smtp', now() - interval '1 minute', 42, 'sent')"
         ),
-        {"id": delivery.id},
+        {"id": delivery.id, "user_id": delivery.user_id},
     )
     body = mailgun_body(delivery.provider_message_id, event="failed", severity="permanent", reason="bounce")
     assert client.post("/hooks/providers/mailgun", data=body, content_type="application/json").status_code == 200

@@ -46,8 +46,8 @@ SEED_SQL = [
        SELECT u.id, 'like', 'Someone liked your post ' || g, 'Body ' || g, 'b:' || u.id || ':' || g,
               '/posts/' || g, :created
        FROM users u CROSS JOIN generate_series(1, :per_user) g""",
-    """INSERT INTO notification_deliveries (notification_id, channel, status, skip_reason)
-       SELECT id, 'email', 'skipped', 'digested' FROM notifications ORDER BY id""",
+    """INSERT INTO notification_deliveries (notification_id, user_id, channel, status, skip_reason)
+       SELECT id, user_id, 'email', 'skipped', 'digested' FROM notifications ORDER BY id""",
 ]
 
 # The baseline's one precomputed result: what a hand-written digest sender would read.

@@ -60,8 +60,8 @@ RAW_SQL = [
                coalesce(p.enabled, true), CASE WHEN coalesce(p.enabled, true) THEN NULL ELSE now() END
         FROM users u
         LEFT JOIN notification_preferences p ON p.user_id = u.id AND p.type = '{TYPE}' AND p.channel = 'in_app'""",
-    f"""INSERT INTO notification_deliveries (notification_id, channel, status)
-        SELECT n.id, 'email', 'pending'
+    f"""INSERT INTO notification_deliveries (notification_id, user_id, channel, status)
+        SELECT n.id, n.user_id, 'email', 'pending'
         FROM notifications n
         LEFT JOIN notification_preferences p ON p.user_id = n.user_id AND p.type = '{TYPE}' AND p.channel = 'email'
         WHERE n.campaign_id = :campaign_id AND coalesce(p.enabled, true)""",

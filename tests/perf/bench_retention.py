@@ -59,8 +59,9 @@ SETUP_SQL = [
                now() - make_interval(days => 200 + g % 200)
         FROM generate_series(1, :expired) g""",
     # Every tenth expired row was e-mailed too (the cascade takes its delivery along).
-    """INSERT INTO notification_deliveries (notification_id, channel, status, attempts, provider, sent_at, created_at)
-       SELECT id, 'email', 'sent', 1, 'smtp', created_at, created_at FROM notifications WHERE id % 10 = 0""",
+    """INSERT INTO notification_deliveries (notification_id, user_id, channel, status, attempts, provider, sent_at,
+                                          created_at)
+       SELECT id, user_id, 'email', 'sent', 1, 'smtp', created_at, created_at FROM notifications WHERE id % 10 = 0""",
     # What the members see: recent rows, the newest 5 unread.
     f"""INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, created_at, read_at)
         SELECT u, '{TYPE}', 'Comment ' || g || ' on reservation #' || g, 'A reply to your booking.',
@@ -68,8 +69,9 @@ SETUP_SQL = [
                CASE WHEN g > 5 THEN now() - make_interval(mins => g * 30) END
         FROM generate_series(1, :members) u, generate_series(1, {LIVE_PER_MEMBER}) g""",
     # ... and their recent rows went out by e-mail.
-    """INSERT INTO notification_deliveries (notification_id, channel, status, attempts, provider, sent_at, created_at)
-       SELECT id, 'email', 'sent', 1, 'smtp', created_at, created_at
+    """INSERT INTO notification_deliveries (notification_id, user_id, channel, status, attempts, provider, sent_at,
+                                          created_at)
+       SELECT id, user_id, 'email', 'sent', 1, 'smtp', created_at, created_at
        FROM notifications WHERE dedupe_key LIKE 'live:%'""",
 ]
 

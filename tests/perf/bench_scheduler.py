@@ -53,8 +53,8 @@ RAW_SQL = [
     f"""INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, data)
         SELECT u.id, '{TYPE}', :title, :body, :link_path, 'remind:' || g, CAST('{{}}' AS jsonb)
         FROM users u CROSS JOIN generate_series(1, :per_user) g""",
-    f"""INSERT INTO notification_deliveries (notification_id, channel, status)
-        SELECT n.id, 'email', 'pending'
+    f"""INSERT INTO notification_deliveries (notification_id, user_id, channel, status)
+        SELECT n.id, n.user_id, 'email', 'pending'
         FROM notifications n
         LEFT JOIN notification_preferences p ON p.user_id = n.user_id AND p.type = '{TYPE}' AND p.channel = 'email'
         WHERE coalesce(p.enabled, true)""",

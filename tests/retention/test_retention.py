@@ -56,8 +56,9 @@ def add_delivery(notification_id: int, status: str, created_days: float, channel
     columns = {"skip_reason": None, **extra}
     return db.session.execute(
         sa.text(
-            """INSERT INTO notification_deliveries (notification_id, channel, status, skip_reason, created_at)
-               VALUES (:n, :channel, :status, :skip_reason, now() - make_interval(secs => :days * 86400))
+            """INSERT INTO notification_deliveries (notification_id, user_id, channel, status, skip_reason, created_at)
+               SELECT id, user_id, :channel, :status, :skip_reason, now() - make_interval(secs => :days * 86400)
+               FROM notifications WHERE id = :n
                RETURNING id"""
         ),
         {"n": notification_id, "channel": channel, "status": status, "days": created_days, **columns},
@@ -165,20 +166,29 @@ def test_the_ledger_goes_after_ledger_days_with_attempts_and_events_and_unmatche
     failed = add_delivery(newer, "failed", 100, channel="push")
     db.session.execute(
         sa.text(
-            """INSERT INTO delivery_attempts (delivery_id, provider, outcome, started_at)
-               VALUES (:a, 'smtp', 'sent', now() - interval '100 days'), (:b, 'smtp', 'sent', now()),
-                      (:f, 'push', 'permanent', now() - interval '100 days')"""
+            """INSERT INTO delivery_attempts (delivery_id, user_id, provider, outcome, started_at)
+               SELECT v.id, d.user_id, v.provider, v.outcome, v.started_at
+               FROM (VALUES (:a, 'smtp', 'sent', now() - interval '100 days'), (:b, 'smtp', 'sent', now()),
+                            (:f, 'push', 'permanent', now() - interval '100 days'))
+                    AS v(id, provider, outcome, started_at)
+               JOIN notification_deliveries d ON d.id = v.id"""
         ),
         {"a": old_sent, "b": young, "f": failed},
     )
     db.session.execute(
         sa.text(
-            """INSERT INTO provider_events (delivery_id, provider, provider_event_id, event, occurred_at, received_at)
-               VALUES (:a, 'mailgun', 'e1', 'delivered', now() - interval '100 days', now() - interval '100 days'),
-                      (NULL, 'mailgun', 'e2', 'delivered', now() - interval '95 days', now() - interval '95 days'),
-                      (NULL, 'mailgun', 'e3', 'delivered', now() - interval '5 days', now() - interval '5 days')"""
+            """INSERT INTO provider_events (delivery_id, user_id, provider, provider_event_id, event, occurred_at,
+                                           received_at)
+               VALUES (:a, :u, 'mailgun', 'e1', 'delivered', now() - interval '100 days', now() - interval '100 days'),
+                      (NULL, 0, 'mailgun', 'e2', 'delivered', now() - interval '95 days', now() - interval '95 days'),
+                      (NULL, 0, 'mailgun', 'e3', 'delivered', now() - interval '5 days', now() - interval '5 days')"""
         ),
-        {"a": old_sent},
+        {
+            "a": old_sent,
+            "u": db.session.execute(
+                sa.text("SELECT user_id FROM notification_deliveries WHERE id = :a"), {"a": old_sent}
+            ).scalar(),
+        },
     )
 
     deleted = run_until_complete(settings)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import sqlalchemy as sa
 
 from app.extensions import db
 from app.providers.fake import FAKE
@@ -42,4 +43,4 @@ def make_delivery(email_type):
 def reload(delivery):
     """Return the delivery as the database has it now."""
     db.session.expire_all()
-    return db.session.get(type(delivery), delivery.id)
+    return db.session.get(type(delivery), sa.inspect(delivery).identity)  # (id, user_id) since 0016

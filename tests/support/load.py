@@ -17,8 +17,8 @@ BULK_SQL = [
        FROM users u CROSS JOIN generate_series(1, :per_user) g
        WHERE u.external_id LIKE :prefix || '-%'""",
 ]
-DELIVERIES_SQL = """INSERT INTO notification_deliveries (notification_id, channel)
-    SELECT n.id, 'email' FROM notifications n WHERE n.dedupe_key LIKE :prefix || ':%' ORDER BY n.id
+DELIVERIES_SQL = """INSERT INTO notification_deliveries (notification_id, user_id, channel)
+    SELECT n.id, n.user_id, 'email' FROM notifications n WHERE n.dedupe_key LIKE :prefix || ':%' ORDER BY n.id
     RETURNING id"""
 
 
