@@ -3,7 +3,7 @@
     python -m tests.perf.bench_ingest [--seconds 9] [--connections 16] [--max-requests 60000]
                                       [--database hato_bench_ingest] [--redis-db 9]
 
-Uses its own database (`--database`, dropped, created and migrated here) on the server of
+Uses its own database (`--database`, created and migrated here, dropped at the end) on the server of
 DATABASE_URL, and Redis database `--redis-db` on the server of REDIS_URL (flushed before and after). Starts
 gunicorn with the README's production settings for an API-only process (`-c
 python:app.realtime.gunicorn_conf` with WEB_MAX_SOCKETS=0: gthread, 2 workers x 16 threads, a pool of
@@ -22,6 +22,8 @@ one persistent http.client connection, every scenario bounded by time and by req
   (d) bulk         the same with 100 recipients per request (notifications/s = requests/s x 100)
 
 Scenarios run in interleaved rounds so that load from other processes on the box hits them alike.
+Both servers hold up to workers x threads PostgreSQL connections each (64 by default): on a server with
+few free connections, pass a smaller --threads (both servers use it).
 The API rate limit is lifted for the run (API_RATE_LIMIT), everything else is as in production.
 Besides requests/s and latency, the table shows the CPU time one request costs in the app (gunicorn
 processes), in PostgreSQL (the benchmark database's backends) and in this load generator.
@@ -49,7 +51,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.databases import bench_urls, recreate_database
+from tests.support.databases import bench_urls, drop_database, recreate_database
 
 BENCH_DB = "hato_bench_ingest"
 BENCH_REDIS_DB = 9
@@ -500,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         scenarios = _scenarios(key, uuid.uuid4().hex[:8], *servers)
         run(meters, scenarios, args)
     rows = _count_rows(db_url)
+    drop_database(db_url)
     from redis import Redis
 
     Redis.from_url(redis_url).flushdb()
