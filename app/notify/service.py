@@ -123,9 +123,20 @@ AGGREGATING_TYPE_SQL = f"""SELECT priority, aggregation_window,
   FROM notification_types WHERE type = :type"""
 
 
+def _compact(sql: str) -> str:
+    """sql without its comment lines and indentation (no literal here spans lines or starts one with --).
+
+    psycopg parses a query's placeholders once and caches the result only for texts up to 4 KB
+    (psycopg._queries.MAX_CACHED_STATEMENT_LENGTH); the commented statement is 5 KB and was parsed
+    again on every ingest.
+    """
+    lines = (line.strip() for line in sql.splitlines())
+    return "\n".join(line for line in lines if line and not line.startswith("--"))
+
+
 def _notify_statement(by: str) -> sa.TextClause:
     return sa.text(
-        f"""
+        _compact(f"""
 WITH wanted AS (
   {WANTED_SQL[by]}
 ),
@@ -155,7 +166,7 @@ SELECT 'delivery', NULL, NULL, NULL, d.id, NULL, d.channel, NULL, NULL
 FROM deliveries d
 WHERE d.status = 'pending' AND d.escalation IS NULL
 ORDER BY 1 DESC, 2, 5
-"""
+""")
     )
 
 
