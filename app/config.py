@@ -141,7 +141,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("DELIVERY_BATCH_SIZE", 100, "int", 1, 10_000, "deliveries claimed per job"),
     Setting("DELIVERY_LEASE_SECONDS", 120, "int", 1, DAY, "how long a claimed delivery stays leased to a worker"),
     Setting("LEASE_MARGIN_SECONDS", 5.0, "float", 0.5, 600, "a worker stops sending this long before its lease ends"),
-    Setting("FANOUT_BATCH_SIZE", 50_000, "int", 1, 1_000_000, "users per campaign fanout statement"),
+    Setting("FANOUT_BATCH_SIZE", 10_000, "int", 1, 1_000_000, "users per campaign fanout statement"),
     Setting("BULK_BATCH_SIZE", 1_000, "int", 1, 100_000, "rows per DLQ replay/discard step"),
     Setting("SWEEP_INTERVAL_SECONDS", 5.0, "float", 0.1, 3600, "how often the sweeper runs"),
     Setting("SWEEP_REQUEUE_AFTER_SECONDS", 30.0, "float", 1, DAY, "a due pending delivery untouched this long is re-enqueued"),
