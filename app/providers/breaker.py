@@ -142,10 +142,16 @@ class CircuitBreaker:
 
     def allow(self) -> Permit:
         """May we send now? Moving open → half_open hands this caller the single probe."""
+        return self.permit(self.allow_on(self.client))
+
+    def allow_on(self, client):
+        """Run (or, on a pipeline, queue) allow()'s script; permit() reads its answer."""
         s = self.settings
-        allowed, retry_at, transition = self._allow(
-            keys=self.keys[:1], args=[self.clock(), s.cooldown, s.probe_timeout]
-        )
+        return self._allow(keys=self.keys[:1], args=[self.clock(), s.cooldown, s.probe_timeout], client=client)
+
+    def permit(self, answer) -> Permit:
+        """The Permit in allow()'s script answer (logging a transition)."""
+        allowed, retry_at, transition = answer
         self._note(transition)
         return Permit(bool(allowed), float(retry_at))
 
@@ -156,7 +162,15 @@ class CircuitBreaker:
 
     def success(self) -> None:
         """A send worked: an open or half-open breaker closes."""
-        self._note(self._success(keys=self.keys))
+        self.noted(self.success_on(self.client))
+
+    def success_on(self, client):
+        """Run (or, on a pipeline, queue) success()'s script; noted() reads its answer."""
+        return self._success(keys=self.keys, client=client)
+
+    def noted(self, transition) -> None:
+        """Log and count the transition a script answered (empty: none)."""
+        self._note(transition)
 
     def _note(self, transition) -> None:
         transition = transition.decode() if isinstance(transition, bytes) else (transition or "")

@@ -77,7 +77,16 @@ class TokenBucket:
 
     def take(self) -> float:
         """Take one token: 0.0 when taken, else the seconds until one is due (nothing is taken)."""
-        return int(self._script(keys=self.keys, args=[self.limit.rate, self.limit.burst])) / 1000
+        return self.wait_of(self.take_on(self.client))
+
+    def take_on(self, client):
+        """Run (or, on a pipeline, queue) take()'s script; wait_of() reads its answer."""
+        return self._script(keys=self.keys, args=[self.limit.rate, self.limit.burst], client=client)
+
+    @staticmethod
+    def wait_of(answer) -> float:
+        """Seconds until a token is due, from take()'s script answer (0.0: taken)."""
+        return int(answer) / 1000
 
     def pause(self, seconds: float) -> None:
         """Hold every worker back for seconds (the provider's Retry-After); never shortens a pause."""

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 
 from redis.exceptions import RedisError
 
@@ -83,23 +84,27 @@ class Router:
         self.buckets = {p.name: TokenBucket(client, p.name, limit_for(p.name, config)) for p in providers}
         self._stack = ExitStack()
         self._open: set[str] = set()
+        # Providers whose breaker is owed a success() (see report()): sent with the next route().
+        self._owed: list[str] = []
 
     def __enter__(self) -> Router:
         return self
 
     def __exit__(self, *exc_info) -> None:
-        self._stack.close()
+        try:
+            self._guard(self._pay_owed, None)
+        finally:
+            self._stack.close()
 
     def route(self) -> Route:
         """Pick the provider for the next send and take its token (see the module docstring)."""
         retry_at: list[float] = []
         for provider in self.providers:
-            permit = self._guard(self.breakers[provider.name].allow, Permit(True))
+            bucket = self.buckets[provider.name]
+            permit, wait = self._guard(partial(self._allow_and_take, provider.name), (Permit(True), 0.0))
             if not permit.allowed:
                 retry_at.append(permit.retry_at)
                 continue
-            bucket = self.buckets[provider.name]
-            wait = self._guard(bucket.take, 0.0)
             while 0 < wait <= self.max_wait:
                 self.sleep(wait)
                 wait = self._guard(bucket.take, 0.0)
@@ -140,14 +145,44 @@ class Router:
             for target in targets:
                 self._report_scope(provider.name, target)
             if outcome == "sent":  # the provider works; one party's failures say nothing about the others
-                self._guard(breaker.success, None)
+                self._owe_success(provider.name)
         elif outcome == "sent":
-            self._guard(breaker.success, None)
+            self._owe_success(provider.name)
         elif retry_after:
             # "Slow down" is not an outage: pause the bucket for everyone, leave the breaker alone.
             self._guard(lambda: self.buckets[provider.name].pause(min(retry_after, self.cap)), None)
         elif outcome == "transient":
             self._guard(breaker.failure, None)
+
+    def _owe_success(self, name: str) -> None:
+        # A success rides on the next route()'s round trip (or the batch's end): it still reaches the
+        # breaker before this router asks it anything again, at one Redis round trip per send, not three.
+        if name not in self._owed:
+            self._owed.append(name)
+
+    def _pay_owed(self) -> None:
+        """Send the owed successes now (the batch is over)."""
+        owed, self._owed = self._owed, []
+        for name in owed:
+            self.breakers[name].success()
+
+    def _allow_and_take(self, name: str) -> tuple[Permit, float]:
+        """In one round trip: the owed successes, then the breaker's allow() and the bucket's take().
+
+        The token is taken even when the breaker refuses; that provider sends nothing then, and its
+        bucket refills by itself, so a refused route costs at most one of a failing provider's tokens.
+        """
+        owed, self._owed = self._owed, []
+        breaker, bucket = self.breakers[name], self.buckets[name]
+        pipe = self.client.pipeline(transaction=False)
+        for owed_name in owed:
+            self.breakers[owed_name].success_on(pipe)
+        breaker.allow_on(pipe)
+        bucket.take_on(pipe)
+        answers = pipe.execute()
+        for owed_name, transition in zip(owed, answers, strict=False):
+            self.breakers[owed_name].noted(transition)
+        return breaker.permit(answers[-2]), bucket.wait_of(answers[-1])
 
     def _report_scope(self, provider: str, target: TargetOutcome) -> None:
         gate = self._gate(provider, target.scope)

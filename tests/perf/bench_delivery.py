@@ -58,12 +58,12 @@ class SmtpWire:
 class Bench:
     """Owns the app, the sink process and the worker processes of one benchmark run."""
 
-    def __init__(self, count: int, workdir: Path) -> None:
+    def __init__(self, count: int, workdir: Path, database: str = BENCH_DB, redis_db: int = BENCH_REDIS_DB) -> None:
         from tests.support.waiting import free_port
 
         self.count = count
         self.workdir = workdir
-        self.db_url, self.redis_url = bench_urls(BENCH_DB, BENCH_REDIS_DB)
+        self.db_url, self.redis_url = bench_urls(database, redis_db)
         os.environ.update(DATABASE_URL=self.db_url, REDIS_URL=self.redis_url)
         os.environ.setdefault("SECRET_KEY", "bench-secret")
         recreate_database(self.db_url)
@@ -234,9 +234,11 @@ def _runs(rates: list[float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=10_000)
+    parser.add_argument("--database", default=BENCH_DB, help="Scratch database name (dropped and created).")
+    parser.add_argument("--redis-db", type=int, default=BENCH_REDIS_DB, help="Redis database number (flushed).")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="hato-bench-") as tmp:
-        bench = Bench(args.count, Path(tmp))
+        bench = Bench(args.count, Path(tmp), args.database, args.redis_db)
         try:
             # The machine is shared: the baseline and the headline figure are each taken twice, at the
             # start and at the end, and the better run of each counts.
