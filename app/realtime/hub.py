@@ -54,7 +54,7 @@ from app.realtime.connection import (
     INTERNAL_ERROR,
     JSON_FRAMES,
     Connection,
-    ReaderThread,
+    reader_thread_class,
     session_ended,
     session_kept,
 )
@@ -74,8 +74,9 @@ DEFAULTS = {
     "REALTIME_COALESCE_SECONDS": 0.1,
     "REALTIME_FLUSH_THREADS": 2,
     "PRESENCE_TTL_SECONDS": presence.DEFAULT_TTL_SECONDS,
-    # simple-websocket pings every 25 s and drops a socket whose pong does not come back in time.
-    "SOCK_SERVER_OPTIONS": {"ping_interval": 25, "max_message_size": 4096, "thread_class": ReaderThread},
+    # Sockets are pinged every 25 s and dropped when the pong does not come back in time; one shared
+    # thread reads them all (app/realtime/connection.py SharedReader).
+    "SOCK_SERVER_OPTIONS": {"ping_interval": 25, "max_message_size": 4096, "thread_class": reader_thread_class()},
 }
 
 _hubs: weakref.WeakSet[Hub] = weakref.WeakSet()
@@ -167,6 +168,7 @@ class Hub:
 
     def disconnect(self, conn: Connection) -> None:
         """Forget a closed socket."""
+        conn.stop_reading()
         with self._cond:
             conns = self._conns.get(conn.user_id)
             if conns is not None:
@@ -424,6 +426,9 @@ class Hub:
                         conn.on_message(conn, message)
         except ConnectionClosed:
             return
+        except OSError:
+            # A write the peer did not take within WRITE_TIMEOUT_SECONDS: it is gone, end the connection.
+            self._close(conn, GOING_AWAY)
 
     def shutdown(self, code: int = GOING_AWAY, timeout: float = 3.0) -> None:
         """Close every local socket with `code` (1001: reconnect elsewhere) and stop the threads.
