@@ -2,8 +2,10 @@
 
     python -m tests.perf.bench_realtime [--worker-class gthread|gevent] [--sockets 1000] [--rate 50]
                                         [--duration 20] [--max-sockets 5000] [--step 1000]
+                                        [--feed-sockets 1000] [--malloc-tcache] [--no-compression]
 
-One gunicorn worker (the production config, app.realtime.gunicorn_conf) against its own database
+One gunicorn worker (the production config, app.realtime.gunicorn_conf, with GLIBC_TUNABLES as the
+README's sizing section sets it unless --malloc-tcache) against its own database
 `hato_bench_realtime` and Redis DB 7 (on the servers of DATABASE_URL / REDIS_URL, else 127.0.0.1).
 A bounded asyncio client opens --sockets signed-in websockets (session cookies signed with the app's
 own serializer, so nobody logs in 1,000 times). A separate process then POSTs /v1/notifications to the
@@ -55,6 +57,7 @@ REDIS_DB = int(os.environ.get("BENCH_REALTIME_REDIS_DB", "7"))
 FEED_ORIGIN = "https://product.example"
 FEED_FIRST_SEQ = 1_000_000
 AT_MAX_FIRST_SEQ = 2_000_000
+MALLOC_TUNABLES = "glibc.malloc.tcache_count=0"
 AT_MAX_PHASES = {"from 202": "max 202", "uncoalesc": "max uncoa", "from POST": "max POST", "floor": "max floor"}
 TOAST_RE = re.compile(r"bench-(\d+)")
 CONNECT_CONCURRENCY = 50
@@ -76,15 +79,21 @@ def raise_fd_limit() -> int:
     return hard
 
 
-def bench_env() -> dict:
-    """Return DATABASE_URL / REDIS_URL for our own database and Redis DB on the configured servers."""
+def bench_env(malloc_tcache: bool = False) -> dict:
+    """Return DATABASE_URL / REDIS_URL for our own database and Redis DB on the configured servers.
+
+    Unless malloc_tcache, the web process runs as the README sizes it: glibc's per-thread malloc caches
+    off (GLIBC_TUNABLES), as each of thousands of socket threads kept ~9 KB of freed memory in its own.
+    """
     db = urlsplit(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/hato"))
     cache = urlsplit(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
     if cache.scheme == "unix":
         cache = cache._replace(query=urlencode({**dict(parse_qsl(cache.query)), "db": REDIS_DB}))
     else:
         cache = cache._replace(path=f"/{REDIS_DB}")
+    tunables = {} if malloc_tcache else {"GLIBC_TUNABLES": MALLOC_TUNABLES}
     return {
+        **tunables,
         "DATABASE_URL": urlunsplit(db._replace(path=f"/{DB_NAME}")),
         "REDIS_URL": urlunsplit(cache),
         "SECRET_KEY": "bench-realtime-secret-0123456789abcdef",
@@ -477,7 +486,7 @@ async def run(args) -> dict:
     from tests.realtime.helpers import Gunicorn, session_cookie
 
     fd_limit = raise_fd_limit()
-    env = bench_env()
+    env = bench_env(args.malloc_tcache)
     app, users, key = prepare_database(env, max(args.sockets, args.max_sockets))
     user_ids = list(users)
     cookies = {user_id: session_cookie(app, user_id) for user_id in user_ids}
@@ -576,6 +585,7 @@ async def run(args) -> dict:
         "rate": args.rate,
         "duration": args.duration,
         "clients_offer_deflate": not args.no_compression,
+        "malloc_tcache": args.malloc_tcache,
         "cpus": os.cpu_count(),
         "load_avg_1m": round(load, 2),
         "fd_limit": fd_limit,
@@ -624,7 +634,8 @@ def print_table(result: dict) -> None:
     """Print the human-readable table."""
     print(
         f"realtime: 1 gunicorn worker ({result['worker_class']}), {result['rate']:g} events/s for "
-        f"{result['duration']:g} s; {result['cpus']} CPUs, load average {result['load_avg_1m']} before the run"
+        f"{result['duration']:g} s; {result['cpus']} CPUs, load average {result['load_avg_1m']} before the run; "
+        f"malloc per-thread caches {'on' if result['malloc_tcache'] else 'off'}"
     )
     print(
         f"{'phase':<9} {'sockets':>7} {'events':>6} {'lost':>5} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} "
@@ -680,6 +691,11 @@ def main() -> None:
         type=int,
         default=1000,
         help="token-authenticated feed sockets beside the session ones (0: skip)",
+    )
+    parser.add_argument(
+        "--malloc-tcache",
+        action="store_true",
+        help=f"keep glibc's per-thread malloc caches in the web process (default: GLIBC_TUNABLES={MALLOC_TUNABLES})",
     )
     parser.add_argument(
         "--no-compression", action="store_true", help="clients do not offer permessage-deflate (browsers always do)"
