@@ -314,6 +314,7 @@ class Hub:
         client = redis.client(self.app.config["REDIS_URL"])
         while not self._stopping.is_set():
             wait = self._ttl() / 3
+            self._beat.clear()  # a resubscribe from here on asks for another pass
             try:
                 presence.touch(client, self.local_user_ids(), self._ttl(), config=self.app.config)
                 sockets.heartbeat(client, self.local_socket_ids(), self._ttl(), self.app.config)
@@ -321,7 +322,6 @@ class Hub:
                 log.warning("presence heartbeat failed, retrying: %s", exc)
                 wait = LISTEN_POLL_SECONDS
             self._beat.wait(wait)
-            self._beat.clear()
 
     def _collect_due(self) -> list[tuple[int, list[dict]]]:
         """Take the users whose recount is due now (at most FLUSH_BATCH), with their toasts; hold _cond."""

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from app.extensions import db, redis
 from app.live.presence import online_user_ids, presence_key
 from app.live.publish import publish_badge, publish_broadcast
+from app.realtime.connection import SharedReaderThread
 from app.realtime.hub import DEFAULTS, hub_for
 from tests.realtime.helpers import (
     close_quietly,
@@ -272,20 +273,21 @@ def test_a_live_client_answers_pings_and_stays(make_user):
             sock.close()
 
 
-def test_every_socket_costs_one_thread_its_handler_not_a_reader_too(make_user):
+def test_every_socket_is_read_by_the_one_shared_reader_thread(make_user):
     user_id, _ = make_user()
     with server_thread(free_port()) as server:
         cookie = session_cookie(server.app, user_id)
-        first = connect(server.base_url, cookie)
-        wait_for_count(first, 0)  # the shared reader is running from here on
-        before = threading.active_count()
-        more = [connect(server.base_url, cookie) for _ in range(6)]
+        tabs = [connect(server.base_url, cookie) for _ in range(7)]
         try:
-            for ws in more:
+            for ws in tabs:
                 wait_for_count(ws, 0)
-            # The server's handler threads plus this process's clients' own reader threads: 2 per socket,
-            # where a reader thread per server socket made it 3.
-            assert threading.active_count() - before == 2 * len(more)
+            hub = hub_for(server.app)
+            with hub._cond:
+                readers = [conn.ws.thread for conns in hub._conns.values() for conn in conns]
+            assert len(readers) == len(tabs)
+            # No thread of its own per socket: each is a handle on the process's one reader thread.
+            assert all(isinstance(reader, SharedReaderThread) and reader.is_alive() for reader in readers)
+            assert [t.name for t in threading.enumerate()].count("hato-realtime-reader") == 1
         finally:
-            for ws in (first, *more):
+            for ws in tabs:
                 close_quietly(ws)
