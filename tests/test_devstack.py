@@ -66,5 +66,5 @@ def test_gunicorn_uses_the_realtime_config_on_port_5000():
 def test_the_realtime_config_runs_gthread():
     from app.realtime import gunicorn_conf
 
-    assert gunicorn_conf.worker_class == "gthread"
+    assert gunicorn_conf.worker_class == "app.realtime.gunicorn_conf.SocketThreadWorker"  # gthread, see there
     assert gunicorn_conf.threads > gunicorn_conf.workers

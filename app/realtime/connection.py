@@ -6,10 +6,21 @@ handler thread writes its frames, shutdown may write the close frame (Connection
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import os
+import selectors
+import socket
+import struct
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+
+from simple_websocket import ConnectionClosed
+from wsproto.events import Ping
+from wsproto.frame_protocol import CloseReason
+from wsproto.utilities import LocalProtocolError
 
 from app.live.publish import CLOSE_SIGNED_OUT, CLOSE_TOO_MANY_SOCKETS
 
@@ -21,6 +32,11 @@ CLOSE_TOKEN_EXPIRED = 4401
 CLOSE_TOKEN_REFUSED = 4403
 # A feed socket's frames are JSON, not the inbox's HTML partials; its frame key carries this prefix.
 JSON_FRAMES = "json:"
+# A send that the peer's full receive window holds this long ends the socket (it is not reading).
+WRITE_TIMEOUT_SECONDS = 5
+SEND_TIMEOUT = struct.pack("ll", WRITE_TIMEOUT_SECONDS, 0)  # struct timeval for SO_SNDTIMEO
+# The longest the shared reader sleeps before looking for pings due (a socket added meanwhile waits that long).
+READER_TICK_SECONDS = 1.0
 # Close reasons are for logs and developer tools; the page words what a reader sees itself (realtime.js).
 CLOSE_MESSAGES = {
     GOING_AWAY: "server going away",
@@ -32,7 +48,7 @@ CLOSE_MESSAGES = {
 
 
 class ReaderThread(threading.Thread):
-    """simple-websocket's per-socket reader thread, as a daemon.
+    """simple-websocket's per-socket reader thread, as a daemon (used under gevent, where threads are greenlets).
 
     Once the handler is gone the reader has nothing to finish, but as a plain (non-daemon) thread a
     reader still waiting for a client's close echo kept an exiting worker alive until gunicorn's
@@ -43,6 +59,158 @@ class ReaderThread(threading.Thread):
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("daemon", True)
         super().__init__(*args, **kwargs)
+
+
+class SharedReader:
+    """One thread that reads every websocket of the process and pings them, in place of a thread per socket.
+
+    Under gthread each socket already pins its handler thread; a second (reader) thread per socket cost
+    about 25 KB of stack, frame stack and objects, and doubled the threads a 5,000-socket process
+    schedules. This does what simple-websocket's Base._thread does, for all sockets from one selector.
+    A send from here (a pong, a close echo, a ping) must not stall every socket, so each socket gets a
+    kernel send timeout (WRITE_TIMEOUT_SECONDS): a peer that stops reading for that long is dropped.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._selector: selectors.BaseSelector | None = None
+        self._pid: int | None = None
+        self._pings: list[tuple[float, int, SharedReaderThread]] = []
+        self._order = itertools.count()
+
+    def add(self, handle: SharedReaderThread) -> None:
+        """Start reading handle's socket (and start the thread on first use in this process)."""
+        ws = handle.ws
+        try:
+            ws.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, SEND_TIMEOUT)
+        except OSError:
+            pass  # already gone: the first read says so
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pid, self._pings = os.getpid(), []
+                self._selector = selectors.DefaultSelector()
+                threading.Thread(target=self._run, name="hato-realtime-reader", daemon=True).start()
+            if ws.ping_interval:
+                heapq.heappush(self._pings, (time.monotonic() + ws.ping_interval, next(self._order), handle))
+            try:
+                try:
+                    self._selector.register(ws.sock, selectors.EVENT_READ, handle)
+                except KeyError:
+                    # This fd number belonged to a socket closed elsewhere before it was forgotten here.
+                    stale = self._selector.get_map()[ws.sock.fileno()]
+                    self._selector.unregister(stale.fileobj)
+                    stale.data.done.set()
+                    self._selector.register(ws.sock, selectors.EVENT_READ, handle)
+            except (ValueError, KeyError, OSError):
+                ws.connected = False
+                handle.done.set()
+
+    def forget(self, handle: SharedReaderThread) -> None:
+        """Stop reading handle's socket (its handler is done with it; the server closes it next)."""
+        with self._lock:
+            try:
+                self._selector.unregister(handle.ws.sock)
+            except (ValueError, KeyError, OSError):
+                pass  # already dropped
+        handle.done.set()
+
+    def _run(self) -> None:
+        selector = self._selector
+        while True:
+            with self._lock:
+                next_ping = self._pings[0][0] - time.monotonic() if self._pings else READER_TICK_SECONDS
+            for key, _ in selector.select(min(READER_TICK_SECONDS, max(0.0, next_ping))):
+                self._read(key.data)
+            self._ping_due()
+
+    def _read(self, handle: SharedReaderThread) -> None:
+        ws = handle.ws
+        try:
+            data = ws.sock.recv(ws.receive_bytes, socket.MSG_DONTWAIT)
+            if not data:
+                raise ConnectionResetError
+            ws.ws.receive_data(data)
+            ws.connected = ws._handle_events()
+        except BlockingIOError:
+            return  # a spurious wake-up: nothing to read yet
+        except (OSError, LocalProtocolError):
+            ws.connected = False
+            ws.event.set()
+        if not ws.connected:
+            self._drop(handle)
+
+    def _ping_due(self) -> None:
+        """Ping the sockets whose interval ended; close (1008) those whose last ping went unanswered."""
+        now = time.monotonic()
+        while True:
+            with self._lock:
+                if not self._pings or self._pings[0][0] > now:
+                    return
+                _, _, handle = heapq.heappop(self._pings)
+            ws = handle.ws
+            if handle.done.is_set():
+                continue
+            try:
+                if not ws.connected:  # the handler closed it and no echo came: let the socket go
+                    raise ConnectionAbortedError
+                if not ws.pong_received:
+                    ws.close(reason=CloseReason.POLICY_VIOLATION, message="Ping/Pong timeout")
+                    raise ConnectionAbortedError
+                ws.pong_received = False
+                ws.sock.send(ws.ws.send(Ping()))
+            except (OSError, LocalProtocolError, ConnectionClosed):
+                ws.connected = False
+                ws.event.set()
+                self._drop(handle)
+                continue
+            with self._lock:
+                heapq.heappush(self._pings, (now + ws.ping_interval, next(self._order), handle))
+
+    def _drop(self, handle: SharedReaderThread) -> None:
+        self.forget(handle)
+        handle.ws.sock.close()
+
+
+_reader = SharedReader()
+
+
+class SharedReaderThread:
+    """simple-websocket's thread_class for one socket: start() hands the socket to the process's SharedReader.
+
+    It answers what callers ask of a reader thread (name, start, join, is_alive); "alive" means the
+    socket is still being read.
+    """
+
+    def __init__(self, target, **_) -> None:
+        self.ws = target.__self__  # the bound Base._thread of the socket this reads
+        self.name = "hato-realtime-reader"
+        self.done = threading.Event()
+
+    def start(self) -> None:
+        """Start reading (the socket's handshake is done)."""
+        _reader.add(self)
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait until the socket is no longer read (closed by either side)."""
+        self.done.wait(timeout)
+
+    def is_alive(self) -> bool:
+        """Return whether the socket is still read."""
+        return not self.done.is_set()
+
+    def stop(self) -> None:
+        """Stop reading: the handler returned, so nobody waits for what the client sends."""
+        if not self.done.is_set():
+            _reader.forget(self)
+
+
+def reader_thread_class() -> type:
+    """Return the thread_class for simple-websocket: the shared reader, or a greenlet each under gevent."""
+    try:
+        from gevent import monkey
+    except ImportError:
+        return SharedReaderThread
+    return ReaderThread if monkey.is_module_patched("threading") else SharedReaderThread
 
 
 def session_ended(conn: Connection, payload: dict) -> bool:
@@ -121,6 +289,12 @@ class Connection:
         while self.frames:
             with self.write_lock:
                 self.ws.send(self.frames.popleft())
+
+    def stop_reading(self) -> None:
+        """Release the socket from the shared reader before the server closes it (its fd number is reused)."""
+        stop = getattr(self.ws.thread, "stop", None)  # a plain reader thread (gevent) ends by itself
+        if stop is not None:
+            stop()
 
     def wake(self) -> None:
         """Wake the handler thread (simple-websocket's event also fires on client messages and close)."""

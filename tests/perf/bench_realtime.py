@@ -2,8 +2,10 @@
 
     python -m tests.perf.bench_realtime [--worker-class gthread|gevent] [--sockets 1000] [--rate 50]
                                         [--duration 20] [--max-sockets 5000] [--step 1000]
+                                        [--feed-sockets 1000] [--malloc-tcache] [--no-compression]
 
-One gunicorn worker (the production config, app.realtime.gunicorn_conf) against its own database
+One gunicorn worker (the production config, app.realtime.gunicorn_conf, with GLIBC_TUNABLES as the
+README's sizing section sets it unless --malloc-tcache) against its own database
 `hato_bench_realtime` and Redis DB 7 (on the servers of DATABASE_URL / REDIS_URL, else 127.0.0.1).
 A bounded asyncio client opens --sockets signed-in websockets (session cookies signed with the app's
 own serializer, so nobody logs in 1,000 times). A separate process then POSTs /v1/notifications to the
@@ -13,7 +15,9 @@ it answers, so a frame can beat its own 202: values may be negative); "from POST
 the request. "uncoalesc" leaves out the events that came within 100 ms of the previous one for the
 same user (those wait, by design, for the end of the user's coalescing window). "floor" is the same
 events seen by a bare Redis subscriber in the client process: what the machine itself adds. Then the
-socket count steps up to --max-sockets, stopping at the first handshake error or missing first frame.
+socket count steps up to --max-sockets, stopping at the first handshake error or missing first frame;
+when every step succeeded, the "max" rows run the same events again over all --max-sockets sockets
+(issue 20: p99 from 202 and RSS per socket = (worker RSS now - before the first socket) / sockets).
 Before that, the "feed" phase (issue 19) opens --feed-sockets token-authenticated sockets on
 /v1/feed/socket (the embedded bell's: Origin from FEED_ALLOWED_ORIGINS, the user token in the first
 message, JSON frames) for the same users, beside the session sockets, and runs the same events again:
@@ -52,6 +56,9 @@ DB_NAME = os.environ.get("BENCH_REALTIME_DB", "hato_bench_realtime")
 REDIS_DB = int(os.environ.get("BENCH_REALTIME_REDIS_DB", "7"))
 FEED_ORIGIN = "https://product.example"
 FEED_FIRST_SEQ = 1_000_000
+AT_MAX_FIRST_SEQ = 2_000_000
+MALLOC_TUNABLES = "glibc.malloc.tcache_count=0"
+AT_MAX_PHASES = {"from 202": "max 202", "uncoalesc": "max uncoa", "from POST": "max POST", "floor": "max floor"}
 TOAST_RE = re.compile(r"bench-(\d+)")
 CONNECT_CONCURRENCY = 50
 FIRST_FRAME_TIMEOUT = 15.0
@@ -72,22 +79,31 @@ def raise_fd_limit() -> int:
     return hard
 
 
-def bench_env() -> dict:
-    """Return DATABASE_URL / REDIS_URL for our own database and Redis DB on the configured servers."""
+def bench_env(malloc_tcache: bool = False) -> dict:
+    """Return DATABASE_URL / REDIS_URL for our own database and Redis DB on the configured servers.
+
+    Unless malloc_tcache, the web process runs as the README sizes it: glibc's per-thread malloc caches
+    off (GLIBC_TUNABLES), as each of thousands of socket threads kept ~9 KB of freed memory in its own.
+    """
     db = urlsplit(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/hato"))
     cache = urlsplit(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
     if cache.scheme == "unix":
         cache = cache._replace(query=urlencode({**dict(parse_qsl(cache.query)), "db": REDIS_DB}))
     else:
         cache = cache._replace(path=f"/{REDIS_DB}")
+    tunables = {} if malloc_tcache else {"GLIBC_TUNABLES": MALLOC_TUNABLES}
     return {
+        **tunables,
         "DATABASE_URL": urlunsplit(db._replace(path=f"/{DB_NAME}")),
         "REDIS_URL": urlunsplit(cache),
-        "SECRET_KEY": "bench-realtime-secret",
+        "SECRET_KEY": "bench-realtime-secret-0123456789abcdef",
         "API_RATE_LIMIT": "100000 per minute",
         "FEED_ALLOWED_ORIGINS": FEED_ORIGIN,
         # Every feed socket comes from this one client address.
         "FEED_CONNECT_RATE_LIMIT": "100000 per minute",
+        # At most DB_POOL_SIZE database connections (handshakes queue for one), so that 50 concurrent
+        # connects do not take 30 of a shared server's connections.
+        "DB_MAX_OVERFLOW": "0",
     }
 
 
@@ -374,14 +390,16 @@ def rss_kb(pid: int) -> float:
 
 
 async def latency_phase(
-    env: dict, base_url: str, key: str, clients: Clients, users: dict[int, str], args
+    env: dict, base_url: str, key: str, clients: Clients, users: dict[int, str], args, first_seq: int = 0
 ) -> tuple[list[dict], int]:
     """POST at a fixed rate from another process; return latency rows and the number of failed API calls."""
     floor = RedisFloor(env["REDIS_URL"], env["DATABASE_URL"])
     floor.start()
     spawn = multiprocessing.get_context("spawn")
     results = spawn.Queue()
-    publisher = spawn.Process(target=publish_events, args=(base_url, key, users, args.rate, args.duration, results))
+    publisher = spawn.Process(
+        target=publish_events, args=(base_url, key, users, args.rate, args.duration, results, first_seq)
+    )
     publisher.start()
     deadline = time.monotonic() + args.duration + 120
     while results.empty():
@@ -433,12 +451,42 @@ async def capacity_phase(
     return rows, clean
 
 
+async def full_phase(
+    env: dict, base_url: str, key: str, clients: Clients, users: dict[int, str], worker: int, base_rss: float, args
+) -> list[dict]:
+    """Run the events again with every socket of the capacity phase open and timed; return its rows.
+
+    RSS per socket is (the worker's RSS now - before the first socket) / sockets; "client CPU" is this
+    process's CPU time during the events, to show the load generator was not the bottleneck.
+    """
+    await asyncio.sleep(1.0)
+    rss_now = rss_kb(worker)
+    cpu_before = sum(psutil.Process(worker).cpu_times()[:2])
+    client_before = sum(psutil.Process().cpu_times()[:2])
+    live = {user_id: users[user_id] for user_id in clients.sockets}
+    rows, failures = await latency_phase(env, base_url, key, clients, live, args, AT_MAX_FIRST_SEQ)
+    rows[0].update(
+        sockets=len(clients.sockets),
+        connect_s=0.0,
+        rss_mb=rss_now / 1024,
+        rss_per_socket_kb=(rss_now - base_rss) / max(len(clients.sockets), 1),
+        threads=psutil.Process(worker).num_threads(),
+        worker_cpu_s=sum(psutil.Process(worker).cpu_times()[:2]) - cpu_before,
+        client_cpu_s=sum(psutil.Process().cpu_times()[:2]) - client_before,
+        api_errors=failures,
+    )
+    for row in rows:
+        row["sockets"] = "-" if row["phase"] == "floor" else len(clients.sockets)
+        row["phase"] = AT_MAX_PHASES[row["phase"]]
+    return rows
+
+
 async def run(args) -> dict:
     """Run both phases against one fresh gunicorn worker; return the figures."""
     from tests.realtime.helpers import Gunicorn, session_cookie
 
     fd_limit = raise_fd_limit()
-    env = bench_env()
+    env = bench_env(args.malloc_tcache)
     app, users, key = prepare_database(env, max(args.sockets, args.max_sockets))
     user_ids = list(users)
     cookies = {user_id: session_cookie(app, user_id) for user_id in user_ids}
@@ -495,6 +543,13 @@ async def run(args) -> dict:
             rows += feed_rows
         capacity, max_sockets = await capacity_phase(clients, user_ids, worker, base_rss, args)
         rows += capacity
+        full = (
+            await full_phase(env, server.base_url, key, clients, users, worker, base_rss, args)
+            if (max_sockets == args.max_sockets)
+            else None
+        )
+        if full is not None:
+            rows += full
         first_error = clients.errors[0] if clients.errors else None
         open_sockets = len(clients.sockets)
         stop_started = time.perf_counter()
@@ -508,12 +563,29 @@ async def run(args) -> dict:
         await clients.close()
     finally:
         server.kill()
+    at_max = (
+        {
+            f"p50_ms_{args.max_sockets}": round(full[0]["p50_ms"], 2),
+            f"p99_ms_{args.max_sockets}": round(full[0]["p99_ms"], 2),
+            f"uncoalesced_p99_ms_{args.max_sockets}": round(full[1]["p99_ms"], 2),
+            f"floor_p99_ms_{args.max_sockets}": round(full[3]["p99_ms"], 2),
+            f"lost_{args.max_sockets}": full[0]["lost"],
+            f"events_{args.max_sockets}": full[0]["events"],
+            f"api_errors_{args.max_sockets}": full[0]["api_errors"],
+            f"rss_per_socket_kb_{args.max_sockets}": round(full[0]["rss_per_socket_kb"], 1),
+            f"worker_cpu_s_{args.max_sockets}": round(full[0]["worker_cpu_s"], 2),
+            f"client_cpu_s_{args.max_sockets}": round(full[0]["client_cpu_s"], 2),
+        }
+        if full
+        else {}
+    )
     return {
         "rows": rows,
         "worker_class": args.worker_class,
         "rate": args.rate,
         "duration": args.duration,
         "clients_offer_deflate": not args.no_compression,
+        "malloc_tcache": args.malloc_tcache,
         "cpus": os.cpu_count(),
         "load_avg_1m": round(load, 2),
         "fd_limit": fd_limit,
@@ -554,6 +626,7 @@ async def run(args) -> dict:
             if feed_rows
             else {}
         ),
+        **at_max,
     }
 
 
@@ -561,7 +634,8 @@ def print_table(result: dict) -> None:
     """Print the human-readable table."""
     print(
         f"realtime: 1 gunicorn worker ({result['worker_class']}), {result['rate']:g} events/s for "
-        f"{result['duration']:g} s; {result['cpus']} CPUs, load average {result['load_avg_1m']} before the run"
+        f"{result['duration']:g} s; {result['cpus']} CPUs, load average {result['load_avg_1m']} before the run; "
+        f"malloc per-thread caches {'on' if result['malloc_tcache'] else 'off'}"
     )
     print(
         f"{'phase':<9} {'sockets':>7} {'events':>6} {'lost':>5} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} "
@@ -590,6 +664,12 @@ def print_table(result: dict) -> None:
         + f"; SIGTERM with {result['open_at_sigterm']} sockets open: {result['closed_1001']} closed with 1001"
         + f" within {result['all_closed_s']} s, worker exit after {result['shutdown_s']} s"
     )
+    most = result["max_sockets"]
+    if f"client_cpu_s_{most}" in result:
+        print(
+            f"at {most} sockets: worker CPU {result[f'worker_cpu_s_{most}']} s, "
+            f"bench client CPU {result[f'client_cpu_s_{most}']} s during the {result['duration']:g} s of events"
+        )
 
 
 def main() -> None:
@@ -611,6 +691,11 @@ def main() -> None:
         type=int,
         default=1000,
         help="token-authenticated feed sockets beside the session ones (0: skip)",
+    )
+    parser.add_argument(
+        "--malloc-tcache",
+        action="store_true",
+        help=f"keep glibc's per-thread malloc caches in the web process (default: GLIBC_TUNABLES={MALLOC_TUNABLES})",
     )
     parser.add_argument(
         "--no-compression", action="store_true", help="clients do not offer permessage-deflate (browsers always do)"

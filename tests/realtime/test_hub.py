@@ -259,7 +259,7 @@ def test_threads_start_only_with_the_first_socket(app, counting):
         assert hub._threads == []
         hub.connect(90, FakeSocket())
         assert [t.name for t in hub._threads][:1] == ["hato-realtime-listener"]
-        assert len(hub._threads) == 1 + app.config["REALTIME_FLUSH_THREADS"]
+        assert len(hub._threads) == 2 + app.config["REALTIME_FLUSH_THREADS"]  # listener, heartbeat, flushers
     finally:
         hub.shutdown(timeout=0.5)
 

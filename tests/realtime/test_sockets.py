@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import socket
+import threading
 import time
 
 import pytest
@@ -13,7 +14,8 @@ import sqlalchemy as sa
 from app.extensions import db, redis
 from app.live.presence import online_user_ids, presence_key
 from app.live.publish import publish_badge, publish_broadcast
-from app.realtime.hub import hub_for
+from app.realtime.connection import SharedReaderThread
+from app.realtime.hub import DEFAULTS, hub_for
 from tests.realtime.helpers import (
     close_quietly,
     connect,
@@ -26,6 +28,8 @@ from tests.realtime.helpers import (
 from tests.support.waiting import free_port, wait_for
 
 pytestmark = pytest.mark.committed
+
+SOCK_OPTIONS = DEFAULTS["SOCK_SERVER_OPTIONS"]
 
 
 @pytest.fixture
@@ -242,7 +246,7 @@ def test_compression_is_declined(live_server, make_user):
 
 def test_a_client_that_stops_answering_pings_is_dropped(make_user):
     user_id, _ = make_user()
-    with server_thread(free_port(), SOCK_SERVER_OPTIONS={"ping_interval": 0.3}) as server:
+    with server_thread(free_port(), SOCK_SERVER_OPTIONS={**SOCK_OPTIONS, "ping_interval": 0.3}) as server:
         hub = hub_for(server.app)
         frozen, _ = raw_handshake(server.port, session_cookie(server.app, user_id))
         try:
@@ -254,7 +258,7 @@ def test_a_client_that_stops_answering_pings_is_dropped(make_user):
 
 def test_a_live_client_answers_pings_and_stays(make_user):
     user_id, _ = make_user()
-    with server_thread(free_port(), SOCK_SERVER_OPTIONS={"ping_interval": 0.2}) as server:
+    with server_thread(free_port(), SOCK_SERVER_OPTIONS={**SOCK_OPTIONS, "ping_interval": 0.2}) as server:
         sock, response = raw_handshake(server.port, session_cookie(server.app, user_id))
         try:
             frames = FrameReader(sock, response, timeout=5)
@@ -267,3 +271,23 @@ def test_a_live_client_answers_pings_and_stays(make_user):
             assert frame_count(frames.next_text()) == 1
         finally:
             sock.close()
+
+
+def test_every_socket_is_read_by_the_one_shared_reader_thread(make_user):
+    user_id, _ = make_user()
+    with server_thread(free_port()) as server:
+        cookie = session_cookie(server.app, user_id)
+        tabs = [connect(server.base_url, cookie) for _ in range(7)]
+        try:
+            for ws in tabs:
+                wait_for_count(ws, 0)
+            hub = hub_for(server.app)
+            with hub._cond:
+                readers = [conn.ws.thread for conns in hub._conns.values() for conn in conns]
+            assert len(readers) == len(tabs)
+            # No thread of its own per socket: each is a handle on the process's one reader thread.
+            assert all(isinstance(reader, SharedReaderThread) and reader.is_alive() for reader in readers)
+            assert [t.name for t in threading.enumerate()].count("hato-realtime-reader") == 1
+        finally:
+            for ws in tabs:
+                close_quietly(ws)
