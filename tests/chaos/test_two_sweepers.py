@@ -41,9 +41,9 @@ SEED_SQL = [
     """INSERT INTO notifications (user_id, type, title, body, dedupe_key)
        SELECT id, 'comment', k, 'Body', k || ':' || id FROM users CROSS JOIN unnest(ARRAY['retry', 'lost', 'lease']) k
        WHERE id <= :n""",
-    """INSERT INTO notification_deliveries (notification_id, channel, status, updated_at, next_attempt_at,
+    """INSERT INTO notification_deliveries (notification_id, user_id, channel, status, updated_at, next_attempt_at,
                                             locked_until)
-       SELECT n.id, 'email', s.status, now() - s.age, now() - s.due, s.lease
+       SELECT n.id, n.user_id, 'email', s.status, now() - s.age, now() - s.due, s.lease
        FROM notifications n JOIN (VALUES
          ('retry', 'pending', interval '10 seconds', interval '1 second', NULL::timestamptz),
          ('lost', 'pending', interval '10 minutes', interval '10 minutes', NULL),
@@ -61,8 +61,8 @@ SEED_SQL = [
     """INSERT INTO notifications (user_id, type, title, body, dedupe_key, created_at)
        SELECT id, 'follow', 'Someone followed you', 'Body', 'follow:' || id, now() - interval '2 days'
        FROM users WHERE id > 3 * :n AND id <= 4 * :n""",
-    """INSERT INTO notification_deliveries (notification_id, channel, status, skip_reason)
-       SELECT id, 'email', 'skipped', 'digested' FROM notifications WHERE type = 'follow'""",
+    """INSERT INTO notification_deliveries (notification_id, user_id, channel, status, skip_reason)
+       SELECT id, user_id, 'email', 'skipped', 'digested' FROM notifications WHERE type = 'follow'""",
     """INSERT INTO announcements (title, body, published_at) VALUES ('News', 'Body', now() + interval '2 seconds')""",
     """INSERT INTO campaigns (name, type, title, body, status, scheduled_at)
        SELECT 'c' || g, 'comment', 'Campaign', 'Body', 'scheduled', now() - interval '1 second'
