@@ -42,7 +42,7 @@ _LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 EMAIL_PATTERN = rf"^{_ATEXT}(\.{_ATEXT})*@{_LABEL}(\.{_LABEL})+$"
 SEND_AT_MAX_DAYS = 90
 KEY_MAX = 200  # a group_key or cancellation_key
-# RFC 3339 date-time: the offset is required (Z or ±hh:mm), so "10:00" is never read in a guessed zone.
+# RFC 3339 date-time: the zone designator is required (Z or ±hh:mm), so "10:00" is never read in a guessed zone.
 SEND_AT_MESSAGE = lazy_gettext("must be an RFC 3339 date-time with an offset, such as 2026-12-01T09:00:00+09:00")
 RFC3339_PATTERN = r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
 

@@ -55,6 +55,7 @@ from tests.perf.bench_realtime import Clients, RedisFloor, percentile, raise_fd_
 from tests.support import processes
 from tests.support.databases import bench_database
 from tests.support.ingest_load import drive_in_process
+from tests.support.load import insert_users
 from tests.support.smtp import stamped_arrivals
 from tests.support.waiting import free_port
 
@@ -164,16 +165,9 @@ def prepare(env: dict, users: int):
             ),
             {"type": TYPE},
         )
-        db.session.execute(
-            sa.text(
-                "INSERT INTO users (email, display_name, external_id) "
-                "SELECT 'e2e' || n || '@example.com', 'E2E ' || n, 'e2e-' || n FROM generate_series(1, :n) AS n"
-            ),
-            {"n": users},
-        )
+        users_by_id = insert_users(users, "e2e")
         key = create_api_key(None, "bench_e2e")
         db.session.commit()
-        users_by_id = dict(db.session.execute(sa.text("SELECT id, external_id FROM users ORDER BY id")).all())
         db.session.execute(sa.text("ANALYZE"))
         db.session.commit()
         db.session.remove()

@@ -51,6 +51,7 @@ from websockets.asyncio.client import connect
 
 from app import keyspace
 from tests.support.databases import recreate_database
+from tests.support.load import insert_users
 
 DB_NAME = os.environ.get("BENCH_REALTIME_DB", "hato_bench_realtime")
 REDIS_DB = int(os.environ.get("BENCH_REALTIME_REDIS_DB", "7"))
@@ -127,16 +128,9 @@ def prepare_database(env: dict, users: int):
         db.session.execute(
             sa.text("INSERT INTO notification_types (type, label) VALUES ('comment', 'Comment') ON CONFLICT DO NOTHING")
         )
-        db.session.execute(
-            sa.text(
-                "INSERT INTO users (email, display_name, external_id) "
-                "SELECT 'bench' || n || '@example.com', 'Bench ' || n, 'bench-' || n FROM generate_series(1, :n) AS n"
-            ),
-            {"n": users},
-        )
+        users_by_id = insert_users(users, "bench")
         key = create_api_key(None, "bench_realtime")
         db.session.commit()
-        users_by_id = dict(db.session.execute(sa.text("SELECT id, external_id FROM users ORDER BY id")).all())
         db.session.remove()
     return app, users_by_id, key
 

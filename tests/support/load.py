@@ -38,3 +38,19 @@ def status_counts() -> dict[str, int]:
     db.session.rollback()
     rows = db.session.execute(sa.text("SELECT status, count(*) FROM notification_deliveries GROUP BY status"))
     return dict(rows.all())
+
+
+def insert_users(count: int, prefix: str) -> dict[int, str]:
+    """Insert `count` users <prefix>N@example.com in one statement; return {id: external id}."""
+    db.session.execute(
+        sa.text(
+            "INSERT INTO users (email, display_name, external_id) "
+            "SELECT :prefix || n || '@example.com', initcap(:prefix) || ' ' || n, :prefix || '-' || n "
+            "FROM generate_series(1, :n) AS n"
+        ),
+        {"n": count, "prefix": prefix},
+    )
+    rows = db.session.execute(
+        sa.text("SELECT id, external_id FROM users WHERE external_id LIKE :p ORDER BY id"), {"p": f"{prefix}-%"}
+    )
+    return dict(rows.all())
