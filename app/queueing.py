@@ -6,6 +6,14 @@ on `low` so that a burst of them never delays a live notification; e-mail digest
 Jobs are named here, as the dotted paths RQ imports (jobs/*.py), so no code outside jobs/ imports a
 job. Every enqueue is an effect run after its transaction commits (app/unitofwork.py), and tolerates
 Redis being down: the rows are committed, and the sweeper enqueues them later.
+
+Live traffic commits one or a few deliveries at a time (an API call per notification); a job each
+would cost a worker more in RQ's bookkeeping than in sending. Those ids are coalesced instead: they
+are pushed on a per-(queue, channel) list in Redis, and a wake flag (SET NX) makes sure one drain job
+is waiting for the list; the drain job clears the flag first, then takes the list in batches
+(app/delivery/engine.py drain). A commit after that clear sets the flag again and wakes another
+drain, so no id waits for a job that has already looked. Bulk paths (campaigns, scheduled releases,
+the sweeper, DLQ replays) already carry full batches and keep one job per batch.
 """
 
 from __future__ import annotations
@@ -39,12 +47,18 @@ DELIVERY_QUEUE_SQL = f"CASE WHEN n.campaign_id IS NULL THEN t.priority ELSE '{CA
 
 # The jobs, by the dotted path RQ imports: thin entry points in jobs/ that call the domain.
 DELIVER_BATCH_JOB = "jobs.delivery.deliver_batch"
+DRAIN_JOB = "jobs.delivery.drain_deliveries"
 FANOUT_JOB = "jobs.fanout.fanout_campaign"
 BULK_OPERATION_JOB = "jobs.bulk.run_bulk_operation"
 DIGEST_JOB = "jobs.digest.send_digests"
 DIGEST_QUEUE = "low"  # a digest is never urgent: live notifications go first
 FANOUT_TIMEOUT_SECONDS = 6 * 3600  # a timeout only ends this run; the next one resumes from the cursor
 BULK_TIMEOUT_SECONDS = 3600
+
+# A drain job that was lost before it started (its worker killed, say) blocks new wakes this long at most;
+# the sweeper wakes lists left without a flag, and the rows themselves are in PostgreSQL meanwhile.
+DRAIN_WAKE_TTL_SECONDS = 60
+DELIVERY_CHANNELS = ("email", "push")  # the channels whose live deliveries are coalesced
 
 # A job in one of these states will still run: enqueueing another with its id would run the work twice.
 ALIVE = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
@@ -107,6 +121,95 @@ def enqueue_deliveries(queue_name: str, channel: str, delivery_ids: Sequence[int
     return True
 
 
+def _drain_keys(queue_name: str, channel: str) -> tuple[str, str]:
+    return keyspace.key("drain", queue_name, channel), keyspace.key("drain-wake", queue_name, channel)
+
+
+def coalesce_deliveries(queue_name: str, channel: str, delivery_ids: Sequence[int]) -> bool:
+    """Push ids on the (queue, channel) drain list and wake a drain job unless one is waiting already.
+
+    Returns False (and logs) when Redis is unreachable: the rows are committed as `pending`, the sweeper
+    enqueues them later.
+    """
+    if channel not in DELIVERY_CHANNELS:  # only these channels' lists are watched (sweeper, dashboard)
+        return enqueue_deliveries(queue_name, channel, delivery_ids)
+    if not delivery_ids:
+        return True
+    queue_name = queue_name if queue_name in QUEUE_NAMES else "default"
+    items, flag = _drain_keys(queue_name, channel)
+    try:
+        with redis.client().pipeline() as pipe:
+            # The push comes first: a drain that clears the flag after this will see these ids.
+            pipe.rpush(items, *(int(i) for i in delivery_ids))
+            pipe.set(flag, 1, nx=True, ex=DRAIN_WAKE_TTL_SECONDS)
+            woken = pipe.execute()[1]
+        if woken:
+            _enqueue_drain(queue_name, channel, flag)
+    except RedisError as exc:
+        log.warning("could not enqueue %d deliveries (sweeper will): %s", len(delivery_ids), exc)
+        return False
+    return True
+
+
+def _enqueue_drain(queue_name: str, channel: str, flag: str) -> None:
+    queue = get_queue(queue_name)
+    try:
+        queue.enqueue_call(DRAIN_JOB, args=(queue_name, channel), timeout=600, result_ttl=60,
+                           job_id=keyspace.job_id(uuid.uuid4().hex))  # fmt: skip
+    except RedisError:
+        queue.connection.delete(flag)  # best effort: let the next commit (or the sweeper) wake one
+        raise
+
+
+def wake_drain(queue_name: str, channel: str) -> bool:
+    """Enqueue a drain job for (queue, channel) unless its wake flag says one is waiting; True if enqueued."""
+    items, flag = _drain_keys(queue_name, channel)
+    if not redis.client().set(flag, 1, nx=True, ex=DRAIN_WAKE_TTL_SECONDS):
+        return False
+    _enqueue_drain(queue_name, channel, flag)
+    return True
+
+
+def start_drain(queue_name: str, channel: str) -> None:
+    """Clear the wake flag: from now on a new commit wakes another drain (call before taking ids)."""
+    redis.client().delete(_drain_keys(queue_name, channel)[1])
+
+
+def take_coalesced(queue_name: str, channel: str, count: int) -> list[int]:
+    """Take up to count ids off the (queue, channel) drain list, oldest first."""
+    taken = redis.client().lpop(_drain_keys(queue_name, channel)[0], count)
+    return [int(i) for i in taken or ()]
+
+
+def coalesced_waiting(queue_names: Sequence[str] = QUEUE_NAMES) -> dict[str, int]:
+    """Ids waiting on the drain lists, per queue (raises RedisError)."""
+    with redis.client().pipeline(transaction=False) as pipe:
+        for name in queue_names:
+            for channel in DELIVERY_CHANNELS:
+                pipe.llen(_drain_keys(name, channel)[0])
+        lengths = iter(pipe.execute())
+    return {name: sum(next(lengths) for _ in DELIVERY_CHANNELS) for name in queue_names}
+
+
+def wake_orphaned_drains() -> int:
+    """Wake a drain for every non-empty drain list without one (its drain died mid-list); return how many."""
+    woken = 0
+    for name in QUEUE_NAMES:
+        for channel in DELIVERY_CHANNELS:
+            if redis.client().llen(_drain_keys(name, channel)[0]) and wake_drain(name, channel):
+                woken += 1
+    return woken
+
+
+def higher_work_waiting(queue_name: str) -> bool:
+    """Whether a queue drained before this one has jobs or coalesced ids waiting (a drain then yields)."""
+    higher = QUEUE_NAMES[: QUEUE_NAMES.index(queue_name)] if queue_name in QUEUE_NAMES else ()
+    if not higher:
+        return False
+    jobs = sum(get_queue(name).count for name in higher)
+    return jobs > 0 or any(coalesced_waiting(higher).values())
+
+
 def job_alive(connection, rq_job_id: str) -> bool:
     """Whether the RQ job with this id is queued, scheduled or running (raises RedisError)."""
     try:
@@ -144,14 +247,17 @@ class EnqueueDeliveries(Effect):
     queue: str
     channel: str
     ids: tuple[int, ...]
+    coalesce: bool = False  # live traffic: push on the drain list instead of a job per commit
 
     def merge_key(self):
-        return ("deliveries", self.queue, self.channel)
+        return ("deliveries", self.queue, self.channel, self.coalesce)
 
     def merge(self, other: EnqueueDeliveries) -> EnqueueDeliveries:
         return replace(self, ids=self.ids + other.ids)
 
     def run(self) -> bool:
+        if self.coalesce:
+            return coalesce_deliveries(self.queue, self.channel, list(self.ids))
         return enqueue_deliveries(self.queue, self.channel, list(self.ids))
 
     def count(self, result: object) -> dict[str, int]:
@@ -226,10 +332,10 @@ def enqueue_digests_after_commit(ids: Sequence[int]) -> None:
         after_commit(EnqueueDigests(tuple(int(i) for i in ids)))
 
 
-def enqueue_deliveries_after_commit(queue_name: str, channel: str, ids: Sequence[int]) -> None:
-    """Enqueue deliver_batch jobs for ids once the current transaction commits."""
+def enqueue_deliveries_after_commit(queue_name: str, channel: str, ids: Sequence[int], coalesce: bool = False) -> None:
+    """Enqueue deliver_batch jobs for ids once the current transaction commits (coalesce: on the drain list)."""
     if ids:
-        after_commit(EnqueueDeliveries(queue_name, channel, tuple(int(i) for i in ids)))
+        after_commit(EnqueueDeliveries(queue_name, channel, tuple(int(i) for i in ids), coalesce))
 
 
 def fanout_job(campaign_id: int) -> EnqueueRowJob:

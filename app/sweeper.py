@@ -4,7 +4,8 @@
 RQ scheduled job: it must keep working when Redis has lost everything). One pass: expired leases go
 back to pending; rows held back by a breaker or bucket longer than DELIVERY_MAX_AGE go to the DLQ
 (`expired`); due pending rows nobody has enqueued (retries and deferrals that fell due, and rows
-whose job Redis lost) are enqueued in batches on their queue; idempotency keys older than 24 h are
+whose job Redis lost) are enqueued in batches on their queue; coalesced live ids whose drain job died
+get a new one; idempotency keys older than 24 h are
 pruned; snoozed notifications whose time has come are woken; due scheduled notifications are
 released (release_scheduled, which the CLI loop also runs every SCHEDULER_INTERVAL_SECONDS); open
 badges move when a scheduled announcement goes live or expires; due and running campaigns, and
@@ -42,7 +43,7 @@ from app.digests.sweep import sweep as sweep_digests
 from app.extensions import db
 from app.inbox.service import wake_due
 from app.notify import schedule
-from app.queueing import QUEUE_NAMES, get_queue
+from app.queueing import QUEUE_NAMES, coalesced_waiting, get_queue, wake_orphaned_drains
 from app.retention import service as retention
 from app.unitofwork import commit
 from app.webhooks import service as webhooks
@@ -82,12 +83,23 @@ def leadership() -> Iterator[bool]:
 
 
 def idle_queues() -> list[str]:
-    """Queues that are (nearly) empty; none when Redis does not answer."""
+    """Queues that are (nearly) empty, their coalesced ids counted as jobs; none when Redis does not answer."""
+    batch = max(int(current_app.config["DELIVERY_BATCH_SIZE"]), 1)
     try:
-        return [name for name in QUEUE_NAMES if get_queue(name).count <= IDLE_QUEUE_JOBS]
+        waiting = coalesced_waiting()
+        return [name for name in QUEUE_NAMES if get_queue(name).count + -(-waiting[name] // batch) <= IDLE_QUEUE_JOBS]
     except RedisError as exc:
         log.warning("queue depths unavailable (%s); only retries are enqueued this pass", exc)
         return []
+
+
+def wake_drains() -> int:
+    """Wake a drain job for coalesced ids whose drain died mid-list; 0 when Redis does not answer."""
+    try:
+        return wake_orphaned_drains()
+    except RedisError as exc:
+        log.warning("drain lists unavailable (%s); the stale-row step covers their rows", exc)
+        return 0
 
 
 def release_scheduled() -> int:
@@ -134,6 +146,7 @@ def _pass(config: Mapping) -> dict:
     except BaseException:
         db.session.rollback()
         raise
+    drains = wake_drains()  # coalesced ids left without a drain job (its worker was killed)
     scheduled = release_scheduled()  # due scheduled notifications: visible now, deliveries enqueued
     announce_due()
     start_due()
@@ -148,6 +161,7 @@ def _pass(config: Mapping) -> dict:
         "enqueued": enqueued,
         "pruned": pruned,
         "woken": woken,
+        "drains": drains,
         "scheduled": scheduled,
         **webhook_counts,
         **kept.as_counts(),

@@ -12,6 +12,9 @@ What differs between e-mail and push is the channel's business (app/delivery/cha
 channel's rows live in the webhook outbox and go through app/webhooks/engine.py, the same steps.
 The re-check also drops escalations whose notification was read/seen, e-mail/push of online-routed
 types while the user has a live socket, and rows over their type's frequency cap (service.admit_capped).
+drain() runs the same batches off a coalesced list of live deliveries (app/queueing.py): it yields the
+worker after DELIVERY_DRAIN_SECONDS, or as soon as a higher-priority queue has work, by waking a
+fresh drain job for what is left.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from app.extensions import db, redis
 from app.live.presence import online_user_ids
 from app.providers import providers_for
 from app.providers.routing import Route, Router
+from app.queueing import higher_work_waiting, start_drain, take_coalesced, wake_drain
 from app.unitofwork import commit
 from app.webhooks import engine as webhook_engine
 
@@ -71,6 +75,21 @@ def deliver_batch(channel_name: str, delivery_ids: list[int], config: Mapping) -
     except BaseException:
         db.session.rollback()
         raise
+
+
+def drain(queue_name: str, channel_name: str, config: Mapping) -> dict:
+    """Deliver the ids coalesced on (queue, channel) batch by batch; return the summed counts."""
+    start_drain(queue_name, channel_name)  # first: a commit after this wakes a new drain for its ids
+    deadline = time.monotonic() + float(config["DELIVERY_DRAIN_SECONDS"])
+    totals: dict[str, int] = {"batches": 0}
+    while ids := take_coalesced(queue_name, channel_name, int(config["DELIVERY_BATCH_SIZE"])):
+        for name, count in deliver_batch(channel_name, ids, config).items():
+            totals[name] = totals.get(name, 0) + count
+        totals["batches"] += 1
+        if time.monotonic() > deadline or higher_work_waiting(queue_name):
+            totals["handed_over"] = int(wake_drain(queue_name, channel_name))  # the rest: a fresh job, behind
+            break
+    return totals
 
 
 def _send_all(channel: Channel, rows, router: Router, claim: service.Claim, deadline: float, config: Mapping,

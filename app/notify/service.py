@@ -276,7 +276,8 @@ def notify(
             {"notification_id": r.notification_id, "user_id": r.user_id, "type": type_, "dedupe_key": dedupe_key}
             for r in created])  # fmt: skip
     for channel, ids in result.pending.items():
-        enqueue_deliveries_after_commit(delivery_queue(result.priority, campaign_id is not None), channel, ids)
+        # One call commits a few rows: coalesced, so a worker drains many commits' rows per job.
+        enqueue_deliveries_after_commit(delivery_queue(result.priority, campaign_id is not None), channel, ids, True)
     badge_after_commit(result.badge_user_ids(), toast_title=title)
     return result
 

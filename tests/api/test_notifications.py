@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from app.extensions import db, redis
 from app.live.publish import user_channel
-from app.queueing import get_queue
+from app.queueing import get_queue, take_coalesced
 from tests.api.conftest import count, send_body
 from tests.factories import NotificationTypeFactory, PreferenceFactory, UserFactory
 from tests.support.redis_watch import next_message
@@ -191,8 +191,9 @@ def test_deliveries_go_to_the_types_priority_queue(api, recipient):
     before = queue.count
     api.post("/v1/notifications", send_body(recipient.external_id, type="otp"))
     assert queue.count == before + 1
-    job = queue.jobs[-1]
-    assert job.func_name == "jobs.delivery.deliver_batch" and job.args[0] == "email"
+    job = queue.jobs[-1]  # live deliveries are coalesced: one drain job for the queue's e-mail list
+    assert job.func_name == "jobs.delivery.drain_deliveries" and job.args == ["high", "email"]
+    assert len(take_coalesced("high", "email", 10)) == 1
 
 
 def test_badge_event_is_published_for_visible_new_rows(api, app, comment_type, recipient):

@@ -29,7 +29,7 @@ def redisless_app(app):
 @pytest.mark.committed
 def test_ingest_succeeds_and_leaves_pending_rows_when_redis_is_down(redisless_app, monkeypatch):
     outcomes = []
-    for module, name in ((queueing, "enqueue_deliveries"), (live.publish, "publish_badge")):
+    for module, name in ((queueing, "coalesce_deliveries"), (live.publish, "publish_badge")):
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _real=real, **k: outcomes.append(_real(*a, **k)))
     with redisless_app.app_context():

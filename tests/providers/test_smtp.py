@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from app.providers import Message, PermanentError, TransientError, provider_for
+from app.providers import Message, PermanentError, TransientError, provider_for, smtp
 from app.providers.smtp import SmtpProvider, build_email, classify, clean_header, message_id
 from tests.support.smtp import SmtpSink
 from tests.support.waiting import free_port
@@ -91,7 +91,7 @@ def test_classify(exc, cls, kind):
     assert type(error) is cls and error.kind == kind
 
 
-def test_sends_over_one_connection_and_quits(sink):
+def test_sends_over_one_connection_and_parks_it(sink):
     provider = SmtpProvider(sink.url, "Hato <hato@example.com>", 5, "hato.example.com")
     with provider:
         receipts = [provider.send(msg(delivery_id=i)) for i in (1, 2, 3)]
@@ -99,6 +99,29 @@ def test_sends_over_one_connection_and_quits(sink):
     assert connection is not None and provider._conn is None
     assert [r.message_id for r in receipts] == [f"<delivery-{i}@hato.hato.example.com>" for i in (1, 2, 3)]
     assert [m.mail_from for m in sink.messages] == ["hato@example.com"] * 3
+    assert len({m.peer for m in sink.messages}) == 1
+
+
+def test_next_batch_reuses_the_parked_connection(sink):
+    first = SmtpProvider(sink.url, "h@example.com", 5, "example.com")
+    with first:
+        first.send(msg(delivery_id=1))
+    with SmtpProvider(sink.url, "h@example.com", 5, "example.com") as second:  # a new batch, a new provider
+        second.send(msg(delivery_id=2))
+    assert sink.messages[0].peer == sink.messages[1].peer
+
+
+def test_a_stale_or_dead_parked_connection_is_replaced(sink, monkeypatch):
+    with SmtpProvider(sink.url, "h@example.com", 5, "example.com") as provider:
+        provider.send(msg(delivery_id=1))
+    monkeypatch.setattr(smtp, "SMTP_IDLE_REUSE_SECONDS", 0.0)
+    with SmtpProvider(sink.url, "h@example.com", 5, "example.com") as provider:
+        provider.send(msg(delivery_id=2))  # parked too long: closed, a new session
+    monkeypatch.undo()
+    smtp._parked.slot[1].sock.shutdown(socket.SHUT_RDWR)  # the server (or a NAT) dropped it while parked: NOOP fails
+    with SmtpProvider(sink.url, "h@example.com", 5, "example.com") as provider:
+        provider.send(msg(delivery_id=3))
+    assert len({m.peer for m in sink.messages}) == 3 and len(sink.messages) == 3
 
 
 def test_timeout_is_transient():

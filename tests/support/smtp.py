@@ -31,6 +31,7 @@ class Received:
     mail_from: str
     rcpt_tos: list[str]
     raw: bytes
+    peer: tuple = ()  # the client's (address, port): which SMTP connection brought it
 
     @property
     def message(self) -> EmailMessage:
@@ -63,7 +64,7 @@ class RecordingHandler:
                 log.write(f"{received:.6f} {message_id}\n" if self.stamp else message_id + "\n")
         else:
             with self.lock:
-                self.messages.append(Received(envelope.mail_from, list(envelope.rcpt_tos), raw))
+                self.messages.append(Received(envelope.mail_from, list(envelope.rcpt_tos), raw, tuple(session.peer)))
         return "250 Message accepted for delivery"
 
 
