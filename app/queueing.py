@@ -163,7 +163,7 @@ def _enqueue_drain(queue_name: str, channel: str, flag: str) -> None:
 
 def wake_drain(queue_name: str, channel: str) -> bool:
     """Enqueue a drain job for (queue, channel) unless its wake flag says one is waiting; True if enqueued."""
-    items, flag = _drain_keys(queue_name, channel)
+    flag = _drain_keys(queue_name, channel)[1]
     if not redis.client().set(flag, 1, nx=True, ex=DRAIN_WAKE_TTL_SECONDS):
         return False
     _enqueue_drain(queue_name, channel, flag)
@@ -193,12 +193,13 @@ def coalesced_waiting(queue_names: Sequence[str] = QUEUE_NAMES) -> dict[str, int
 
 def wake_orphaned_drains() -> int:
     """Wake a drain for every non-empty drain list without one (its drain died mid-list); return how many."""
-    woken = 0
-    for name in QUEUE_NAMES:
-        for channel in DELIVERY_CHANNELS:
-            if redis.client().llen(_drain_keys(name, channel)[0]) and wake_drain(name, channel):
-                woken += 1
-    return woken
+    lists = [(name, channel) for name in QUEUE_NAMES for channel in DELIVERY_CHANNELS]
+    with redis.client().pipeline(transaction=False) as pipe:
+        for name, channel in lists:
+            pipe.llen(_drain_keys(name, channel)[0])
+        lengths = pipe.execute()
+    waiting = [pair for pair, length in zip(lists, lengths, strict=True) if length]
+    return sum(1 for name, channel in waiting if wake_drain(name, channel))
 
 
 def higher_work_waiting(queue_name: str) -> bool:

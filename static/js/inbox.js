@@ -296,7 +296,11 @@
     dialog.showModal();
     dialog.addEventListener("close", function restore() {
       dialog.removeEventListener("close", restore);
-      if (opener && opener.isConnected && opener.focus) { opener.focus(); }
+      // The browser usually puts focus back itself, and the "close" event is a queued task: keys pressed in
+      // between (j/k) may already have moved on, so only step in when focus was really lost.
+      var active = document.activeElement;
+      var lost = !active || active === document.body || dialog.contains(active);
+      if (lost && opener && opener.isConnected && opener.focus) { opener.focus(); }
     });
   }
 
