@@ -55,6 +55,14 @@ def test_api_needs_no_csrf_token_and_sets_no_cookie(api, comment_type, recipient
     assert response.headers["Cache-Control"] == "no-store"
 
 
+def test_a_session_cookie_riding_along_is_neither_read_nor_refreshed(app, api, login_as, comment_type, recipient):
+    login_as(UserFactory(role="admin"))
+    response = api.post("/v1/notifications", send_body(recipient.external_id))
+    assert response.status_code == 202
+    assert "Set-Cookie" not in response.headers and "Cookie" not in response.headers.get("Vary", "")
+    assert api.client.get("/inbox").status_code == 200  # the browser's session is still there for its pages
+
+
 def test_only_the_hash_and_prefix_are_stored(api_key):
     row = db.session.execute(sa.text("SELECT prefix, key_hash FROM api_keys")).one()
     assert api_key.startswith("hato_") and len(api_key) > 40
