@@ -134,7 +134,12 @@ def _compact(sql: str) -> str:
     return "\n".join(line for line in lines if line and not line.startswith("--"))
 
 
-def _notify_statement(by: str) -> sa.TextClause:
+# The statement's result columns, in order. Declared, so SQLAlchemy builds the result's metadata once for the
+# compiled statement instead of reading the cursor's description on every ingest.
+NOTIFY_COLUMNS = ("kind", "ord", "ref", "user_id", "id", "in_app", "channel", "priority", "aggregation_window")
+
+
+def _notify_statement(by: str) -> sa.TextualSelect:
     return sa.text(
         _compact(f"""
 WITH wanted AS (
@@ -167,7 +172,7 @@ FROM deliveries d
 WHERE d.status = 'pending' AND d.escalation IS NULL
 ORDER BY 1 DESC, 2, 5
 """)
-    )
+    ).columns(*(sa.column(name) for name in NOTIFY_COLUMNS))
 
 
 NOTIFY_SQL = {by: _notify_statement(by) for by in WANTED_SQL}
