@@ -124,6 +124,10 @@ def add_headers(response: Response) -> Response:
     headers.set(config.get("RATELIMIT_HEADER_LIMIT", "X-RateLimit-Limit"), str(counted.item.amount))
     headers.set(config.get("RATELIMIT_HEADER_REMAINING", "X-RateLimit-Remaining"), str(stats.remaining))
     headers.set(config.get("RATELIMIT_HEADER_RESET", "X-RateLimit-Reset"), str(reset_at))
-    headers.set(config.get("RATELIMIT_HEADER_RETRY_AFTER", "Retry-After"), str(seconds))
+    # As Flask-Limiter: a Retry-After the answer already has (409 in progress, 503) is kept if it is later.
+    retry_after_name = config.get("RATELIMIT_HEADER_RETRY_AFTER", "Retry-After")
+    existing = headers.get(retry_after_name, "")
+    retry_after = max(int(existing), seconds) if existing.isdigit() else seconds
+    headers.set(retry_after_name, str(retry_after))
     headers.set("RateLimit-Reset", str(seconds))  # the IETF draft's header: seconds, not an epoch
     return response

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import sqlalchemy as sa
+from flask import Response
 from limits.strategies import FixedWindowRateLimiter
 
 from app.api import ratelimit
@@ -124,6 +125,16 @@ def test_every_limited_answer_carries_its_rate_limit_headers(app, client, api_ke
     assert [int(redis_client.get(k)) for k in counters] == [2, 2]
     unauthenticated = client.get("/v1/notifications/1")
     assert unauthenticated.status_code == 401 and unauthenticated.headers["RateLimit-Remaining"] == "4"
+
+
+def test_a_later_retry_after_of_the_answer_is_kept(app, monkeypatch):
+    monkeypatch.setitem(app.config, "API_RATE_LIMIT", "5 per minute")
+    with app.test_request_context("/v1/notifications/1"):
+        ratelimit.check("api-key:retry-after-test")
+        later = ratelimit.add_headers(Response(status=503, headers={"Retry-After": "1000"}))
+        sooner = ratelimit.add_headers(Response(status=409, headers={"Retry-After": "1"}))
+    assert later.headers["Retry-After"] == "1000"
+    assert sooner.headers["Retry-After"] == sooner.headers["RateLimit-Reset"]  # the window's end, as before
 
 
 def test_a_failing_rate_limit_storage_counts_in_memory(app, client, api_key, monkeypatch):
