@@ -35,11 +35,12 @@ def create_app(test_config: dict | None = None) -> Flask:
     from app.push.views import bp as push_bp
     from app.realtime.views import bp as realtime_bp
     from app.realtime.views import feed_bp as feed_socket_bp
-    from app.web import errors, headers, i18n, templating
+    from app.web import errors, headers, i18n, sessions, templating
 
     extensions.init_app(app)
     unitofwork.init_app(app)
     headers.init_app(app)
+    sessions.init_app(app, sessionless=(api_bp.name,))  # the API authenticates by key, never by cookie
     i18n.init_app(app)
     templating.init_app(app)
     errors.init_app(app)

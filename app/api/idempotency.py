@@ -36,6 +36,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app.api.auth import current_key
 from app.api.schemas import ApiError, parse_body
+from app.driversql import compiled, fetchone
 from app.extensions import db
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,9 @@ SELECT lock.held, claimed.id FROM lock LEFT JOIN claimed ON true
 """
 )
 
+# The claim and the stored response run on every idempotent request: straight through psycopg (app/driversql.py).
+CLAIM_DRIVER_SQL = compiled(CLAIM_SQL)
+
 LOOKUP_SQL = sa.text(
     """
 SELECT request_hash, response_status, response_body
@@ -84,6 +88,7 @@ SET response_status = :status, response_body = CAST(:body AS jsonb), completed_a
 WHERE id = :id
 """
 )
+COMPLETE_DRIVER_SQL = compiled(COMPLETE_SQL)
 
 
 @dataclass
@@ -131,15 +136,15 @@ def claim(api_key_id: int, key: str, fingerprint: str) -> KeyClaim | Response:
         "path": request.path,
         "request_hash": fingerprint,
     }
-    row = db.session.execute(CLAIM_SQL, params).one()
-    if not row.held:
+    held, claim_id = fetchone(CLAIM_DRIVER_SQL, params)
+    if not held:
         raise ApiError(
             409,
             gettext("A request with this Idempotency-Key is still in progress; retry shortly."),
             headers={"Retry-After": "1"},
         )
-    if row.id is not None:
-        return KeyClaim(row.id)
+    if claim_id is not None:
+        return KeyClaim(claim_id)
     # With the lock held, a conflicting record is a committed, finished request: nobody can change it.
     existing = db.session.execute(LOOKUP_SQL, params).one()
     db.session.rollback()
@@ -174,7 +179,7 @@ def store(response: Response) -> Response:
     held: KeyClaim | None = getattr(request, "hato_idempotency_claim", None)
     if held is not None:
         body = None if held.withheld else (response.get_data(as_text=True) or None)
-        db.session.execute(COMPLETE_SQL, {"id": held.id, "status": response.status_code, "body": body})
+        fetchone(COMPLETE_DRIVER_SQL, {"id": held.id, "status": response.status_code, "body": body})
         held.stored = True
     return response
 

@@ -11,14 +11,13 @@ services registered follows the commit (app/unitofwork.py).
 from __future__ import annotations
 
 import logging
-import time
 from datetime import UTC, datetime
 
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
 from flask_babel import gettext, lazy_gettext, ngettext
 
 from app import user_tokens
-from app.api import auth, openapi, responses, schemas
+from app.api import auth, openapi, ratelimit, responses, schemas
 from app.api.idempotency import Withheld, idempotent, json_response, store
 from app.api.schemas import ApiError
 from app.auth import links
@@ -52,19 +51,19 @@ def _public() -> bool:
     return request.endpoint in PUBLIC_ENDPOINTS
 
 
-limiter.shared_limit(
-    lambda: current_app.config["API_RATE_LIMIT"], scope="api", key_func=auth.rate_limit_key, exempt_when=_public
-)(bp)
+# The API_RATE_LIMIT per key is counted by guard() (app/api/ratelimit.py), not by Flask-Limiter's hooks.
+limiter.request_filter(lambda: request.blueprint == bp.name)
 
 
 @bp.before_request
 def guard():
-    """Authenticate, then refuse an oversized body before anything reads it."""
+    """Count the call against its key's rate limit, authenticate, then refuse an oversized body unread."""
     limit = current_app.config["API_MAX_BODY_BYTES"]
     # Werkzeug silently truncates a chunked body at the limit; one byte more shows it was too long.
     request.max_content_length = limit + 1
     if _public():
         return None
+    ratelimit.check(auth.rate_limit_key())  # first, as before: unauthenticated calls count against their address
     if auth.current_key() is None:
         raise ApiError(
             401,
@@ -78,17 +77,9 @@ def guard():
 
 @bp.after_request
 def api_headers(response):
-    """No caching of API answers; RateLimit-Reset in seconds, as the IETF draft defines it."""
+    """No caching of API answers; the RateLimit-* headers of the call's rate limit."""
     response.headers.setdefault("Cache-Control", "no-store")
-    current = limiter.current_limit if not _public() else None
-    if current is not None:
-        try:
-            reset_at = current.reset_at
-        except Exception:  # advisory header: a rate-limit storage hiccup must not fail the answer
-            log.warning("RateLimit-Reset left out: rate-limit storage unavailable", exc_info=True)
-            return response
-        response.headers["RateLimit-Reset"] = str(max(0, int(reset_at - time.time())))
-    return response
+    return ratelimit.add_headers(response)
 
 
 @bp.errorhandler(ApiError)

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from flask import Flask, Response, current_app, request
 
 
 def content_security_policy() -> str:
     """Return the CSP: no inline script, nothing framed, websockets only to our own origin."""
-    base = current_app.config["BASE_URL"]
+    return _csp(current_app.config["BASE_URL"])
+
+
+# Built once per BASE_URL (a process has one; tests build apps with others): every response carries it.
+@lru_cache(maxsize=16)
+def _csp(base: str) -> str:
     ws_origin = base.replace("https://", "wss://").replace("http://", "ws://")
     return "; ".join(
         [
@@ -49,22 +56,36 @@ def sent_content_csp() -> str:
     return content_security_policy().replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")
 
 
+@lru_cache(maxsize=16)
+def _security_headers(base: str) -> tuple[tuple[str, str, str], ...]:
+    """(lower-case name, name, value) of every header a response carries, for the site at base."""
+    pairs = [
+        ("Content-Security-Policy", _csp(base)),
+        ("X-Content-Type-Options", "nosniff"),
+        ("X-Frame-Options", "DENY"),
+        ("Referrer-Policy", "same-origin"),
+        ("Permissions-Policy", "camera=(), microphone=(), geolocation=()"),
+        ("Cross-Origin-Opener-Policy", "same-origin"),
+    ]
+    if base.startswith("https://"):
+        pairs.append(("Strict-Transport-Security", "max-age=31536000; includeSubDomains"))
+    return tuple((name.lower(), name, value) for name, value in pairs)
+
+
 def add_security_headers(response: Response) -> Response:
-    """Attach the headers every response carries."""
+    """Attach the headers every response carries (a header the view set itself is kept)."""
     headers = response.headers
-    headers.setdefault("Content-Security-Policy", content_security_policy())
-    headers.setdefault("X-Content-Type-Options", "nosniff")
-    headers.setdefault("X-Frame-Options", "DENY")
-    headers.setdefault("Referrer-Policy", "same-origin")
-    headers.setdefault("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
-    headers.setdefault("Cross-Origin-Opener-Policy", "same-origin")
-    if current_app.config["BASE_URL"].startswith("https://"):
-        headers.setdefault("Strict-Transport-Security", "max-age=31536000; includeSubDomains")
+    # One pass over the response's headers instead of one per header set (setdefault scans them all).
+    present = {name.lower() for name in headers.keys()}
+    for lower, name, value in _security_headers(current_app.config["BASE_URL"]):
+        if lower not in present:
+            headers.add(name, value)
     if request.headers.get("HX-Request"):
         response.vary.add("HX-Request")
     if response.mimetype == "text/html":
         response.vary.add("HX-Request")
-        response.headers.setdefault("Cache-Control", "no-store")
+        if "cache-control" not in present:
+            headers.add("Cache-Control", "no-store")
     return response
 
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import sqlalchemy as sa
+import time
 
+import sqlalchemy as sa
+from flask import Response
+from limits.strategies import FixedWindowRateLimiter
+
+from app.api import ratelimit
 from app.api_keys import service as keys
-from app.extensions import db
+from app.extensions import db, limiter
+from app.ratelimit_storage import HitAwareRedisStorage
 from tests.api.conftest import send_body
 from tests.factories import UserFactory
+from tests.support.waiting import free_port
 
 
 def _last_used(key: str):
@@ -47,6 +54,14 @@ def test_api_needs_no_csrf_token_and_sets_no_cookie(api, comment_type, recipient
     assert response.status_code == 202
     assert "Set-Cookie" not in response.headers
     assert response.headers["Cache-Control"] == "no-store"
+
+
+def test_a_session_cookie_riding_along_is_neither_read_nor_refreshed(app, api, login_as, comment_type, recipient):
+    login_as(UserFactory(role="admin"))
+    response = api.post("/v1/notifications", send_body(recipient.external_id))
+    assert response.status_code == 202
+    assert "Set-Cookie" not in response.headers and "Cookie" not in response.headers.get("Vary", "")
+    assert api.client.get("/inbox").status_code == 200  # the browser's session is still there for its pages
 
 
 def test_only_the_hash_and_prefix_are_stored(api_key):
@@ -93,6 +108,46 @@ def test_rate_limit_is_per_key_with_headers(app, client, api_key, monkeypatch):
     assert 0 <= int(limited.headers["RateLimit-Reset"]) <= 60
     other_key = keys.create_api_key(None, "other", ["notifications:read"])
     assert client.get("/v1/notifications/1", headers={"Authorization": f"Bearer {other_key}"}).status_code == 404
+
+
+def test_every_limited_answer_carries_its_rate_limit_headers(app, client, api_key, redis_client, monkeypatch):
+    monkeypatch.setitem(app.config, "API_RATE_LIMIT", "5 per minute; 50 per hour")
+    headers = {"Authorization": f"Bearer {api_key}"}
+    first, second = (client.get("/v1/notifications/1", headers=headers) for _ in range(2))
+    # The smallest window speaks; X-RateLimit-Reset is its end as an epoch, the others are seconds.
+    assert first.headers["RateLimit-Limit"] == "5" and first.headers["RateLimit-Remaining"] == "4"
+    assert second.headers["RateLimit-Remaining"] == "3"
+    assert 0 <= int(second.headers["RateLimit-Reset"]) <= 60 and 0 <= int(second.headers["Retry-After"]) <= 60
+    assert abs(int(second.headers["X-RateLimit-Reset"]) - time.time()) <= 61
+    # Counted once per request and window, under the keys Flask-Limiter's shared limit used (scope "api").
+    counters = sorted(k.decode() for k in redis_client.keys("*api-key*"))
+    assert len(counters) == 2 and all("/api/" in k for k in counters)
+    assert [int(redis_client.get(k)) for k in counters] == [2, 2]
+    unauthenticated = client.get("/v1/notifications/1")
+    assert unauthenticated.status_code == 401 and unauthenticated.headers["RateLimit-Remaining"] == "4"
+
+
+def test_a_later_retry_after_of_the_answer_is_kept(app, monkeypatch):
+    monkeypatch.setitem(app.config, "API_RATE_LIMIT", "5 per minute")
+    with app.test_request_context("/v1/notifications/1"):
+        ratelimit.check("api-key:retry-after-test")
+        later = ratelimit.add_headers(Response(status=503, headers={"Retry-After": "1000"}))
+        sooner = ratelimit.add_headers(Response(status=409, headers={"Retry-After": "1"}))
+    assert later.headers["Retry-After"] == "1000"
+    assert sooner.headers["Retry-After"] == sooner.headers["RateLimit-Reset"]  # the window's end, as before
+
+
+def test_a_failing_rate_limit_storage_counts_in_memory(app, client, api_key, monkeypatch):
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    monkeypatch.setitem(app.config, "API_RATE_LIMIT", "2 per minute")
+    monkeypatch.setattr(limiter, "_storage", HitAwareRedisStorage("hato+" + dead))
+    monkeypatch.setattr(limiter, "_limiter", FixedWindowRateLimiter(limiter._storage))
+    monkeypatch.setattr(ratelimit, "_fallback", ratelimit._Fallback())
+    headers = {"Authorization": f"Bearer {api_key}"}
+    statuses = [client.get("/v1/notifications/1", headers=headers) for _ in range(3)]
+    assert [r.status_code for r in statuses] == [404, 404, 429]
+    assert statuses[0].headers["RateLimit-Remaining"] == "1"
+    assert ratelimit._fallback.failed_until > time.monotonic()
 
 
 def test_ping_and_spec_need_no_key_and_no_rate_limit(app, client, monkeypatch):

@@ -1,0 +1,42 @@
+"""Statements sent through psycopg on the session's connection: same transaction, SQLAlchemy's errors."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from app import driversql
+from app.extensions import db
+from tests.test_dbpool import _terminate
+
+TXID = driversql.compiled(sa.text("SELECT txid_current(), CAST(:n AS int) + 1"))
+
+
+def test_runs_in_the_sessions_transaction_and_rolls_back_with_it(db_session):
+    db_session.execute(sa.text("CREATE TEMP TABLE scratch (n int)"))
+    txid, n = driversql.fetchone(TXID, {"n": 41})
+    assert n == 42 and txid == db_session.execute(sa.text("SELECT txid_current()")).scalar_one()
+    insert = driversql.compiled(sa.text("INSERT INTO scratch VALUES (:n) RETURNING n"))
+    assert driversql.fetchone(insert, {"n": 7}) == (7,)
+    assert driversql.fetchone(driversql.compiled(sa.text("UPDATE scratch SET n = 8")), {}) is None
+    assert db_session.execute(sa.text("SELECT n FROM scratch")).scalar_one() == 8
+
+
+def test_a_driver_error_is_sqlalchemys(db_session):
+    with pytest.raises(sa.exc.DataError) as raised:
+        driversql.fetchone(driversql.compiled(sa.text("SELECT 1 / CAST(:zero AS int)")), {"zero": 0})
+    assert not raised.value.connection_invalidated
+    db_session.rollback()
+    assert driversql.fetchone(TXID, {"n": 1})[1] == 2
+
+
+@pytest.mark.committed
+def test_a_terminated_connection_is_unavailable_and_replaced(app):
+    pid = db.session.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+    _terminate(app, pid)
+    # OperationalError is what the API answers with 503 (app/dbpool.py UNAVAILABLE); the pool drops the connection.
+    with pytest.raises(sa.exc.OperationalError) as raised:
+        driversql.fetchone(TXID, {"n": 1})
+    assert raised.value.connection_invalidated
+    db.session.rollback()
+    assert db.session.execute(sa.text("SELECT pg_backend_pid()")).scalar_one() != pid
