@@ -1,16 +1,17 @@
 """The campaign fanout, set-based: one INSERT … SELECT per keyset batch of about 10,000 user ids.
 
-Each batch is one statement running the ingest pipeline's own CTEs (app/notify/service.NOTIFY_CTES:
-cells → inserted → deliveries) over a `recipients` CTE that reads the next user ids after the
-campaign's cursor. Preferences are resolved inline by the seed's EFFECTIVE_SEND_SQL; notifications
-carry `dedupe_key = 'campaign:<id>'` with ON CONFLICT DO NOTHING, and their e-mail/push deliveries
-are written by the same statement (data-modifying CTE). Its own `prefs` CTE fits a keyset batch:
-preferences are read by the batch's user-id range (an index range instead of hashing every
-preference row of the type again for each batch), and each recipient's e-mail comes with it from
-the audience query. tests/campaigns/test_fanout.py checks the rows are exactly the ones the ingest
-writes. The cursor and done count move in the same transaction, under a lock on
-the campaign row, so a batch either happened completely (and is never redone) or not at all; a
-re-run from scratch would still create nothing twice, because of the dedupe key.
+Each batch is one statement over a `recipients` CTE that reads the next user ids after the campaign's
+cursor: the ingest's rules (app/notify/service.py) in a shape fitted to a batch of users who all get
+the same content. Its `prefs` CTE reads preferences by the batch's user-id range (an index range
+instead of hashing every preference row of the type again for each batch), one row per user; `sends`
+resolves each recipient's three channels side by side with the seed's rule (effective_send_sql), and
+carries the e-mail address the audience query read. Notifications carry
+`dedupe_key = 'campaign:<id>'` with ON CONFLICT DO NOTHING, and their e-mail/push deliveries (skip
+reasons and escalation as the ingest writes them) are written by the same statement (data-modifying
+CTE). tests/campaigns/test_fanout.py checks the rows are exactly the ones the ingest writes. The
+cursor and done count move in the same transaction, under a lock on the campaign row, so a batch
+either happened completely (and is never redone) or not at all; a re-run from scratch would still
+create nothing twice, because of the dedupe key.
 
 run() is the job: it commits each batch on its own. A batch registers, to follow its commit, its
 deliveries' jobs on the campaign queue (`low`, so interactive notifications never wait behind a
@@ -32,7 +33,8 @@ from app.extensions import db
 from app.limits import ERROR_TEXT_MAX
 from app.live.publish import badge_after_commit
 from app.models import Campaign
-from app.notify.service import NOTIFY_CTES
+from app.notify.delivery_sql import SKIP_REASON_LATERAL
+from app.preferences.queries import effective_send_sql
 from app.queueing import CAMPAIGN_QUEUE, enqueue_deliveries_after_commit, fanout_job
 from app.unitofwork import after_commit, commit
 
@@ -57,13 +59,58 @@ COUNT_SQL = {
     "list": sa.text("SELECT count(*) FROM campaign_recipients WHERE campaign_id = :campaign_id"),
 }
 
-# The batch's preference rows, read by its user-id range (see the module docstring).
+# The batch's preference rows, read by its user-id range (see the module docstring), one row per user.
 PREFS_CTE = """
 prefs AS (
-  SELECT p.user_id, p.channel, p.enabled
+  SELECT p.user_id,
+         bool_or(p.enabled) FILTER (WHERE p.channel = 'in_app') AS in_app,
+         bool_or(p.enabled) FILTER (WHERE p.channel = 'email') AS email,
+         bool_or(p.enabled) FILTER (WHERE p.channel = 'push') AS push
   FROM notification_preferences p
   WHERE p.type = :type AND p.user_id > :after AND p.user_id <= (SELECT max(user_id) FROM recipients)
+  GROUP BY p.user_id
 ),"""
+
+# One row per recipient with the three channels resolved side by side (the ingest's `cells` has one row
+# per recipient and channel, each carrying the content: three times the rows to materialise and scan),
+# the content as parameters of the INSERT, and the type's escalation read once per recipient. A
+# campaign has no group_key, so nothing is muted (the ingest's `muted` is false for every cell).
+# tests/campaigns/test_fanout.py checks the rows are exactly the ingest's.
+FANOUT_CTES = f"""
+sends AS (
+  SELECT r.user_id, r.email,
+         {effective_send_sql("t.default_in_app", "p.in_app")} AS in_app,
+         {effective_send_sql("t.default_email", "p.email")} AS email_on,
+         {effective_send_sql("t.default_push", "p.push")} AS push_on,
+         now() + make_interval(secs => coalesce(t.escalate_after, 0)) AS next_attempt_at,
+         CASE WHEN t.escalate_after IS NOT NULL THEN t.escalate_unless END AS escalation
+  FROM recipients r
+  JOIN notification_types t ON t.type = :type
+  LEFT JOIN prefs p ON p.user_id = r.user_id
+),
+inserted AS (
+  -- With in-app off the row is still written (it anchors the deliveries) but born read and hidden.
+  INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, data, campaign_id, in_app, read_at)
+  SELECT s.user_id, :type, :title, :body, :link_path, :dedupe_key, CAST(:data AS jsonb),
+         CAST(:campaign_id AS bigint), s.in_app, CASE WHEN s.in_app THEN NULL ELSE now() END
+  FROM sends s
+  ON CONFLICT (user_id, dedupe_key) DO NOTHING
+  RETURNING id, user_id, in_app
+),
+deliveries AS (
+  INSERT INTO notification_deliveries (notification_id, user_id, channel, status, skip_reason, next_attempt_at,
+                                       escalation)
+  SELECT i.id, i.user_id, c.channel, CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'skipped' END, s.reason,
+         r.next_attempt_at, r.escalation
+  FROM inserted i
+  JOIN sends r ON r.user_id = i.user_id
+  CROSS JOIN LATERAL (
+    SELECT 'email' AS channel, r.email, false AS muted WHERE r.email_on
+    UNION ALL
+    SELECT 'push', r.email, false WHERE r.push_on
+  ) c
+{SKIP_REASON_LATERAL}  RETURNING id, channel, status, escalation
+)"""
 
 
 def _batch_statement(kind: str) -> sa.TextClause:
@@ -72,7 +119,7 @@ def _batch_statement(kind: str) -> sa.TextClause:
 WITH recipients AS (
   {AUDIENCE_SQL[kind]}
 ),{PREFS_CTE}
-{NOTIFY_CTES}
+{FANOUT_CTES}
 SELECT (SELECT count(*) FROM recipients) AS users,
        (SELECT max(user_id) FROM recipients) AS last_user_id,
        (SELECT count(*) FROM inserted) AS created,
@@ -87,11 +134,13 @@ SELECT (SELECT count(*) FROM recipients) AS users,
 
 BATCH_SQL = {kind: _batch_statement(kind) for kind in AUDIENCE_SQL}
 
-# The statement's `cells` CTE holds three rows per recipient, each carrying the content: at
-# PostgreSQL's default work_mem (4 MB) a 10,000-user batch spills about 3 MB of them to a temp file
-# and reads them back (EXPLAIN ANALYZE: "temp written"). The batch's own transaction gets room for
-# them (SET LOCAL: nothing else changes), about 1 kB per recipient, within these bounds.
-WORK_MEM_SQL = sa.text("SELECT set_config('work_mem', :kb || 'kB', true)")
+# The statement's tuple stores (recipients, sends, the RETURNING rows) hold about 1 kB per recipient:
+# at PostgreSQL's default work_mem (4 MB) a 10,000-user batch spilled them to a temp file and read them
+# back (EXPLAIN ANALYZE: "temp written"). The batch's own transaction gets room for them (SET LOCAL:
+# nothing else changes), within these bounds. JIT is off for it: the planner guesses the join of the
+# RETURNING rows to `sends` at 50 times its size, and the cost crosses jit_above_cost, so every batch
+# compiled its expressions (about a second, more than the batch itself) to run them 10,000 times.
+WORK_MEM_SQL = sa.text("SELECT set_config('work_mem', :kb || 'kB', true), set_config('jit', 'off', true)")
 WORK_MEM_KB_PER_USER = 1
 WORK_MEM_KB = (4 * 1024, 64 * 1024)
 

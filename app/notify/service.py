@@ -40,8 +40,6 @@ PARAM_CONTENT = {
     "group_key": "CAST(:group_key AS text)",
     "cancellation_key": "CAST(:cancellation_key AS text)",
 }
-# Campaign rows have no thread and cannot be cancelled by key.
-CAMPAIGN_CONTENT = {**PARAM_CONTENT, "group_key": "CAST(NULL AS text)", "cancellation_key": "CAST(NULL AS text)"}
 ROW_CONTENT = {name: f"r.{name}" for name in PARAM_CONTENT}
 ROW_API_KEY = "r.api_key_id"
 
@@ -49,8 +47,8 @@ ROW_API_KEY = "r.api_key_id"
 # Needs CTEs `recipients(user_id, email)` and `prefs(user_id, channel, enabled)` (the recipients'
 # preference rows for :type; with prefs_by_type, `prefs(user_id, type, channel, enabled)`) before it.
 # Writes the rows and exposes them as `inserted` (new notifications) and `deliveries` (their ledger rows).
-# Campaign fanout reuses it with its own `recipients` (a keyset batch of users) and `prefs` (read by the
-# batch's user-id range). api_key_id is the SQL for the creating API key's id. A row whose (user,
+# The campaign fanout writes the same rows with its own statement (app/campaigns/fanout.py; a test
+# compares them). api_key_id is the SQL for the creating API key's id. A row whose (user,
 # group_key) thread the user muted, of a type that is not mandatory, is born read and hidden (in_app
 # false) and its e-mail/push are recorded as skipped with reason 'muted'.
 def _notify_ctes(api_key_id: str, content: dict[str, str] = PARAM_CONTENT, prefs_by_type: bool = False) -> str:
@@ -98,9 +96,6 @@ deliveries AS (
 {SKIP_REASON_LATERAL}  RETURNING id, notification_id, channel, status, escalation
 )"""
 
-
-# Campaign rows come from no API key; the ingest records the calling key (only it may read the row back).
-NOTIFY_CTES = _notify_ctes("CAST(NULL AS bigint)", CAMPAIGN_CONTENT)
 
 # How callers name recipients: the product's external ids (API) or user ids (campaigns).
 WANTED_SQL = {

@@ -16,10 +16,16 @@ TYPE_DEFAULT_SQL = """CASE c.channel WHEN 'in_app' THEN t.default_in_app
                              WHEN 'email'  THEN t.default_email
                              ELSE t.default_push END"""
 
-# Mandatory types ignore any stored deviation, so even a row written straight into the table cannot
-# turn them off: the rule lives in the SQL, not only in the UI.
-EFFECTIVE_SEND_SQL = f"""CASE WHEN t.mandatory THEN {TYPE_DEFAULT_SQL}
-            ELSE COALESCE(p.enabled, {TYPE_DEFAULT_SQL}) END"""
+
+def effective_send_sql(default: str = TYPE_DEFAULT_SQL, enabled: str = "p.enabled") -> str:
+    """The seed's rule as SQL: the type's row is `t`; default and the stored preference are SQL."""
+    # Mandatory types ignore any stored deviation, so even a row written straight into the table cannot
+    # turn them off: the rule lives in the SQL, not only in the UI.
+    return f"""CASE WHEN t.mandatory THEN {default}
+            ELSE COALESCE({enabled}, {default}) END"""
+
+
+EFFECTIVE_SEND_SQL = effective_send_sql()
 
 SOURCE_SQL = """CASE WHEN t.mandatory THEN 'mandatory'
             WHEN p.enabled IS NULL THEN 'default'

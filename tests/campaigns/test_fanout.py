@@ -264,13 +264,18 @@ def test_the_fanout_job_round_trips_through_rq(make_users, launch, redis_client)
     assert counts() == {"notifications": 3, "deliveries": 3}
 
 
-@pytest.mark.parametrize("mandatory", [False, True])
-def test_the_fanout_writes_exactly_the_rows_the_ingest_writes(make_users, launch, operator, mandatory):
+@pytest.mark.parametrize("mandatory, escalate_after", [(False, None), (True, None), (False, 3600)])
+def test_the_fanout_writes_exactly_the_rows_the_ingest_writes(make_users, launch, operator, mandatory, escalate_after):
     from app.models import PushSubscription
     from app.notify.service import notify
 
     kind = NotificationTypeFactory(
-        type="notice", default_in_app=True, default_email=True, default_push=False, mandatory=mandatory
+        type="notice",
+        default_in_app=True,
+        default_email=True,
+        default_push=False,
+        mandatory=mandatory,
+        escalate_after=escalate_after,
     )
     ids = make_users(6, prefix="eq")
     db.session.execute(sa.text("UPDATE users SET email = NULL WHERE id = :id"), {"id": ids[0]})
@@ -292,7 +297,8 @@ def test_the_fanout_writes_exactly_the_rows_the_ingest_writes(make_users, launch
     fanout_campaign(campaign_id)
 
     shape = sa.text("""SELECT n.user_id, n.in_app, n.read_at IS NOT NULL AS born_read,
-        array_remove(array_agg(d.channel || ':' || d.status || ':' || coalesce(d.skip_reason, '')
+        array_remove(array_agg(d.channel || ':' || d.status || ':' || coalesce(d.skip_reason, '') || ':'
+                               || coalesce(d.escalation, '') || ':' || (d.next_attempt_at > now() + interval '1 minute')
                                ORDER BY d.channel), NULL)
         FROM notifications n LEFT JOIN notification_deliveries d ON d.notification_id = n.id
         WHERE n.dedupe_key = :key GROUP BY n.id, n.user_id ORDER BY n.user_id""")

@@ -16,10 +16,20 @@ are on by default. Then, in this one process and run:
                preference resolution, dedupe key and deliveries in one statement, committed per
                batch, its deliveries enqueued on `low`, badge events for the (1,000) users marked online
 
-The tables are truncated and checkpointed before every run. The machine is shared, so the runs
-alternate (a), (b), (a), (b) (--rounds 2) and the faster run of each counts: a burst of someone
-else's load then skews neither side. Rows are notifications + deliveries. Then an announcement to the
-same users: one row, and a user who never read anything counts it unread.
+What (a) does not do and (b) must (so (a) is a ceiling, not a peer): (a) is one transaction and one
+commit, (b) commits each batch (about 100 WAL flushes for 1,000,000 users) and locks and updates the
+campaign row each time (cursor, done: the progress operators see, and what a resumed fanout starts
+from); (a) inserts plainly where (b) inserts ON CONFLICT (user_id, dedupe_key) DO NOTHING (a probe of
+the unique index and a speculative insertion per row: a re-run writes nothing twice); (a) returns
+nothing, (b) returns each batch's pending delivery ids and the inboxes that changed, and its Python
+process enqueues the deliveries (DELIVERY_BATCH_SIZE ids a job: 9,500 RQ jobs) and publishes the badge
+events while PostgreSQL writes the next batch; (a) knows the type's defaults and that no type is
+mandatory, escalating or pushing, (b) resolves them per recipient (and the push skip reason). Both
+write the same rows in the same tables with the same indexes and foreign keys (whose checks are about
+half of either's CPU time). The tables are truncated and checkpointed before every run. The machine
+is shared, so the runs alternate (a), (b), (a), (b) (--rounds 2) and the faster run of each counts: a
+burst of someone else's load then skews neither side. Rows are notifications + deliveries. Then an
+announcement to the same users: one row, and a user who never read anything counts it unread.
 Prints a table, then one JSON line (ratio = fanout_rows_per_s / raw_rows_per_s; target >= 0.8, issue 20).
 """
 
