@@ -18,6 +18,8 @@ from app.providers.base import (
     Receipt,
     TargetOutcome,
     TransientError,
+    fenced,
+    point_of_no_return,
     register,
 )
 from app.providers.registry import provider_for, provider_names, providers_for
@@ -30,6 +32,8 @@ __all__ = [
     "Receipt",
     "TargetOutcome",
     "TransientError",
+    "fenced",
+    "point_of_no_return",
     "provider_for",
     "provider_names",
     "providers_for",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -88,6 +90,38 @@ class Provider(Protocol):
     def __exit__(self, *exc_info) -> None: ...
 
     def send(self, message: Message) -> Receipt: ...
+
+
+_fence = threading.local()  # .lock: the fence of this thread's send; .held: whether this send took it
+
+
+@contextmanager
+def fenced(lock: threading.Lock | None) -> Iterator[None]:
+    """Run one send and its record under lock from the send's point of no return to the block's end.
+
+    Sends on several connections at once (app/delivery/engine.py) share one lock, so at most one message
+    is ever past its point of no return and not yet recorded: a worker killed with SIGKILL re-sends at
+    most that one. A provider that marks its point (fences = True, calling point_of_no_return()) sends
+    the rest unlocked; any other provider's whole send runs under the lock.
+    """
+    if lock is None:
+        yield
+        return
+    _fence.lock, _fence.held = lock, False
+    try:
+        yield
+    finally:
+        if _fence.held:
+            lock.release()
+        _fence.lock, _fence.held = None, False
+
+
+def point_of_no_return() -> None:
+    """Called by a provider right before the step after which the message may have arrived (SMTP: the final ".")."""
+    lock = getattr(_fence, "lock", None)
+    if lock is not None and not _fence.held:
+        lock.acquire()
+        _fence.held = True
 
 
 ProviderFactory = Callable[[Mapping], "Provider | None"]
