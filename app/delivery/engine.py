@@ -24,7 +24,6 @@ fresh drain job for what is left.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -36,7 +35,7 @@ from app.delivery import policy, queries, sending, service
 from app.delivery.channels import Channel, channel_for, webhook
 from app.extensions import db, redis
 from app.live.presence import online_user_ids
-from app.providers import Provider, fenced, point_of_no_return, providers_for
+from app.providers import Fence, FenceBroken, Provider, fenced, point_of_no_return, providers_for
 from app.providers.routing import Route, Router
 from app.queueing import higher_work_waiting, start_drain, take_coalesced, wake_drain
 from app.unitofwork import commit
@@ -176,7 +175,7 @@ class _Lanes:
         self.width, self.channel, self.router, self.lease, self.backoff = width, channel, router, lease, backoff
         self.ledger, self.states = ledger, states
         self.app = current_app._get_current_object()
-        self.fence = threading.Lock()
+        self.fence = Fence()
         self.pool = _send_pool(width)
         self.running: set[Future] = set()
 
@@ -199,6 +198,7 @@ class _Lanes:
     def _settle(self, done: set[Future]) -> None:
         self.running -= done
         errors = [future.exception() for future in done if future.exception() is not None]
+        errors.sort(key=lambda error: isinstance(error, FenceBroken))  # the cause first, not its consequences
         if errors:  # the other sends finish and are counted before the error goes up
             done, self.running = done | self.running, set()
             wait(done)

@@ -11,6 +11,8 @@ token bucket and circuit breaker.
 """
 
 from app.providers.base import (
+    Fence,
+    FenceBroken,
     Message,
     PermanentError,
     Provider,
@@ -25,6 +27,8 @@ from app.providers.base import (
 from app.providers.registry import provider_for, provider_names, providers_for
 
 __all__ = [
+    "Fence",
+    "FenceBroken",
     "Message",
     "PermanentError",
     "Provider",

@@ -322,6 +322,9 @@ class SmtpProvider:
                 self._broken = error if isinstance(error, TransientError) else None
                 self._drop(thread)
             raise error from exc
+        except BaseException:
+            self._drop(thread)  # stopped mid-transaction (FenceBroken before the final "."): the session is spent
+            raise
         return Receipt(provider=self.name, message_id=str(email["Message-ID"]))
 
     def _drop(self, thread: int) -> None:

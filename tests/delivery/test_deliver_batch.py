@@ -104,6 +104,33 @@ def test_concurrent_sends_keep_one_message_sent_and_unrecorded_at_most(app, smtp
     assert attempts == 40
 
 
+def test_a_record_that_fails_stops_the_other_sends_before_their_point_of_no_return(
+    app, smtp_sink, make_delivery, monkeypatch
+):
+    # PostgreSQL going away mid-batch, seen from the engine: the fifth record raises.
+    from app.delivery import service
+
+    calls, record = [0], service.record_result
+
+    def failing_record(result, *args):
+        calls[0] += 1
+        if calls[0] == 5:
+            raise ConnectionError("the database went away")
+        return record(result, *args)
+
+    monkeypatch.setattr(service, "record_result", failing_record)
+    monkeypatch.setitem(app.config, "DELIVERY_SEND_CONCURRENCY", 4)
+    ids = [make_delivery().id for _ in range(40)]
+
+    with pytest.raises(ConnectionError):
+        deliver_batch("email", ids)
+
+    sent = db.session.execute(
+        sa.text("SELECT count(*) FROM notification_deliveries WHERE id = ANY(:ids) AND status = 'sent'"), {"ids": ids}
+    ).scalar()
+    assert sent == 4 and len(smtp_sink.messages) == 5  # the one whose record failed is the only duplicate to come
+
+
 def test_rerun_is_idempotent(app, smtp_sink, make_delivery):
     delivery = make_delivery()
 
