@@ -9,16 +9,21 @@ drop idle sessions after a few minutes (RFC 5321 suggests 5), and a NOOP that fa
 reconnect, never a message (the check happens before MAIL FROM). The engine may send one batch from
 several threads at once (DELIVERY_SEND_CONCURRENCY): each thread has its own connection, and the
 final "." of each message is its point of no return (app/providers/base.py: fenced).
+The message bytes are written directly (email_bytes): the stdlib's header registry and folding cost
+more than the rest of a send; what a reader parses out of them is what it parses out of build_email's.
 """
 
 from __future__ import annotations
 
 import atexit
+import base64
 import io
 import re
+import secrets
 import smtplib
 import socket
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -87,6 +92,110 @@ def build_email(message: Message, mail_from: str, host: str) -> EmailMessage:
     if message.html:
         msg.add_alternative(message.html, subtype="html")
     return msg
+
+
+# RFC 2047: an encoded-word is at most 75 characters; 45 bytes of UTF-8 make 60 of base64 plus 12 of framing.
+_EW_BYTES = 45
+_MAX_LINE = 998  # RFC 5322: the longest line; POLICY never folds below it either
+_FIXED = frozenset({"to", "from", "subject", "date", "message-id", "mime-version", "content-type"})
+_date: tuple[int, str] = (0, "")
+
+
+def _encoded_words(text: str) -> str:
+    """text as RFC 2047 B encoded-words on folded lines (a reader joins them back without the spaces)."""
+    words, chunk, size = [], [], 0
+    for char in text:
+        width = len(char.encode())
+        if size + width > _EW_BYTES:
+            words.append("".join(chunk))
+            chunk, size = [], 0
+        chunk.append(char)
+        size += width
+    words.append("".join(chunk))
+    return "\r\n ".join(f"=?utf-8?b?{base64.b64encode(word.encode()).decode()}?=" for word in words)
+
+
+def _plain(text: str) -> bool:
+    # Printable ASCII is written as is, as the stdlib does (even text that looks like an encoded-word).
+    return text.isascii() and text.isprintable()
+
+
+def _unstructured(name: str, value: str) -> str | None:
+    value = clean_header(value)
+    if _plain(value):
+        return f"{name}: {value}" if len(name) + 2 + len(value) <= _MAX_LINE else None
+    return f"{name}: {_encoded_words(value)}"
+
+
+def _body(text: str) -> tuple[str, bytes] | None:
+    lines = text.encode().splitlines()
+    if max((len(line) for line in lines), default=0) > _MAX_LINE:
+        return None  # the stdlib picks quoted-printable or base64 for such lines
+    return ("7bit" if all(line.isascii() for line in lines) else "8bit"), b"\r\n".join(lines) + b"\r\n"
+
+
+def _part(subtype: str, body: tuple[str, bytes], *extra: str) -> bytes:
+    head = [f'Content-Type: text/{subtype}; charset="utf-8"', f"Content-Transfer-Encoding: {body[0]}", *extra]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body[1]
+
+
+@lru_cache(maxsize=8)
+def _from_line(mail_from: str) -> str:
+    return POLICY.clone(linesep="\r\n").fold("From", _from_header(mail_from)).rstrip("\r\n")
+
+
+def _now() -> str:
+    global _date
+    second = int(time.time())
+    if _date[0] != second:
+        _date = (second, formatdate(second, localtime=False))
+    return _date[1]
+
+
+def email_bytes(message: Message, mail_from: str, host: str) -> tuple[bytes, str] | None:
+    """The wire bytes of build_email(...) and their Message-ID, built directly (no header registry or folding).
+
+    What a reader parses out of them equals what it parses out of build_email's (tests/providers/test_email_bytes.py).
+    None for what this does not cover (the stdlib path then): a non-ASCII address, a body line over 998
+    bytes, an ASCII header over one line, or an extra header that would replace a fixed one.
+    """
+    to = message.to.strip()
+    name = clean_header(message.to_name)
+    if not to.isascii() or any(key.lower() in _FIXED for key in message.headers):
+        return None
+    try:
+        address = Address(display_name=name if _plain(name) else "", addr_spec=to)
+    except (ValueError, IndexError) as exc:
+        raise PermanentError(f"invalid recipient address: {exc}", kind="invalid_address") from exc
+    # A name in one encoded-word, as the stdlib writes it: readers (the stdlib's own among them) put a space
+    # between adjacent encoded-words of a phrase, so splitting it would change the name they show.
+    recipient = (
+        str(address)
+        if _plain(name)
+        else f"=?utf-8?b?{base64.b64encode(name.encode()).decode()}?= <{address.addr_spec}>"
+    )
+    ident = message_id(message.delivery_id, host)
+    lines = [f"To: {recipient}", _from_line(mail_from), _unstructured("Subject", message.subject),
+             f"Date: {_now()}", f"Message-ID: {ident}"]  # fmt: skip
+    lines += [_unstructured(clean_header(key), value) for key, value in message.headers.items()]
+    try:
+        text = _body(message.text)
+        html = _body(message.html) if message.html else None
+    except UnicodeEncodeError:
+        return None
+    if None in lines or text is None or (message.html and html is None) or len(lines[0]) > _MAX_LINE:
+        return None
+    if html is None:
+        head = "\r\n".join(lines) + "\r\n"
+        return head.encode() + _part("plain", text, "MIME-Version: 1.0"), ident
+    boundary = f"==============={secrets.randbelow(sys.maxsize):019d}=="
+    while boundary.encode() in text[1] or boundary.encode() in html[1]:
+        boundary = f"==============={secrets.randbelow(sys.maxsize):019d}=="
+    lines += ["MIME-Version: 1.0", f'Content-Type: multipart/alternative; boundary="{boundary}"']
+    head = ("\r\n".join(lines) + f"\r\n\r\n--{boundary}\r\n").encode()
+    middle = f"\r\n--{boundary}\r\n".encode()
+    tail = f"\r\n--{boundary}--\r\n".encode()
+    return head + _part("plain", text) + middle + _part("html", html, "MIME-Version: 1.0") + tail, ident
 
 
 def classify(exc: BaseException) -> TransientError | PermanentError:
@@ -294,7 +403,10 @@ class SmtpProvider:
 
     def send(self, message: Message) -> Receipt:
         """Send one message on this thread's connection of the batch (opened on first use)."""
-        email = build_email(message, self.mail_from, self.host)
+        built = email_bytes(message, self.mail_from, self.host) if self.envelope_from.isascii() else None
+        if built is None:  # what the direct builder does not cover goes the stdlib's way
+            email = build_email(message, self.mail_from, self.host)
+            built = (None, str(email["Message-ID"]))
         if self._broken is not None:
             # A connection died earlier in this batch: don't spend a timeout per remaining row.
             raise TransientError(
@@ -311,7 +423,8 @@ class SmtpProvider:
             if international and not conn.has_extn("smtputf8"):
                 raise smtplib.SMTPNotSupportedError("the addresses need SMTPUTF8, which the server does not offer")
             options = ("SMTPUTF8", "BODY=8BITMIME") if international else ()
-            _transact(conn, self.envelope_from, recipient, wire_bytes(email, international), options)
+            data = built[0] if built[0] is not None else wire_bytes(email, international)
+            _transact(conn, self.envelope_from, recipient, data, options)
         except (smtplib.SMTPException, OSError) as exc:
             error = classify(exc)
             if error.kind == "smtp_421":
@@ -325,7 +438,7 @@ class SmtpProvider:
         except BaseException:
             self._drop(thread)  # stopped mid-transaction (FenceBroken before the final "."): the session is spent
             raise
-        return Receipt(provider=self.name, message_id=str(email["Message-ID"]))
+        return Receipt(provider=self.name, message_id=built[1])
 
     def _drop(self, thread: int) -> None:
         conn = self._conns.pop(thread, None)
