@@ -139,6 +139,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("RETRY_CAP_SECONDS", 600.0, "float", 0.1, 7 * DAY, "longest retry delay, and the longest Retry-After honoured"),
     Setting("RETRY_MAX_ATTEMPTS", 8, "int", 1, 100, "attempts before a delivery goes to the DLQ"),
     Setting("DELIVERY_BATCH_SIZE", 100, "int", 1, 10_000, "deliveries claimed per job"),
+    Setting("DELIVERY_SEND_CONCURRENCY", 4, "int", 1, 32, "e-mails of a batch a worker sends at once, each on its own SMTP connection"),
     Setting("DELIVERY_DRAIN_SECONDS", 10.0, "float", 0.5, 300, "a drain of live deliveries hands the worker back after this long"),
     Setting("DELIVERY_LEASE_SECONDS", 120, "int", 1, DAY, "how long a claimed delivery stays leased to a worker"),
     Setting("LEASE_MARGIN_SECONDS", 5.0, "float", 0.5, 600, "a worker stops sending this long before its lease ends"),

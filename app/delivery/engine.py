@@ -4,8 +4,12 @@ Idempotent: only rows that are pending and due can be claimed, so a re-run (or a
 after a sweeper re-enqueue) for rows already sent, skipped or in another worker's lease does nothing.
 Each send is recorded and committed on its own right after the provider answers (one autocommit
 statement, see service.send_ledger), so a worker killed with SIGKILL can re-send at most the one
-message that was in flight. Sends go through app/providers/routing.py (token bucket, circuit
-breaker, failover); when it says "wait", the rest of the batch returns to pending without a try.
+message that was in flight. E-mail goes out over DELIVERY_SEND_CONCURRENCY connections at once (the
+time of a send is mostly waiting on the server): this thread routes and renders, a small pool of
+threads sends and records, and a fence (app/providers/base.py: fenced) keeps "at most one message
+past its point of no return and not yet recorded" true for the whole worker. Sends go through
+app/providers/routing.py (token bucket, circuit breaker, failover); when it says "wait", the rest of
+the batch returns to pending without a try.
 Push targets are also gated per push service (Router.admit): a row whose every subscription sits on a
 paused or failing push service waits for it without a try; the rest of the batch goes on.
 What differs between e-mail and push is the channel's business (app/delivery/channels); the webhook
@@ -19,15 +23,19 @@ fresh drain job for what is left.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
+
+from flask import current_app
 
 from app.delivery import policy, queries, sending, service
 from app.delivery.channels import Channel, channel_for, webhook
 from app.extensions import db, redis
 from app.live.presence import online_user_ids
-from app.providers import providers_for
+from app.providers import Fence, FenceBroken, Provider, fenced, point_of_no_return, providers_for
 from app.providers.routing import Route, Router
 from app.queueing import higher_work_waiting, start_drain, take_coalesced, wake_drain
 from app.unitofwork import commit
@@ -98,34 +106,119 @@ def _send_all(channel: Channel, rows, router: Router, claim: service.Claim, dead
     backoff = backoff_from(config)
     states: dict[str, int] = {}
     held: list[tuple[int, datetime]] = []
+    width = int(config.get("DELIVERY_SEND_CONCURRENCY", 1))
+    if not channel.concurrent_sends or not all(getattr(p, "fences", False) for p in router.providers):
+        width = 1  # a provider that cannot say where its point of no return is would send under the fence anyway
     commit()  # end the read transaction: the send loop holds no locks while it waits on a provider
     with router, service.send_ledger() as ledger:
-        for index, row in enumerate(rows):
-            if time.monotonic() > deadline:
-                service.release([r.id for r in rows[index:]], claim.lease)
-                commit()
-                states["released"] = len(rows) - index
-                break
-            route = router.route()
-            if route.provider is None:  # every provider open, or out of tokens for a while: wait, no try spent
-                service.postpone(_waits(rows[index:], route), claim.lease)
-                commit()
-                states["waiting"] = len(rows) - index
-                break
-            open_targets, held_until = router.admit(route.provider, targets.get(row.user_id, ()))
-            if held_until and not open_targets:  # all of the user's push services paused or failing: no try spent
-                held.append((row.id, datetime.fromtimestamp(held_until, UTC)))
-                continue
-            result = sending.attempt(row, channel, route.provider, templates, config, open_targets)
-            router.report(route.provider, result.outcome, result.retry_after, result.outcomes)
-            state = service.record_result(result, claim.lease, backoff, ledger)
-            channel.record_outcome(ledger, result)
-            states[state] = states.get(state, 0) + 1
+        lanes = _Lanes(width, channel, router, claim.lease, backoff, ledger, states) if width > 1 else None
+        try:
+            for index, row in enumerate(rows):
+                if time.monotonic() > deadline:
+                    service.release([r.id for r in rows[index:]], claim.lease)
+                    commit()
+                    states["released"] = len(rows) - index
+                    break
+                if lanes is not None:
+                    lanes.settle_done()  # what the finished sends said reaches the breaker before the next route
+                route = router.route()
+                if route.provider is None:  # every provider open, or out of tokens for a while: wait, no try spent
+                    service.postpone(_waits(rows[index:], route), claim.lease)
+                    commit()
+                    states["waiting"] = len(rows) - index
+                    break
+                open_targets, held_until = router.admit(route.provider, targets.get(row.user_id, ()))
+                if held_until and not open_targets:  # all of the user's push services paused or failing: no try spent
+                    held.append((row.id, datetime.fromtimestamp(held_until, UTC)))
+                    continue
+                if lanes is not None:
+                    prepared = sending.prepare(row, channel, route.provider, templates, config, open_targets)
+                    lanes.submit(row, prepared, route.provider)
+                    continue
+                result = sending.attempt(row, channel, route.provider, templates, config, open_targets)
+                router.report(route.provider, result.outcome, result.retry_after, result.outcomes)
+                state = service.record_result(result, claim.lease, backoff, ledger)
+                channel.record_outcome(ledger, result)
+                states[state] = states.get(state, 0) + 1
+        finally:
+            if lanes is not None:
+                lanes.finish()  # every send settled before the providers' connections are parked
     if held:
         service.postpone(held, claim.lease)
         commit()
         states["held"] = len(held)
     return states
+
+
+_pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (process id, width, pool): a forked child makes its own
+
+
+def _send_pool(width: int) -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None or _pool[:2] != (os.getpid(), width):
+        _pool = (os.getpid(), width, ThreadPoolExecutor(width, thread_name_prefix="hato-send"))
+    return _pool[2]
+
+
+class _Lanes:
+    """Up to width sends of one batch at once; each is recorded on the batch's ledger under one fence.
+
+    This thread keeps the batch's routing (the Router is not shared) and its database session; a pool
+    thread runs one send and its record. The fence is taken at the send's point of no return (before
+    the whole send for a provider that does not mark it) and held until the record has committed, so
+    the ledger connection is used by one thread at a time and a SIGKILL finds at most one message sent
+    and not recorded, as with one connection.
+    """
+
+    def __init__(self, width: int, channel: Channel, router: Router, lease: datetime, backoff: policy.Backoff,
+                 ledger, states: dict[str, int]) -> None:  # fmt: skip
+        self.width, self.channel, self.router, self.lease, self.backoff = width, channel, router, lease, backoff
+        self.ledger, self.states = ledger, states
+        self.app = current_app._get_current_object()
+        self.fence = Fence()
+        self.pool = _send_pool(width)
+        self.running: set[Future] = set()
+
+    def submit(self, row, prepared, provider: Provider) -> None:
+        """Send prepared (a Message, or the Result of a failed render) for row once a lane is free."""
+        while len(self.running) >= self.width:
+            self._settle(wait(self.running, return_when=FIRST_COMPLETED).done)
+        self.running.add(self.pool.submit(self._send, row, prepared, provider))
+
+    def settle_done(self) -> None:
+        """Report the sends that have finished, without waiting for the others."""
+        done = {future for future in self.running if future.done()}
+        if done:
+            self._settle(done)
+
+    def finish(self) -> None:
+        """Wait for every send, then report them (the first error raised in a lane is raised here)."""
+        self._settle(wait(self.running).done)
+
+    def _settle(self, done: set[Future]) -> None:
+        self.running -= done
+        errors = [future.exception() for future in done if future.exception() is not None]
+        errors.sort(key=lambda error: isinstance(error, FenceBroken))  # the cause first, not its consequences
+        if errors:  # the other sends finish and are counted before the error goes up
+            done, self.running = done | self.running, set()
+            wait(done)
+        for future in done:
+            if future.exception() is None:
+                provider, result, state = future.result()
+                self.router.report(provider, result.outcome, result.retry_after, result.outcomes)
+                self.states[state] = self.states.get(state, 0) + 1
+        if errors:
+            raise errors[0]
+
+    def _send(self, row, prepared, provider: Provider):
+        with self.app.app_context(), fenced(self.fence):
+            if not getattr(provider, "fences", False):
+                point_of_no_return()  # the provider does not say where its point is: the whole send is it
+            result = prepared if isinstance(prepared, sending.Result) else sending.send(row, prepared, provider)
+            point_of_no_return()  # a failed send records under the fence too: one writer on the ledger
+            state = service.record_result(result, self.lease, self.backoff, self.ledger)
+            self.channel.record_outcome(self.ledger, result)
+        return provider, result, state
 
 
 def _waits(rows, route: Route) -> list[tuple[int, datetime]]:

@@ -11,6 +11,8 @@ token bucket and circuit breaker.
 """
 
 from app.providers.base import (
+    Fence,
+    FenceBroken,
     Message,
     PermanentError,
     Provider,
@@ -18,11 +20,15 @@ from app.providers.base import (
     Receipt,
     TargetOutcome,
     TransientError,
+    fenced,
+    point_of_no_return,
     register,
 )
 from app.providers.registry import provider_for, provider_names, providers_for
 
 __all__ = [
+    "Fence",
+    "FenceBroken",
     "Message",
     "PermanentError",
     "Provider",
@@ -30,6 +36,8 @@ __all__ = [
     "Receipt",
     "TargetOutcome",
     "TransientError",
+    "fenced",
+    "point_of_no_return",
     "provider_for",
     "provider_names",
     "providers_for",

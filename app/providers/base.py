@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -88,6 +90,65 @@ class Provider(Protocol):
     def __exit__(self, *exc_info) -> None: ...
 
     def send(self, message: Message) -> Receipt: ...
+
+
+class FenceBroken(Exception):
+    """A send sharing this fence failed to record its outcome: no other send may pass its point of no return."""
+
+
+class Fence:
+    """The lock the sends of one batch share from their point of no return until their record commits."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.broken = False
+
+    def enter(self) -> None:
+        """Take the fence; FenceBroken (and the fence not held) once a holder failed to record."""
+        self._lock.acquire()
+        if self.broken:
+            self._lock.release()
+            raise FenceBroken("an earlier send of this batch could not be recorded")
+
+    def leave(self, failed: bool) -> None:
+        """Give the fence back; failed (the record did not commit) breaks it for every later send."""
+        self.broken = self.broken or failed
+        self._lock.release()
+
+
+_fence = threading.local()  # .fence: the fence of this thread's send; .held: whether this send took it
+
+
+@contextmanager
+def fenced(fence: Fence | None) -> Iterator[None]:
+    """Run one send and its record under fence from the send's point of no return to the block's end.
+
+    Sends on several connections at once (app/delivery/engine.py) share one fence, so at most one message
+    is ever past its point of no return and not yet recorded: a worker killed with SIGKILL re-sends at
+    most that one. When a record fails (PostgreSQL went away), the fence breaks and the other sends stop
+    before their point of no return, so a lost database costs one duplicate at most, too. A provider that
+    marks its point (fences = True, calling point_of_no_return()) sends the rest unfenced.
+    """
+    if fence is None:
+        yield
+        return
+    _fence.fence, _fence.held = fence, False
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        if _fence.held:
+            fence.leave(failed)
+        _fence.fence, _fence.held = None, False
+
+
+def point_of_no_return() -> None:
+    """Called by a provider right before the step after which the message may have arrived (SMTP: the final ".")."""
+    fence = getattr(_fence, "fence", None)
+    if fence is not None and not _fence.held:
+        fence.enter()
+        _fence.held = True
 
 
 ProviderFactory = Callable[[Mapping], "Provider | None"]

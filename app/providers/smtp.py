@@ -1,23 +1,33 @@
-"""E-mail over SMTP (smtplib): one connection per batch, kept for the next batch; calls bounded by SMTP_TIMEOUT.
+"""E-mail over SMTP (smtplib): one connection per sending thread and batch, kept for the next batch;
+calls bounded by SMTP_TIMEOUT.
 
 A worker sends batch after batch, and a new SMTP session (TCP, greeting, EHLO, maybe TLS and AUTH)
 per batch costs more than a message when batches are small (coalesced live traffic). So at the end
-of a batch the connection is parked, one per thread, and the next batch to the same server takes it
-after a NOOP shows it alive. A connection idle longer than SMTP_IDLE_REUSE_SECONDS is closed instead:
-servers drop idle sessions after a few minutes (RFC 5321 suggests 5), and a NOOP that fails costs a
-reconnect, never a message (the check happens before MAIL FROM).
+of a batch its connections are parked, and the next batch to the same server takes them after a NOOP
+shows them alive. A connection idle longer than SMTP_IDLE_REUSE_SECONDS is closed instead: servers
+drop idle sessions after a few minutes (RFC 5321 suggests 5), and a NOOP that fails costs a
+reconnect, never a message (the check happens before MAIL FROM). The engine may send one batch from
+several threads at once (DELIVERY_SEND_CONCURRENCY): each thread has its own connection, and the
+body and final "." of each message are its point of no return (app/providers/base.py: fenced).
+The message bytes are written directly (email_bytes): the stdlib's header registry and folding cost
+more than the rest of a send; what a reader parses out of them is what it parses out of build_email's.
 """
 
 from __future__ import annotations
 
 import atexit
+import base64
+import io
 import re
+import secrets
 import smtplib
 import socket
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Mapping
+from email.generator import BytesGenerator
 from email.headerregistry import Address, HeaderRegistry
 from email.message import EmailMessage
 from email.policy import default as default_policy
@@ -25,7 +35,7 @@ from email.utils import formatdate, parseaddr
 from functools import lru_cache
 from urllib.parse import unquote, urlsplit
 
-from app.providers.base import Message, PermanentError, Receipt, TransientError, register
+from app.providers.base import Message, PermanentError, Receipt, TransientError, point_of_no_return, register
 
 
 class _CachedHeaderRegistry(HeaderRegistry):
@@ -84,6 +94,110 @@ def build_email(message: Message, mail_from: str, host: str) -> EmailMessage:
     return msg
 
 
+# RFC 2047: an encoded-word is at most 75 characters; 45 bytes of UTF-8 make 60 of base64 plus 12 of framing.
+_EW_BYTES = 45
+_MAX_LINE = 998  # RFC 5322: the longest line; POLICY never folds below it either
+_FIXED = frozenset({"to", "from", "subject", "date", "message-id", "mime-version", "content-type"})
+_date: tuple[int, str] = (0, "")
+
+
+def _encoded_words(text: str) -> str:
+    """text as RFC 2047 B encoded-words on folded lines (a reader joins them back without the spaces)."""
+    words, chunk, size = [], [], 0
+    for char in text:
+        width = len(char.encode())
+        if size + width > _EW_BYTES:
+            words.append("".join(chunk))
+            chunk, size = [], 0
+        chunk.append(char)
+        size += width
+    words.append("".join(chunk))
+    return "\r\n ".join(f"=?utf-8?b?{base64.b64encode(word.encode()).decode()}?=" for word in words)
+
+
+def _plain(text: str) -> bool:
+    # Printable ASCII is written as is, as the stdlib does (even text that looks like an encoded-word).
+    return text.isascii() and text.isprintable()
+
+
+def _unstructured(name: str, value: str) -> str | None:
+    value = clean_header(value)
+    if _plain(value):
+        return f"{name}: {value}" if len(name) + 2 + len(value) <= _MAX_LINE else None
+    return f"{name}: {_encoded_words(value)}"
+
+
+def _body(text: str) -> tuple[str, bytes] | None:
+    lines = text.encode().splitlines()
+    if max((len(line) for line in lines), default=0) > _MAX_LINE:
+        return None  # the stdlib picks quoted-printable or base64 for such lines
+    return ("7bit" if all(line.isascii() for line in lines) else "8bit"), b"\r\n".join(lines) + b"\r\n"
+
+
+def _part(subtype: str, body: tuple[str, bytes], *extra: str) -> bytes:
+    head = [f'Content-Type: text/{subtype}; charset="utf-8"', f"Content-Transfer-Encoding: {body[0]}", *extra]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body[1]
+
+
+@lru_cache(maxsize=8)
+def _from_line(mail_from: str) -> str:
+    return POLICY.clone(linesep="\r\n").fold("From", _from_header(mail_from)).rstrip("\r\n")
+
+
+def _now() -> str:
+    global _date
+    second = int(time.time())
+    if _date[0] != second:
+        _date = (second, formatdate(second, localtime=False))
+    return _date[1]
+
+
+def email_bytes(message: Message, mail_from: str, host: str) -> tuple[bytes, str] | None:
+    """The wire bytes of build_email(...) and their Message-ID, built directly (no header registry or folding).
+
+    What a reader parses out of them equals what it parses out of build_email's (tests/providers/test_email_bytes.py).
+    None for what this does not cover (the stdlib path then): a non-ASCII address, a body line over 998
+    bytes, an ASCII header over one line, or an extra header that would replace a fixed one.
+    """
+    to = message.to.strip()
+    name = clean_header(message.to_name)
+    if not to.isascii() or any(key.lower() in _FIXED for key in message.headers):
+        return None
+    try:
+        address = Address(display_name=name if _plain(name) else "", addr_spec=to)
+    except (ValueError, IndexError) as exc:
+        raise PermanentError(f"invalid recipient address: {exc}", kind="invalid_address") from exc
+    # A name in one encoded-word, as the stdlib writes it: readers (the stdlib's own among them) put a space
+    # between adjacent encoded-words of a phrase, so splitting it would change the name they show.
+    recipient = (
+        str(address)
+        if _plain(name)
+        else f"=?utf-8?b?{base64.b64encode(name.encode()).decode()}?= <{address.addr_spec}>"
+    )
+    ident = message_id(message.delivery_id, host)
+    lines = [f"To: {recipient}", _from_line(mail_from), _unstructured("Subject", message.subject),
+             f"Date: {_now()}", f"Message-ID: {ident}"]  # fmt: skip
+    lines += [_unstructured(clean_header(key), value) for key, value in message.headers.items()]
+    try:
+        text = _body(message.text)
+        html = _body(message.html) if message.html else None
+    except UnicodeEncodeError:
+        return None
+    if None in lines or text is None or (message.html and html is None) or len(lines[0]) > _MAX_LINE:
+        return None
+    if html is None:
+        head = "\r\n".join(lines) + "\r\n"
+        return head.encode() + _part("plain", text, "MIME-Version: 1.0"), ident
+    boundary = f"==============={secrets.randbelow(sys.maxsize):019d}=="
+    while boundary.encode() in text[1] or boundary.encode() in html[1]:
+        boundary = f"==============={secrets.randbelow(sys.maxsize):019d}=="
+    lines += ["MIME-Version: 1.0", f'Content-Type: multipart/alternative; boundary="{boundary}"']
+    head = ("\r\n".join(lines) + f"\r\n\r\n--{boundary}\r\n").encode()
+    middle = f"\r\n--{boundary}\r\n".encode()
+    tail = f"\r\n--{boundary}--\r\n".encode()
+    return head + _part("plain", text) + middle + _part("html", html, "MIME-Version: 1.0") + tail, ident
+
+
 def classify(exc: BaseException) -> TransientError | PermanentError:
     """Map an smtplib/socket failure to the contract: 5xx for the recipient/message is permanent.
 
@@ -134,44 +248,47 @@ def _text(value) -> str:
 
 
 SMTP_IDLE_REUSE_SECONDS = 30.0
-_parked = threading.local()  # .slot: (server key, connection, parked at) of this thread's idle connection
-_every_parked: set[smtplib.SMTP] = set()  # all threads' parked connections, to QUIT at exit
+PARKED_PER_SERVER = 16  # more idle sessions than any DELIVERY_SEND_CONCURRENCY needs are closed
+_parked: dict[tuple, list[tuple[smtplib.SMTP, float]]] = {}  # server key -> idle connections, parked at
+_parked_lock = threading.Lock()
 
 
 def _park(key: tuple, conn: smtplib.SMTP) -> None:
-    """Keep conn for the next batch to the same server, closing whatever this thread had parked."""
-    previous = getattr(_parked, "slot", None)
-    _parked.slot = (key, conn, time.monotonic())
-    _every_parked.add(conn)
-    if previous is not None:
-        _every_parked.discard(previous[1])
-        _quit(previous[1])
+    """Keep conn for the next batch to the same server (closing it when enough are parked)."""
+    with _parked_lock:
+        idle = _parked.setdefault(key, [])
+        if len(idle) < PARKED_PER_SERVER:
+            idle.append((conn, time.monotonic()))
+            return
+    _quit(conn)
 
 
 @atexit.register
 def _quit_parked() -> None:
-    while _every_parked:
-        _quit(_every_parked.pop())
+    with _parked_lock:
+        conns = [conn for idle in _parked.values() for conn, _ in idle]
+        _parked.clear()
+    for conn in conns:
+        _quit(conn)
 
 
 def _unpark(key: tuple) -> smtplib.SMTP | None:
-    """This thread's parked connection to the server of key if it is fresh and answers NOOP, else None."""
-    slot = getattr(_parked, "slot", None)
-    if slot is None or slot[0] != key:
-        return None
-    _parked.slot = None
-    conn = slot[1]
-    _every_parked.discard(conn)
-    if time.monotonic() - slot[2] > SMTP_IDLE_REUSE_SECONDS:
-        _quit(conn)
-        return None
-    try:
-        if conn.noop()[0] == 250:
-            return conn
-    except (smtplib.SMTPException, OSError):
-        pass
-    conn.close()
-    return None
+    """A parked connection to the server of key that is fresh and answers NOOP, else None."""
+    while True:
+        with _parked_lock:
+            idle = _parked.get(key)
+            if not idle:
+                return None
+            conn, parked_at = idle.pop()
+        if time.monotonic() - parked_at > SMTP_IDLE_REUSE_SECONDS:
+            _quit(conn)
+            continue
+        try:
+            if conn.noop()[0] == 250:
+                return conn
+        except (smtplib.SMTPException, OSError):
+            pass
+        conn.close()
 
 
 def _quit(conn: smtplib.SMTP) -> None:
@@ -181,10 +298,56 @@ def _quit(conn: smtplib.SMTP) -> None:
         conn.close()
 
 
+def _transact(conn: smtplib.SMTP, sender: str, recipient: str, data: bytes, mail_options: tuple = ()) -> None:
+    """smtplib's sendmail() for one recipient, point_of_no_return() right before the body and its "." go out."""
+    conn.ehlo_or_helo_if_needed()
+    options = list(mail_options)
+    if conn.does_esmtp and conn.has_extn("size"):
+        options.insert(0, f"size={len(data)}")
+    code, reply = conn.mail(sender, options)
+    if code != 250:
+        _abort(conn, code)
+        raise smtplib.SMTPSenderRefused(code, reply, sender)
+    code, reply = conn.rcpt(recipient)
+    if code not in (250, 251):
+        _abort(conn, code)
+        raise smtplib.SMTPRecipientsRefused({recipient: (code, reply)})
+    conn.putcmd("data")
+    code, reply = conn.getreply()
+    if code != 354:
+        _abort(conn, code)
+        raise smtplib.SMTPDataError(code, reply)
+    body = smtplib._quote_periods(data)
+    # The "." ends the message; without it the server drops what it got if we die. One write for body and
+    # "." (two small writes would wait on the server's delayed ACK under Nagle's algorithm: ~40 ms each).
+    point_of_no_return()
+    conn.send((body if body.endswith(b"\r\n") else body + b"\r\n") + b".\r\n")
+    code, reply = conn.getreply()
+    if code != 250:
+        _abort(conn, code)
+        raise smtplib.SMTPDataError(code, reply)
+
+
+def _abort(conn: smtplib.SMTP, code: int) -> None:
+    # As smtplib does: 421 means the server closed the session, any other refusal resets the transaction.
+    if code == 421:
+        conn.close()
+    else:
+        conn._rset()
+
+
+def wire_bytes(email: EmailMessage, international: bool) -> bytes:
+    """The bytes smtplib's send_message() writes for email (UTF-8 headers when the addresses need SMTPUTF8)."""
+    out = io.BytesIO()
+    BytesGenerator(out, policy=email.policy.clone(utf8=True) if international else None).flatten(email, linesep="\r\n")
+    return out.getvalue()
+
+
 class SmtpProvider:
-    """Sends over one SMTP connection per `with` block (parked after it); a broken one fails the rest fast."""
+    """Sends over one connection per thread and `with` block (parked after it); a broken one fails the rest fast."""
 
     name = "smtp"
+    fences = True  # calls point_of_no_return() itself (see _transact)
 
     def __init__(self, url: str, mail_from: str, timeout: float, host: str, name: str = "smtp") -> None:
         parts = urlsplit(url)
@@ -201,7 +364,7 @@ class SmtpProvider:
         self.envelope_from = parseaddr(self.mail_from)[1]
         self.host = host
         self.name = name  # "smtp" or "smtp_fallback": breakers, buckets and the ledger tell them apart
-        self._conn: smtplib.SMTP | None = None
+        self._conns: dict[int, smtplib.SMTP] = {}  # sending thread -> its connection in this batch
         self._broken: TransientError | None = None
 
     @classmethod
@@ -240,31 +403,46 @@ class SmtpProvider:
         return conn
 
     def send(self, message: Message) -> Receipt:
-        """Send one message on the batch's connection (opened on first use)."""
-        email = build_email(message, self.mail_from, self.host)
+        """Send one message on this thread's connection of the batch (opened on first use)."""
+        built = email_bytes(message, self.mail_from, self.host) if self.envelope_from.isascii() else None
+        if built is None:  # what the direct builder does not cover goes the stdlib's way
+            email = build_email(message, self.mail_from, self.host)
+            built = (None, str(email["Message-ID"]))
         if self._broken is not None:
-            # The connection died earlier in this batch: don't spend a timeout per remaining row.
+            # A connection died earlier in this batch: don't spend a timeout per remaining row.
             raise TransientError(
                 f"not tried, connection failed earlier in this batch ({self._broken})", kind=self._broken.kind
             )
+        thread = threading.get_ident()
+        recipient = message.to.strip()
         try:
-            if self._conn is None:
-                self._conn = self._connect()
-            self._conn.send_message(email, from_addr=self.envelope_from, to_addrs=[message.to.strip()])
+            conn = self._conns.get(thread)
+            if conn is None:
+                conn = self._conns[thread] = self._connect()
+            conn.ehlo_or_helo_if_needed()
+            international = not (self.envelope_from + recipient).isascii()
+            if international and not conn.has_extn("smtputf8"):
+                raise smtplib.SMTPNotSupportedError("the addresses need SMTPUTF8, which the server does not offer")
+            options = ("SMTPUTF8", "BODY=8BITMIME") if international else ()
+            data = built[0] if built[0] is not None else wire_bytes(email, international)
+            _transact(conn, self.envelope_from, recipient, data, options)
         except (smtplib.SMTPException, OSError) as exc:
             error = classify(exc)
             if error.kind == "smtp_421":
-                self._drop()  # 421 closes the session; the next message opens a new one
+                self._drop(thread)  # 421 closes the session; the next message opens a new one
             elif not isinstance(
                 exc, (smtplib.SMTPRecipientsRefused, smtplib.SMTPDataError, smtplib.SMTPNotSupportedError)
             ):
                 self._broken = error if isinstance(error, TransientError) else None
-                self._drop()
+                self._drop(thread)
             raise error from exc
-        return Receipt(provider=self.name, message_id=str(email["Message-ID"]))
+        except BaseException:
+            self._drop(thread)  # stopped mid-transaction (FenceBroken before the final "."): the session is spent
+            raise
+        return Receipt(provider=self.name, message_id=built[1])
 
-    def _drop(self) -> None:
-        conn, self._conn = self._conn, None
+    def _drop(self, thread: int) -> None:
+        conn = self._conns.pop(thread, None)
         if conn is not None:
             try:
                 conn.close()
@@ -272,9 +450,9 @@ class SmtpProvider:
                 pass
 
     def close(self) -> None:
-        """End the batch: park a healthy connection for the next batch (see the module docstring)."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
+        """End the batch: park its healthy connections for the next batch (see the module docstring)."""
+        while self._conns:
+            _, conn = self._conns.popitem()
             _park(self._server_key, conn)
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from app.extensions import db
+from app.extensions import db, redis
 from app.models import DeliveryAttempt, EmailSuppression, MessageTemplate
 from app.providers import PermanentError, TransientError
 from jobs.delivery import deliver_batch
@@ -64,10 +64,71 @@ def test_one_connection_for_the_whole_batch(app, smtp_sink, make_delivery, monke
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(smtplib.SMTP, "connect", counting_connect)
+    monkeypatch.setitem(app.config, "DELIVERY_SEND_CONCURRENCY", 1)
     ids = [make_delivery().id for _ in range(5)]
 
     assert deliver_batch("email", ids)["sent"] == 5
     assert len(smtp_sink.messages) == 5 and len(opened) == 1
+
+
+def test_concurrent_sends_keep_one_message_sent_and_unrecorded_at_most(app, smtp_sink, make_delivery, monkeypatch):
+    # What a SIGKILL could leave behind at any moment: messages the sink has whose row is not recorded.
+    from app.delivery import service
+
+    recorded, worst, record = [0], [0], service.record_result
+
+    def counting_record(result, *args):
+        state = record(result, *args)
+        recorded[0] += 1
+        return state
+
+    handle = smtp_sink.handler.handle_DATA
+
+    async def watching_handle(server, session, envelope):
+        worst[0] = max(worst[0], len(smtp_sink.messages) - recorded[0] + 1)  # this message counts too
+        return await handle(server, session, envelope)
+
+    monkeypatch.setattr(service, "record_result", counting_record)
+    monkeypatch.setattr(smtp_sink.handler, "handle_DATA", watching_handle)
+    monkeypatch.setitem(app.config, "DELIVERY_SEND_CONCURRENCY", 4)
+    ids = [make_delivery().id for _ in range(40)]
+
+    assert deliver_batch("email", ids) == {"claimed": 40, "skipped": 0, "deferred": 0, "sent": 40}
+    ids_sent = sorted(m.message["Message-ID"] for m in smtp_sink.messages)
+    assert ids_sent == sorted(f"<delivery-{i}@hato.127.0.0.1>" for i in ids)  # each once
+    assert 1 < len({m.peer for m in smtp_sink.messages}) <= 4  # several connections, one per lane at most
+    assert worst[0] == 1
+    attempts = db.session.execute(
+        sa.text("SELECT count(*) FROM delivery_attempts WHERE delivery_id = ANY(:ids)"), {"ids": ids}
+    ).scalar()
+    assert attempts == 40
+
+
+def test_a_record_that_fails_stops_the_other_sends_before_their_point_of_no_return(
+    app, smtp_sink, make_delivery, monkeypatch
+):
+    # PostgreSQL going away mid-batch, seen from the engine: the fifth record raises.
+    from app.delivery import service
+
+    calls, record = [0], service.record_result
+
+    def failing_record(result, *args):
+        calls[0] += 1
+        if calls[0] == 5:
+            raise ConnectionError("the database went away")
+        return record(result, *args)
+
+    monkeypatch.setattr(service, "record_result", failing_record)
+    monkeypatch.setitem(app.config, "DELIVERY_SEND_CONCURRENCY", 4)
+    ids = [make_delivery().id for _ in range(40)]
+
+    with pytest.raises(ConnectionError):
+        deliver_batch("email", ids)
+
+    sent = db.session.execute(
+        sa.text("SELECT count(*) FROM notification_deliveries WHERE id = ANY(:ids) AND status = 'sent'"), {"ids": ids}
+    ).scalar()
+    assert sent == 4 and len(smtp_sink.messages) == 5  # the one whose record failed is the only duplicate to come
 
 
 def test_rerun_is_idempotent(app, smtp_sink, make_delivery):
@@ -112,12 +173,22 @@ def test_refused_connection_is_transient_and_fails_the_rest_fast(app, make_deliv
 
     monkeypatch.setitem(app.config, "SMTP_URL", f"smtp://127.0.0.1:{free_port()}")
     monkeypatch.setitem(app.config, "EMAIL_PROVIDER", "smtp")
+    monkeypatch.setitem(app.config, "DELIVERY_SEND_CONCURRENCY", 1)
     first, second = make_delivery(), make_delivery()
 
     assert deliver_batch("email", [first.id, second.id])["pending"] == 2
 
     assert "refused" in attempts_of(first)[0].error
     assert "earlier in this batch" in attempts_of(second)[0].error
+
+    # Sending on 3 connections at once: each lane tries its connection at most once, the rest fail fast.
+    monkeypatch.setitem(app.config, "DELIVERY_SEND_CONCURRENCY", 3)
+    rows = [make_delivery() for _ in range(9)]
+    redis.client().flushdb()  # the first batch's failures count towards the breaker: start this one closed
+    counts = deliver_batch("email", [row.id for row in rows])
+    assert counts["pending"] + counts.get("waiting", 0) == 9  # the breaker may open part-way and hold the rest
+    errors = [attempts[0].error for attempts in map(attempts_of, rows) if attempts]
+    assert 1 <= sum("refused" in e and "earlier" not in e for e in errors) <= 3
 
 
 def test_transient_failures_exhaust_into_the_dlq(app, fake_provider, make_delivery, monkeypatch):

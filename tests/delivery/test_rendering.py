@@ -167,3 +167,26 @@ def test_the_time_budget_stops_a_long_loop():
     with time_budget(0.1), pytest.raises(RenderError, match="0.1 s time budget"):
         render_string("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", {})
     assert time.monotonic() - started < 1
+
+
+@pytest.mark.parametrize("locale", ["en", "ja"])
+@pytest.mark.parametrize("link_path", ["/inbox?a=1&b=<2>", None])
+def test_the_filled_in_layout_equals_the_layout_rendered_for_the_message(app, locale, link_path):
+    from flask_babel import force_locale
+    from markupsafe import Markup
+
+    from app.delivery.rendering import _paragraphs, _render_email, absolute_link, recipient_language
+
+    base, unsubscribe = "https://hato.example.com", 'https://hato.example.com/unsubscribe/x?a=1&b="2"'
+    message = row(locale=locale, link_path=link_path, title='Tom & "Jerry" <\x00content\x00>',
+                  type_label="Comments & <co>")  # fmt: skip
+    lang = recipient_language(locale)
+    with app.test_request_context(), force_locale(lang):
+        rendered = _render_email(message, None, base, unsubscribe)
+        expected = app.jinja_env.get_template("delivery/email.html").render(
+            subject=rendered.subject, content=Markup("<h1>{}</h1>").format(message.title) + _paragraphs(message.body),
+            link=absolute_link(base, link_path), type_label=message.type_label, unsubscribe_url=unsubscribe,
+            base_url=base, lang=lang,
+        )  # fmt: skip
+    assert rendered.html == expected
+    assert ('class="button"' in expected) == bool(link_path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import smtplib
 import socket
+import threading
 
 import pytest
 
@@ -95,8 +96,8 @@ def test_sends_over_one_connection_and_parks_it(sink):
     provider = SmtpProvider(sink.url, "Hato <hato@example.com>", 5, "hato.example.com")
     with provider:
         receipts = [provider.send(msg(delivery_id=i)) for i in (1, 2, 3)]
-        connection = provider._conn
-    assert connection is not None and provider._conn is None
+        connection = provider._conns.get(threading.get_ident())
+    assert connection is not None and not provider._conns
     assert [r.message_id for r in receipts] == [f"<delivery-{i}@hato.hato.example.com>" for i in (1, 2, 3)]
     assert [m.mail_from for m in sink.messages] == ["hato@example.com"] * 3
     assert len({m.peer for m in sink.messages}) == 1
@@ -118,7 +119,8 @@ def test_a_stale_or_dead_parked_connection_is_replaced(sink, monkeypatch):
     with SmtpProvider(sink.url, "h@example.com", 5, "example.com") as provider:
         provider.send(msg(delivery_id=2))  # parked too long: closed, a new session
     monkeypatch.undo()
-    smtp._parked.slot[1].sock.shutdown(socket.SHUT_RDWR)  # the server (or a NAT) dropped it while parked: NOOP fails
+    parked = smtp._parked[provider._server_key][-1][0]
+    parked.sock.shutdown(socket.SHUT_RDWR)  # the server (or a NAT) dropped it while parked: NOOP fails
     with SmtpProvider(sink.url, "h@example.com", 5, "example.com") as provider:
         provider.send(msg(delivery_id=3))
     assert len({m.peer for m in sink.messages}) == 3 and len(sink.messages) == 3

@@ -15,6 +15,8 @@ class Channel(ABC):
     name: str
     # Rows whose user has no target (see targets()) are skipped with this reason; None: targets not needed.
     no_target_reason: str | None = None
+    # Whether a batch's messages may go out over several connections at once (DELIVERY_SEND_CONCURRENCY).
+    concurrent_sends: bool = False
 
     def skip_reason(self, row: BatchRow) -> str | None:
         """Why row cannot go out on this channel at all, from what the batch read knows; None if it can."""

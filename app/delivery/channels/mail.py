@@ -17,6 +17,7 @@ class EmailChannel(Channel):
     """One message per row to the user's address, in their locale's template, with RFC 8058 unsubscribe."""
 
     name = "email"
+    concurrent_sends = True
 
     def skip_reason(self, row: BatchRow) -> str | None:
         """No address, or an address on the suppression list (that holds for mandatory types too)."""
