@@ -1,19 +1,22 @@
 """Statements sent straight through psycopg on the session's own connection, in its transaction.
 
-For the few statements of a hot path (the API ingest's idempotency record) whose result is one row of
-plain values. SQLAlchemy's execute costs more Python than the round trip's own work (ORM session
-bookkeeping, result metadata, row objects); here the text is compiled once, at import, exactly as
+For the few statements of a hot path (the API ingest's idempotency record and its notify statement) whose
+results are plain values. SQLAlchemy's execute costs more Python than the round trip's own work (ORM
+session bookkeeping, result metadata, row objects); here the text is compiled once, at import, exactly as
 SQLAlchemy would send it, and runs on the session's connection, so it commits or rolls back with
 everything else the request wrote. A psycopg error comes back as SQLAlchemy's (OperationalError and
-the rest), so the 503 handling and the pool's invalidation of a dead connection work as before.
+the rest), so the 503 handling and the pool's invalidation of a dead connection work as before, and
+SQLAlchemy's cursor events fire for these statements too (when anything listens).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import sqlalchemy as sa
+from psycopg.rows import namedtuple_row
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
 from app.extensions import db
@@ -32,12 +35,21 @@ def fetchone(sql: str, params: dict[str, Any]) -> tuple | None:
     Unlike session.execute it does not flush the ORM's pending objects first: for statements on rows the
     ORM does not hold.
     """
+    return _run(sql, params, lambda cursor: cursor.fetchone())
+
+
+def fetchall(sql: str, params: dict[str, Any]) -> list:
+    """Run compiled sql as fetchone does; return every row as a named tuple (row.id, row.kind …)."""
+    return _run(sql, params, lambda cursor: cursor.fetchall(), namedtuple_row)
+
+
+def _run(sql: str, params: dict[str, Any], take: Callable, row_factory=None):
     connection = db.session.connection()
     driver = connection.connection.driver_connection
     try:
-        with driver.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.fetchone() if cursor.description is not None else None
+        with driver.cursor(row_factory=row_factory) if row_factory else driver.cursor() as cursor:
+            _execute(connection, cursor, sql, params)
+            return take(cursor) if cursor.description is not None else None
     except psycopg.Error as exc:
         # What SQLAlchemy's own execute does with a driver error: a dead connection is invalidated (the
         # pool replaces it), and the error is raised as SQLAlchemy's class for it.
@@ -47,3 +59,16 @@ def fetchone(sql: str, params: dict[str, Any]) -> tuple | None:
         raise sa.exc.DBAPIError.instance(
             sql, params, exc, psycopg.Error, connection_invalidated=invalidated, dialect=connection.dialect
         ) from exc
+
+
+def _execute(connection: sa.Connection, cursor, sql: str, params: dict[str, Any]) -> None:
+    # SQLAlchemy's cursor events fire as for its own statements (there is no execution context: None), so
+    # whatever listens (statement counts in tests, tracing) still sees these; the check is the one
+    # Connection._execute_context makes, and costs nothing when nobody listens.
+    if not (connection._has_events or connection.engine._has_events):
+        cursor.execute(sql, params)
+        return
+    for listener in connection.dispatch.before_cursor_execute:
+        sql, params = listener(connection, cursor, sql, params, None, False)
+    cursor.execute(sql, params)
+    connection.dispatch.after_cursor_execute(connection, cursor, sql, params, None, False)

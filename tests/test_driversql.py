@@ -30,6 +30,29 @@ def test_a_driver_error_is_sqlalchemys(db_session):
     assert driversql.fetchone(TXID, {"n": 1})[1] == 2
 
 
+def test_fetchall_names_the_columns_and_the_cursor_events_fire(db_session):
+    seen: list[tuple[str, str]] = []
+    engine = db.engine if isinstance(db.engine, sa.engine.Engine) else db.engine.engine
+    listeners = {
+        name: lambda conn, cursor, statement, parameters, context, executemany, name=name: seen.append(
+            (name, statement)
+        )
+        for name in ("before_cursor_execute", "after_cursor_execute")
+    }
+    for name, listener in listeners.items():
+        sa.event.listen(engine, name, listener)
+    try:
+        sql = driversql.compiled(sa.text("SELECT n AS id, n * 2 AS twice FROM generate_series(1, CAST(:k AS int)) n"))
+        rows = driversql.fetchall(sql, {"k": 3})
+    finally:
+        for name, listener in listeners.items():
+            sa.event.remove(engine, name, listener)
+    assert [(row.id, row.twice) for row in rows] == [(1, 2), (2, 4), (3, 6)]
+    # (the test's session may open a savepoint first: SQLAlchemy's own statement, seen too)
+    ours = [name for name, statement in seen if statement == sql]
+    assert ours == ["before_cursor_execute", "after_cursor_execute"]
+
+
 @pytest.mark.committed
 def test_a_terminated_connection_is_unavailable_and_replaced(app):
     pid = db.session.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
+from app import driversql
 from app.extensions import db
 from app.live.publish import badge_after_commit
 from app.notify import aggregate, queries
@@ -171,6 +172,7 @@ ORDER BY 1 DESC, 2, 5
 
 
 NOTIFY_SQL = {by: _notify_statement(by) for by in WANTED_SQL}
+NOTIFY_DRIVER_SQL = {by: driversql.compiled(statement) for by, statement in NOTIFY_SQL.items()}
 AGGREGATE_SQL = {by: aggregate.upsert_statement(sql) for by, sql in WANTED_SQL.items()}
 PRIORITY_SQL = sa.text("SELECT priority FROM notification_types WHERE type = :type")
 
@@ -265,11 +267,11 @@ def notify(
         "group_key": group_key,
         "cancellation_key": cancellation_key,
     }
-    # Through Core on the session's connection: a text statement gains nothing from the ORM's execute but
-    # its cost. flush() stands in for the autoflush that execute would do (nothing to do, and cheap, here).
-    session = db.session()
-    session.flush()
-    rows = session.connection().execute(NOTIFY_SQL[by], params).all()
+    # Straight through psycopg on the session's connection (app/driversql.py): SQLAlchemy's execute, even
+    # Core's, costs more Python than this one statement's round trip. flush() stands in for the autoflush
+    # that execute would do (nothing to do, and cheap, here).
+    db.session.flush()
+    rows = driversql.fetchall(NOTIFY_DRIVER_SQL[by], params)
     window = rows[0].aggregation_window if rows and rows[0].kind == "recipient" else None
     if window is not None and group_key is not None:
         return _aggregated(AGGREGATE_SQL[by], params, window, actor, strict)
