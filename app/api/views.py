@@ -53,6 +53,7 @@ def _public() -> bool:
 
 # The API_RATE_LIMIT per key is counted by guard() (app/api/ratelimit.py), not by Flask-Limiter's hooks.
 limiter.request_filter(lambda: request.blueprint == bp.name)
+bp.record_once(lambda state: ratelimit.skip_extension_hooks(state.app, bp.name))
 
 
 @bp.before_request

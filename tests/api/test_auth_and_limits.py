@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import sqlalchemy as sa
-from flask import Response
+from flask import Response, request
 from limits.strategies import FixedWindowRateLimiter
 
 from app.api import ratelimit
@@ -161,3 +161,17 @@ def test_unknown_api_paths_and_methods_are_problem_documents(api):
     for response in (api.get("/v1/nothing-here"), api.call("PATCH", "/v1/notifications")):
         assert response.status_code in (404, 405)
         assert response.mimetype == "application/problem+json"
+
+
+def test_flask_limiters_own_hooks_step_aside_for_the_api_only(app, api, comment_type, recipient, monkeypatch):
+    """All three of its hooks are found (a Flask-Limiter upgrade that moves them fails here, not silently)."""
+    registries = (app.before_request_funcs, app.after_request_funcs, app.teardown_request_funcs)
+    wrapped = [hook for registry in registries for hook in registry[None] if hook.__name__ == "hook_unless_blueprint"]
+    assert len(wrapped) == 3
+    assert not any(getattr(hook, "__self__", None) is limiter for registry in registries for hook in registry[None])
+    seen: list[str] = []
+    identify = limiter.identify_request  # the first thing its before-request hook does
+    monkeypatch.setattr(limiter, "identify_request", lambda: seen.append(request.path) or identify())
+    assert api.post("/v1/notifications", send_body(recipient.external_id)).status_code == 202
+    assert api.client.get("/login").status_code == 200
+    assert set(seen) == {"/login"}  # pages are still checked by Flask-Limiter; the API call was not
