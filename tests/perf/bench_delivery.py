@@ -168,7 +168,7 @@ class Bench:
         Default: build each EmailMessage in the loop and send_message() it (what any sender must do).
         prebuilt: the wire bytes are made before the clock starts, so only the SMTP transport is timed.
         """
-        from app.providers.smtp import build_email
+        from app.providers.email_message import build_email
 
         mail_from = self.app.config["MAIL_FROM"]
         wires = [SmtpWire(m.to, build_email(m, mail_from, "127.0.0.1")) for m in messages] if prebuilt else None

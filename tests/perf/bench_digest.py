@@ -141,7 +141,7 @@ class Bench:
         from app.digests.queries import Item
         from app.extensions import db
         from app.providers import Message
-        from app.providers.smtp import build_email
+        from app.providers.email_message import build_email
 
         config, base_url = self.app.config, self.app.config["BASE_URL"]
         started = time.perf_counter()

@@ -8,7 +8,7 @@ from email.utils import parsedate_to_datetime
 import pytest
 
 from app.providers import Message, PermanentError
-from app.providers.smtp import build_email, email_bytes, wire_bytes
+from app.providers.email_message import build_email, email_bytes, wire_bytes
 
 FROM = "Hato <hato@example.com>"
 LINK = "<https://hato.example.com/unsubscribe/" + "a1B2" * 60 + ">"

@@ -9,7 +9,8 @@ import threading
 import pytest
 
 from app.providers import Message, PermanentError, TransientError, provider_for, smtp
-from app.providers.smtp import SmtpProvider, build_email, classify, clean_header, message_id
+from app.providers.email_message import build_email, clean_header, message_id
+from app.providers.smtp import SmtpProvider, classify
 from tests.support.smtp import SmtpSink
 from tests.support.waiting import free_port
 
