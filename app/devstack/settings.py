@@ -1,5 +1,6 @@
 """Constants, the console logger and pure helpers (unit-tested in tests/test_devstack.py)."""
 
+import os
 import re
 import sys
 import threading
@@ -37,7 +38,9 @@ STOP_GRACE_SECONDS = 8.0
 RUN_DB, RUN_REDIS_DB = "hato", 0
 # make test's own signing key: the suite's sessions only, never a deployment's.
 TEST_SECRET_KEY = "test-secret"  # noqa: S105
-TEST_DB, TEST_REDIS_DB = "hato_test", 15
+# HATO_TEST_DB / HATO_TEST_REDIS_DB let two checkouts on one machine run their suites side by side.
+TEST_DB = os.environ.get("HATO_TEST_DB", "hato_test")
+TEST_REDIS_DB = int(os.environ.get("HATO_TEST_REDIS_DB", "15"))
 BENCH_DB, BENCH_REDIS_DB = "hato_bench", 14
 
 _out_lock = threading.Lock()
