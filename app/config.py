@@ -112,6 +112,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("BASE_URL", "http://127.0.0.1:5000", "str", help="public origin: links, websocket Origin check, secure cookies on https"),
     Setting("WS_ALLOWED_ORIGINS", "", "str", help="extra comma-separated origins the websocket accepts"),
     Setting("WS_MAX_SOCKETS_PER_USER", 8, "int", 1, 1000, "open websockets per user across web processes (the oldest closes with 4008)"),
+    Setting("WS_CONNECT_RATE_LIMIT", "120 per minute", "rate", help="websocket (/ws) handshakes per signed-in user (per client address before sign-in)"),
+    Setting("PRESENCE_TTL_SECONDS", 60.0, "float", 1, 3600, "a user counts as online this long after a web process last saw their socket (refreshed every third of it)"),
+    Setting("REALTIME_COALESCE_SECONDS", 0.1, "float", 0, 10, "a web process recounts one user's badge at most once per this many seconds"),
+    Setting("REALTIME_FLUSH_THREADS", 2, "int", 1, 64, "threads per web process that recount badges and write the frames"),
+    Setting("WEB_MAX_SOCKETS", 1000, "int", 0, 100_000, "websockets one gunicorn worker is sized for (one thread each; 0 for API-only processes)"),
+    Setting("WEB_REQUEST_THREADS", 32, "int", 1, 10_000, "gunicorn threads per worker for pages and API calls, beside the socket threads"),
+    Setting("WEB_WORKERS", 2, "int", 1, 256, "gunicorn worker processes per web process"),
+    Setting("WEB_WORKER_CLASS", "gthread", "str", help="gunicorn worker class (gthread: app/realtime/gunicorn_conf.py's SocketThreadWorker)"),
+    Setting("WEB_GRACEFUL_TIMEOUT", 10, "int", 0, 3600, "seconds in-flight requests get after SIGTERM (sockets close with 1001 first)"),
     Setting("FEED_ALLOWED_ORIGINS", "", "str", help="comma-separated origins of the product's pages that may call /v1/feed and open its socket with a user token"),
     Setting("FEED_CONNECT_RATE_LIMIT", "600 per minute", "rate", help="feed socket handshakes per client address (before the token is read)"),
     Setting("USER_TOKEN_MAX_TTL", 86400, "int", 60, 7 * 86400, "longest lifetime, in seconds, of a user token from POST /v1/user-tokens"),
@@ -141,6 +150,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("DELIVERY_BATCH_SIZE", 100, "int", 1, 10_000, "deliveries claimed per job"),
     Setting("DELIVERY_SEND_CONCURRENCY", 4, "int", 1, 32, "e-mails of a batch a worker sends at once, each on its own SMTP connection"),
     Setting("DELIVERY_DRAIN_SECONDS", 10.0, "float", 0.5, 300, "a drain of live deliveries hands the worker back after this long"),
+    Setting("BACKPRESSURE_HIGH_LAG_SECONDS", 2.0, "float", 0, 3600, "while the high queue's oldest work has waited longer than this, workers take no low-priority (campaign) jobs and running ones hand their rows back; 0 turns backpressure off"),
     Setting("DELIVERY_LEASE_SECONDS", 120, "int", 1, DAY, "how long a claimed delivery stays leased to a worker"),
     Setting("LEASE_MARGIN_SECONDS", 5.0, "float", 0.5, 600, "a worker stops sending this long before its lease ends"),
     Setting("FANOUT_BATCH_SIZE", 10_000, "int", 1, 1_000_000, "users per campaign fanout statement"),
@@ -161,6 +171,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("RETENTION_INTERVAL_SECONDS", 3600.0, "float", 0, 30 * DAY, "rest between two complete retention walks"),
     Setting("EMAIL_PROVIDER", "smtp", "str", help="e-mail provider by registry name"),
     Setting("PUSH_PROVIDER", "webpush", "str", help="push provider by registry name"),
+    Setting("WEBHOOK_PROVIDER", "webhook", "str", help="webhooks-out provider by registry name"),
     Setting("PUSH_TIMEOUT", 10.0, "float", 0.1, 300, "seconds for one push target's whole exchange"),
     Setting("PUSH_ALLOW_HTTP_ENDPOINTS", False, "bool", help="accept http:// push endpoints on any port (local testing only)"),
     Setting("PUSH_ALLOWED_HOSTS", PUBLIC_PUSH_SERVICES, "str", help="push services subscriptions may point at (comma list, *. wildcards)"),
@@ -189,6 +200,11 @@ SETTINGS: tuple[Setting, ...] = (
 
 # Token buckets per provider, by name (PROVIDER_RATE_SMTP=50): messages per second and bucket size.
 DYNAMIC_PREFIXES = ("PROVIDER_RATE_", "PROVIDER_BURST_")
+
+
+def default_of(name: str) -> object:
+    """The declared default of a setting, by variable name (for code that runs without an app's config)."""
+    return next(s.default for s in SETTINGS if s.name == name)
 
 
 def sqlalchemy_url(url: str) -> str:
@@ -250,11 +266,17 @@ class Config:
         self.REMEMBER_COOKIE_SAMESITE = "Lax"
         self.WTF_CSRF_TIME_LIMIT = None  # the token lives as long as the session
         self.MAX_CONTENT_LENGTH = 2 * 1024 * 1024
+        # Flask-Limiter's own keys, written here so that app/api/ratelimit.py and app/auth/throttle.py, which
+        # count beside the limiter, read the same values (its storage URI and key prefix follow REDIS_URL and
+        # REDIS_NAMESPACE as finally configured, so app/extensions.py sets those two).
+        self.RATELIMIT_STRATEGY = "fixed-window"
+        self.RATELIMIT_HEADERS_ENABLED = True
         # IETF RateLimit header names; Flask-Limiter's reset value is an epoch, so it keeps the X- name
         # and the API adds RateLimit-Reset in seconds (app/api/views.py).
         self.RATELIMIT_HEADER_LIMIT = "RateLimit-Limit"
         self.RATELIMIT_HEADER_REMAINING = "RateLimit-Remaining"
         self.RATELIMIT_HEADER_RESET = "X-RateLimit-Reset"
+        self.RATELIMIT_HEADER_RETRY_AFTER = "Retry-After"
 
 
 def _url_problem(name: str, value: str, schemes: Iterable[str], *, optional: bool = False) -> str | None:
@@ -267,7 +289,7 @@ def _url_problem(name: str, value: str, schemes: Iterable[str], *, optional: boo
 
 
 def _secret_problems(config: Mapping) -> list[str]:
-    key = config.get("SECRET_KEY") or ""
+    key = config["SECRET_KEY"]
     if not key:
         return [
             "SECRET_KEY is not set: generate one with `python -c 'import secrets; print(secrets.token_urlsafe(48))'`"
@@ -327,7 +349,7 @@ def _value_problems(config: Mapping) -> list[str]:
     for name in ("MAIL_FROM", "DEFAULT_LOCALE", "EMAIL_PROVIDER", "PUSH_PROVIDER"):
         if not str(config[name]).strip():
             problems.append(f"{name} is empty")
-    if config.get("BADGE_COUNTS", "unread") not in ("unread", "unseen"):
+    if config["BADGE_COUNTS"] not in ("unread", "unseen"):
         problems.append(f"BADGE_COUNTS={config['BADGE_COUNTS']!r} must be unread or unseen")
     if config.get("METRICS_TOKEN") and len(config["METRICS_TOKEN"]) < 16:
         problems.append("METRICS_TOKEN is shorter than 16 characters: use a random token")
@@ -366,7 +388,7 @@ def _hook_problems(config: Mapping) -> list[str]:
                 "SENDGRID_WEBHOOK_PUBLIC_KEY is not an ECDSA P-256 public key (paste the verification key "
                 "SendGrid shows: base64 DER, or PEM)"
             )
-    user, password = config.get("POSTMARK_WEBHOOK_USER", ""), config.get("POSTMARK_WEBHOOK_PASSWORD", "")
+    user, password = config["POSTMARK_WEBHOOK_USER"], config["POSTMARK_WEBHOOK_PASSWORD"]
     if bool(user) != bool(password):
         problems.append("POSTMARK_WEBHOOK_USER and POSTMARK_WEBHOOK_PASSWORD go together: set both or neither")
     elif password and len(password) < 16:
@@ -411,7 +433,7 @@ def check(config: Mapping, providers: Iterable[str] = ()) -> list[str]:
     providers: the registered provider names to check EMAIL_PROVIDER / PUSH_PROVIDER against; the
     caller passes them because config sits below the providers layer.
     """
-    problems = list(config.get("CONFIG_PROBLEMS", ()))
+    problems = list(config["CONFIG_PROBLEMS"])
     problems += _secret_problems(config)
     problems += _range_problems(config)
     problems += _value_problems(config)
@@ -428,7 +450,7 @@ def check(config: Mapping, providers: Iterable[str] = ()) -> list[str]:
 
 def refuse_to_start(problems: list[str], write: Callable[[str], object]) -> None:
     """Write the refusal, one problem per line."""
-    write("Hato is refusing to start: its settings cannot work.\n")
+    write("Hato is refusing to start: it cannot work as it is set up.\n")
     for problem in problems:
         write(f"  - {problem}\n")
-    write("Fix the environment (README: Configuration) and start it again.\n")
+    write("Fix these (README: Configuration, Running in production) and start it again.\n")

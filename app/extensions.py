@@ -74,7 +74,6 @@ def init_app(app: Flask) -> None:
     csrf.init_app(app)
     sock.init_app(app)
     app.config.setdefault("RATELIMIT_STORAGE_URI", limiter_storage_uri(app.config["REDIS_URL"]))
-    app.config.setdefault("RATELIMIT_HEADERS_ENABLED", True)
     app.config.setdefault("RATELIMIT_KEY_PREFIX", keyspace.key("limits", config=app.config))
     limiter.init_app(app)
     redis.init_app(app)

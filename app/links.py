@@ -12,6 +12,9 @@ control characters. Nor may the path turn into one that leaves after Unicode com
 too. An encoded space later in the path ("/search?q=a%20b") is an ordinary link and
 stays accepted. tests/test_links.py checks the rule against a WHATWG parser with generated inputs and
 a list of known bypasses.
+
+It also holds the one origin normaliser (origin_of): the websocket's Origin check and the feed's CORS
+compare origins in the form browsers send them.
 """
 
 from __future__ import annotations
@@ -62,3 +65,20 @@ def same_site_path(target: object) -> str | None:
             return None
         decoded = once_more
     return None  # still changing after several rounds of decoding: nobody needs that in a link
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin_of(url: str) -> str:
+    """Return scheme://host[:port] of an http(s) URL, lower-cased, without a default port ("" if it is not one)."""
+    parts = urlsplit(url.strip())
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if scheme not in DEFAULT_PORTS or not host:
+        return ""
+    try:
+        port = parts.port
+    except ValueError:
+        return ""
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}" if port in (None, DEFAULT_PORTS[scheme]) else f"{scheme}://{host}:{port}"

@@ -7,10 +7,14 @@ PT-br). A user gets the template of their own locale, else of its language, else
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
 from flask_babel import gettext
 
 from app.refusal import Refused
+
+T = TypeVar("T")
 
 LOCALE_RE = re.compile(r"^[a-z]{2,3}(-[a-z0-9]{2,8}){0,2}$")
 
@@ -31,3 +35,8 @@ def locale_chain(locale: str | None, default: str) -> list[str]:
         if candidate and candidate not in chain:
             chain.append(candidate)
     return chain
+
+
+def pick_for_chain(by_locale: Mapping[str, T], chain: Iterable[str], fallback: T | None = None) -> T | None:
+    """The value of the first locale along chain (from locale_chain) that by_locale has, else fallback."""
+    return next((by_locale[locale] for locale in chain if locale in by_locale), fallback)

@@ -19,10 +19,11 @@ the sweeper, DLQ replays) already carry full batches and keep one job per batch.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 
 from flask import current_app
 from redis.exceptions import RedisError
@@ -30,6 +31,7 @@ from rq import Queue, Worker
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
+from rq.utils import get_call_string, utcparse
 
 from app import keyspace
 from app.extensions import redis
@@ -58,7 +60,6 @@ BULK_TIMEOUT_SECONDS = 3600
 # A drain job that was lost before it started (its worker killed, say) blocks new wakes this long at most;
 # the sweeper wakes lists left without a flag, and the rows themselves are in PostgreSQL meanwhile.
 DRAIN_WAKE_TTL_SECONDS = 60
-DELIVERY_CHANNELS = ("email", "push")  # the channels whose live deliveries are coalesced
 
 # A job in one of these states will still run: enqueueing another with its id would run the work twice.
 ALIVE = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
@@ -125,14 +126,34 @@ def _drain_keys(queue_name: str, channel: str) -> tuple[str, str]:
     return keyspace.key("drain", queue_name, channel), keyspace.key("drain-wake", queue_name, channel)
 
 
+def _drain_channels_key() -> str:
+    # The channels that have drain lists, so the sweeper and the dashboard find every list without a channel
+    # list of their own (this layer sits below the channel registry).
+    return keyspace.key("drain-channels")
+
+
+# The channels with drain lists change only when a channel is first coalesced: the lag (read on every
+# worker's dequeue) keeps them this long per process, the sweeper and the dashboard read them afresh.
+DRAIN_CHANNELS_CACHE_SECONDS = 10.0
+_drain_channels_seen: tuple[float, frozenset[str]] = (float("-inf"), frozenset())
+
+
+def _drain_channels(client, max_age: float = 0.0) -> list[str]:
+    global _drain_channels_seen
+    at, known = _drain_channels_seen
+    if time.monotonic() - at >= max_age:
+        read = {c.decode() if isinstance(c, bytes) else c for c in client.smembers(_drain_channels_key())}
+        known = frozenset(read | known) if max_age else frozenset(read)
+        _drain_channels_seen = (time.monotonic(), known)
+    return sorted(known)
+
+
 def coalesce_deliveries(queue_name: str, channel: str, delivery_ids: Sequence[int]) -> bool:
     """Push ids on the (queue, channel) drain list and wake a drain job unless one is waiting already.
 
     Returns False (and logs) when Redis is unreachable: the rows are committed as `pending`, the sweeper
     enqueues them later.
     """
-    if channel not in DELIVERY_CHANNELS:  # only these channels' lists are watched (sweeper, dashboard)
-        return enqueue_deliveries(queue_name, channel, delivery_ids)
     if not delivery_ids:
         return True
     queue_name = queue_name if queue_name in QUEUE_NAMES else "default"
@@ -142,13 +163,23 @@ def coalesce_deliveries(queue_name: str, channel: str, delivery_ids: Sequence[in
             # The push comes first: a drain that clears the flag after this will see these ids.
             pipe.rpush(items, *(int(i) for i in delivery_ids))
             pipe.set(flag, 1, nx=True, ex=DRAIN_WAKE_TTL_SECONDS)
+            pipe.sadd(_drain_channels_key(), channel)
             woken = pipe.execute()[1]
         if woken:
             _enqueue_drain(queue_name, channel, flag)
+        _note_drain_channel(channel)
     except RedisError as exc:
         log.warning("could not enqueue %d deliveries (sweeper will): %s", len(delivery_ids), exc)
         return False
     return True
+
+
+def _note_drain_channel(channel: str) -> None:
+    """This process coalesced on channel: its lag reads see the channel's lists at once."""
+    global _drain_channels_seen
+    at, known = _drain_channels_seen
+    if channel not in known:
+        _drain_channels_seen = (at, known | {channel})
 
 
 def _enqueue_drain(queue_name: str, channel: str, flag: str) -> None:
@@ -183,18 +214,21 @@ def take_coalesced(queue_name: str, channel: str, count: int) -> list[int]:
 
 def coalesced_waiting(queue_names: Sequence[str] = QUEUE_NAMES) -> dict[str, int]:
     """Ids waiting on the drain lists, per queue (raises RedisError)."""
-    with redis.client().pipeline(transaction=False) as pipe:
+    client = redis.client()
+    channels = _drain_channels(client)
+    with client.pipeline(transaction=False) as pipe:
         for name in queue_names:
-            for channel in DELIVERY_CHANNELS:
+            for channel in channels:
                 pipe.llen(_drain_keys(name, channel)[0])
         lengths = iter(pipe.execute())
-    return {name: sum(next(lengths) for _ in DELIVERY_CHANNELS) for name in queue_names}
+    return {name: sum(next(lengths) for _ in channels) for name in queue_names}
 
 
 def wake_orphaned_drains() -> int:
     """Wake a drain for every non-empty drain list without one (its drain died mid-list); return how many."""
-    lists = [(name, channel) for name in QUEUE_NAMES for channel in DELIVERY_CHANNELS]
-    with redis.client().pipeline(transaction=False) as pipe:
+    client = redis.client()
+    lists = [(name, channel) for name in QUEUE_NAMES for channel in _drain_channels(client)]
+    with client.pipeline(transaction=False) as pipe:
         for name, channel in lists:
             pipe.llen(_drain_keys(name, channel)[0])
         lengths = pipe.execute()
@@ -356,7 +390,7 @@ def bulk_operation_job(operation_id: int) -> EnqueueRowJob:
 
 @dataclass(frozen=True)
 class QueueState:
-    """One RQ queue: jobs waiting (each a batch of deliveries), how long the oldest has waited, crashes."""
+    """One RQ queue: jobs waiting (each a batch of deliveries), how long its oldest work has waited, crashes."""
 
     name: str
     depth: int
@@ -387,18 +421,88 @@ class RedisState:
     workers: list[WorkerState] = field(default_factory=list)
 
 
-def _oldest_age(queue: Queue) -> float | None:
-    ids = queue.get_job_ids(0, 0)
-    if not ids:
-        return None
-    try:
-        job = Job.fetch(ids[0], connection=queue.connection, serializer=JSONSerializer)
-    except NoSuchJobError:
-        return None
-    if job.enqueued_at is None:
-        return None
-    now = datetime.now(job.enqueued_at.tzinfo)
-    return max((now - job.enqueued_at).total_seconds(), 0.0)
+# Per queue, how long its oldest work that nobody is doing yet has waited, in one round trip (job hashes are
+# named by ids only the server knows). A queued drain job for a list that a running drain is already taking
+# from waits for nothing (that drain takes the ids the queued one was woken for), so it is passed over, and so
+# is that list's wake flag. KEYS, per queue: its list, its started-job registry, then per channel its drain
+# list and wake flag. ARGV: the job key prefix, channels per queue, head jobs to look at, then per queue and
+# channel the description of its drain job. Returns per queue the enqueued_at to count from ('' for none),
+# then per channel the wake flag's ms to live (-1 when it does not count).
+OLDEST_WORK_LUA = """
+local prefix, channels, look = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local per_queue = 2 + 2 * channels
+local now = redis.call('TIME')[1]
+local result = {}
+for q = 0, #KEYS / per_queue - 1 do
+  local base = q * per_queue
+  local running = {}
+  -- Entries are scored by when they expire: one left behind by a killed worker stops counting then.
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[base + 2], now, '+inf')) do
+    local description = redis.call('HGET', prefix .. (string.match(member, '^(.*):[^:]*$') or member), 'description')
+    if description then running[description] = true end
+  end
+  local draining = {}
+  for c = 1, channels do
+    local description = ARGV[3 + q * channels + c]
+    draining[description] = running[description] == true
+  end
+  local stamp = ''
+  for _, id in ipairs(redis.call('LRANGE', KEYS[base + 1], 0, look - 1)) do
+    local job = redis.call('HMGET', prefix .. id, 'enqueued_at', 'description')
+    if job[1] and not (job[2] and draining[job[2]]) then
+      stamp = job[1]
+      break
+    end
+  end
+  result[#result + 1] = stamp
+  for c = 1, channels do
+    local ttl = -1
+    if not draining[ARGV[3 + q * channels + c]] and redis.call('LLEN', KEYS[base + 1 + 2 * c]) > 0 then
+      ttl = redis.call('PTTL', KEYS[base + 2 + 2 * c])
+    end
+    result[#result + 1] = ttl
+  end
+end
+return result
+"""
+HEAD_JOBS_LOOKED_AT = 10  # queued drain jobs passed over before the oldest real work: a few at most
+
+
+def _drain_description(queue_name: str, channel: str) -> str:
+    """The description RQ gives a drain job of (queue, channel), as it computes it when the job is created."""
+    return get_call_string(DRAIN_JOB, (queue_name, channel), {}, max_length=75)
+
+
+def queue_lags(queue_names: Sequence[str] = QUEUE_NAMES) -> dict[str, float]:
+    """Seconds the oldest work nobody is doing yet has waited in each queue, 0.0 when none (one round trip).
+
+    That work is the queue's first job, or ids coalesced on one of its drain lists while no drain of that
+    list runs (their wake flag is set by the first push after the last drain started, so its age is
+    theirs). A drain job queued behind a running drain of the same list is passed over: the running one
+    takes those ids. Ids on a list with no flag belong to a drain that is running. Raises RedisError.
+    """
+    client = redis.client()
+    channels = _drain_channels(client, DRAIN_CHANNELS_CACHE_SECONDS)
+    keys, descriptions = [], []
+    for name in queue_names:
+        queue = get_queue(name, client)
+        keys += [queue.key, queue.started_job_registry.key]
+        for channel in channels:
+            keys += list(_drain_keys(name, channel))
+            descriptions.append(_drain_description(name, channel))
+    args = [Job.redis_job_namespace_prefix, len(channels), HEAD_JOBS_LOOKED_AT, *descriptions]
+    replies = iter(client.eval(OLDEST_WORK_LUA, len(keys), *keys, *args))
+    now = datetime.now(UTC)
+    lags = {}
+    for name in queue_names:
+        stamp = next(replies)
+        stamp = stamp.decode() if isinstance(stamp, bytes) else stamp
+        lag = max((now - utcparse(stamp)).total_seconds(), 0.0) if stamp else 0.0
+        for ttl_ms in (next(replies) for _ in channels):
+            if ttl_ms > 0:
+                lag = max(lag, DRAIN_WAKE_TTL_SECONDS - ttl_ms / 1000)
+        lags[name] = lag
+    return lags
 
 
 def queue_depths() -> dict[str, int]:
@@ -412,9 +516,10 @@ def redis_state() -> RedisState:
         connection = redis.client()
         queues = []
         ours: dict[str, Worker] = {}
+        lags = queue_lags()
         for name in QUEUE_NAMES:
             queue = get_queue(name, connection)
-            queues.append(QueueState(name, queue.count, _oldest_age(queue), queue.failed_job_registry.count,
+            queues.append(QueueState(name, queue.count, lags[name] or None, queue.failed_job_registry.count,
                                      queue.started_job_registry.count))  # fmt: skip
             # Only the workers listening on this installation's queues (a shared Redis has others).
             ours.update((w.name, w) for w in Worker.all(queue=queue, serializer=JSONSerializer))

@@ -1,16 +1,17 @@
 """The sweeper: PostgreSQL is the truth, so whatever Redis lost is enqueued again from the tables.
 
 `flask --app wsgi sweep` runs sweep_once() every SWEEP_INTERVAL_SECONDS (a separate process, not an
-RQ scheduled job: it must keep working when Redis has lost everything). One pass: expired leases go
-back to pending; rows held back by a breaker or bucket longer than DELIVERY_MAX_AGE go to the DLQ
-(`expired`); due pending rows nobody has enqueued (retries and deferrals that fell due, and rows
-whose job Redis lost) are enqueued in batches on their queue; coalesced live ids whose drain job died
-get a new one; idempotency keys older than 24 h are
-pruned; snoozed notifications whose time has come are woken; due scheduled notifications are
-released (release_scheduled, which the CLI loop also runs every SCHEDULER_INTERVAL_SECONDS); open
-badges move when a scheduled announcement goes live or expires; due and running campaigns, and
-unfinished bulk DLQ operations, get a job if theirs was lost; due e-mail digests are opened and
-enqueued (app/digests/sweep.py); the webhook outbox gets the same lease, expiry and re-enqueue steps
+RQ scheduled job: it must keep working when Redis has lost everything). One pass: rows a kill switch
+held on a channel resumed since are made due (app/delivery/switches.py); expired leases go back to
+pending; rows held back by a breaker, a bucket or a pause longer than DELIVERY_MAX_AGE go to the DLQ
+(`expired`); due pending rows nobody has enqueued (retries and deferrals that fell due, rows released
+from a pause, and rows whose job Redis lost) are enqueued in batches on their queue; coalesced live
+ids whose drain job died get a new one; idempotency keys older than 24 h are pruned; snoozed
+notifications whose time has come are woken; due scheduled notifications are released
+(release_scheduled, which the CLI loop also runs every SCHEDULER_INTERVAL_SECONDS); open badges move
+when a scheduled announcement goes live or expires; due and running campaigns, and unfinished bulk
+DLQ operations, get a job if theirs was lost; due e-mail digests are opened and enqueued
+(app/digests/sweep.py); the webhook outbox gets the same lease, expiry and re-enqueue steps
 (app/webhooks/service.py sweep); old notifications, ledger rows and expired announcements' reads are
 deleted in small keyset batches for up to RETENTION_PASS_SECONDS (app/retention).
 
@@ -37,8 +38,9 @@ from redis.exceptions import RedisError
 
 from app.announcements.live import announce_due
 from app.campaigns.fanout import start_due
-from app.delivery import service
+from app.delivery import service, switches
 from app.delivery.dlq import resume_bulk_operations
+from app.digests import service as digest_runs
 from app.digests.sweep import sweep as sweep_digests
 from app.extensions import db
 from app.inbox.service import wake_due
@@ -136,8 +138,10 @@ def sweep_once() -> dict:
 def _pass(config: Mapping) -> dict:
     """Every step of one pass, in order; the caller holds the sweeper lock."""
     try:
+        resumed = switches.release_resumed(config)  # rows a kill switch held on channels resumed since: due now
         released = service.release_expired_leases(config["SWEEP_LIMIT"], config["RETRY_MAX_ATTEMPTS"])
         expired = service.expire_held(config["DELIVERY_MAX_AGE"], config["SWEEP_LIMIT"])  # held too long: DLQ
+        expired += digest_runs.expire_held(config["DELIVERY_MAX_AGE"], config["SWEEP_LIMIT"])
         due = service.take_due(config["SWEEP_REQUEUE_AFTER_SECONDS"], config["SWEEP_LIMIT"], idle_queues())
         pruned = service.prune_idempotency_keys()
         woken = wake_due(config["SWEEP_LIMIT"])  # snoozes that ended: back on top, unread, badge + toast
@@ -156,6 +160,7 @@ def _pass(config: Mapping) -> dict:
     return {
         "digests": digests["enqueued"],
         "released": released,
+        "resumed": resumed,
         "expired": expired,
         "due": sum(len(ids) for ids in due.values()),
         "enqueued": enqueued,

@@ -94,6 +94,22 @@ def run_migrations_online():
 
         with context.begin_transaction():
             context.run_migrations()
+            _sync_channel_constraints(connection)
+
+
+def _sync_channel_constraints(connection):
+    """At head, the channel check constraints admit exactly the channel modules this code has.
+
+    Migrations are history and cannot list channels a deployment adds later (app/delivery/channel_constraints.py).
+    """
+    from alembic.runtime.migration import MigrationContext
+
+    from app.delivery import channel_constraints
+
+    if set(MigrationContext.configure(connection).get_current_heads()) != set(context.script.get_heads()):
+        return  # a downgrade, or an upgrade to an older revision: its tables may not have the columns
+    for name in channel_constraints.sync(connection):
+        logger.info("channel constraint %s now follows the channel registry", name)
 
 
 if context.is_offline_mode():

@@ -182,6 +182,40 @@ def _fresh_redis(app):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _fresh_switches():
+    """Each test reads the kill switches afresh (a process caches them for a second; tables are emptied between)."""
+    from app.delivery import switches
+
+    switches.forget()
+    yield
+    switches.forget()
+
+
+@pytest.fixture
+def statements(app, monkeypatch):
+    """The SQL statements the code under test sends (to prove how many it takes).
+
+    The webhook subscriptions' per-process cache is read now and kept for the test: on a slow machine it
+    could otherwise expire mid-test and count one more statement.
+    """
+    from app.webhooks import service as webhooks
+
+    monkeypatch.setattr(webhooks, "SUBSCRIBED_CACHE_SECONDS", 3600.0)
+    webhooks.forget_subscriptions()
+    webhooks.subscribed_types()
+    sent: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        sent.append(statement)
+
+    engine = db.engine if isinstance(db.engine, sa.engine.Engine) else db.engine.engine
+    sa.event.listen(engine, "before_cursor_execute", record)
+    yield sent
+    sa.event.remove(engine, "before_cursor_execute", record)
+    webhooks.forget_subscriptions()
+
+
 @pytest.fixture
 def redis_client(app):
     """The test Redis db (empty at the start of every test, see _fresh_redis)."""

@@ -49,6 +49,7 @@ REFERENCE = {
     "campaigns",
     "digest_templates",
     "webhook_endpoints",
+    "channel_switches",  # the kill switches: a handful of rows every worker reads
 }
 
 LOCAL = {

@@ -12,13 +12,14 @@ from app.api_keys.scopes import SCOPES
 from app.api_keys.service import KEY_PREFIX, ApiKeyIdentity, authenticate
 
 INSUFFICIENT_SCOPE = "urn:hato:problem:insufficient_scope"
+MAX_KEY_CHARS = 200  # a longer bearer token is no API key (401 before any lookup)
 
 
 def bearer_token() -> str | None:
     """Return the token from `Authorization: Bearer …`, or None (cookies are never looked at)."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     token = token.strip()
-    if scheme.lower() != "bearer" or not token.startswith(KEY_PREFIX) or len(token) > 200:
+    if scheme.lower() != "bearer" or not token.startswith(KEY_PREFIX) or len(token) > MAX_KEY_CHARS:
         return None
     return token
 

@@ -35,9 +35,10 @@ from pydantic import BaseModel
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.api.auth import current_key
-from app.api.schemas import ApiError, parse_body
+from app.api.schemas import ApiError
 from app.driversql import compiled, fetchone
 from app.extensions import db
+from app.web.bodies import parse_json
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +205,7 @@ def idempotent(model: type[BaseModel] | None = None, withheld: Withheld | None =
         @wraps(view)
         def wrapped(*args, **kwargs):
             key = header_key()
-            payload = parse_body(model) if model is not None else None
+            payload = parse_json(model) if model is not None else None
             if payload is not None:
                 kwargs["payload"] = payload
             if key is None:
@@ -223,6 +224,8 @@ def idempotent(model: type[BaseModel] | None = None, withheld: Withheld | None =
                 if not outcome.stored:
                     release()
 
+        wrapped.body_model = model  # what the OpenAPI document says the view takes
+        wrapped.takes_idempotency_key = True
         return wrapped
 
     return decorate

@@ -1,4 +1,15 @@
-"""The OpenAPI 3.1 document, generated from the models in schemas.py and responses.py (spec and code cannot drift).
+"""The OpenAPI 3.1 document, built by walking the app's /v1 routes, so it cannot drift from them.
+
+Each /v1 view carries @documented (app/web/documented.py: its summary, answers and own errors); its body and
+query models come from the decorators that validate them (@idempotent, @takes_json, @takes_query), its scope
+from @auth.requires, its path parameters from the route, and the limits from this server's config (the body
+size, USER_TOKEN_MAX_TTL, the rate limit). A /v1 route without @documented makes the build fail.
+
+Why not a library: flask-openapi3 and spectree validate the request themselves, before the view's own
+decorators run and with their own 422 shape. Here the scope is checked before the body is read, the body is
+validated inside the Idempotency-Key claim (which hashes the parsed body), and every refusal is an RFC 9457
+problem document in the caller's language; flask-openapi3 also wants its own app and blueprint classes.
+Either would mean validating twice or rewriting every view, for a document built here from the same models.
 
 The document is developer documentation and stays English whatever the caller's Accept-Language (the problem
 documents the API answers with are translated; their type, status and field names are the same in every
@@ -7,22 +18,39 @@ language, which is what the spec describes): it is built under force_locale of t
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass, field
+import re
 
+from flask import Flask
 from flask_babel import force_locale
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 
+from app import user_tokens
+from app.api import auth, schemas
 from app.api import responses as answers
-from app.api import schemas
 from app.api.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
 from app.api_keys.scopes import SCOPES
 from app.i18n import LANGUAGES
 from app.pagination import MAX_ID
+from app.web.bodies import too_large
+from app.web.documented import Doc
 from app.web.errors import MESSAGES
 
 REF = "#/components/schemas/{model}"
+PROBLEM = "application/problem+json"
+HEADER_INT = {"schema": {"type": "integer", "minimum": 0}}
+# The settings the document states: a change of any of them builds it anew.
+STATED_SETTINGS = ("BASE_URL", "API_MAX_BODY_BYTES", "API_RATE_LIMIT", "USER_TOKEN_MAX_TTL")
+
+# Refusals that come with what an operation takes, added to the ones its view declares.
+BODY_ERRORS = (400, 413, 415, 422)
+QUERY_ERRORS = (422,)
+IDEMPOTENCY_ERRORS = (400, 409, 422)  # a malformed key, the same key in flight, the same key for another request
+AUTH_ERRORS = {
+    "bearerAuth": (401, 403, 429, 503),  # no key, a missing scope, the key's rate limit, Redis down
+    "userToken": (401, 403, 429),  # a refused token, an origin outside FEED_ALLOWED_ORIGINS, the rate limit
+    None: (),
+}
 
 
 class StrictKeysJsonSchema(GenerateJsonSchema):
@@ -41,48 +69,25 @@ class StrictKeysJsonSchema(GenerateJsonSchema):
         return json_schema
 
 
-@dataclass(frozen=True)
-class Operation:
-    """One documented endpoint."""
+def _path_parameters() -> dict[str, dict]:
+    """The URL variables of the /v1 routes, with the rules their views check them by."""
+    row_id = {"type": "integer", "format": "int64", "minimum": 1, "maximum": MAX_ID}
+    return {
+        "external_id": {
+            "schema": TypeAdapter(schemas.ExternalId).json_schema(),
+            "description": "The product's id for the user.",
+            "example": "user-42",
+        },
+        "notification_id": {"schema": row_id},
+        "announcement_id": {"schema": row_id},
+        "cancellation_key": {
+            "schema": TypeAdapter(schemas.Key).json_schema(),
+            "description": "The `cancellation_key` sent with the notifications.",
+            "example": "order:42",
+        },
+    }
 
-    method: str
-    path: str
-    operation_id: str
-    summary: str
-    responses: dict[int, type[BaseModel] | tuple[type[BaseModel], ...] | None]  # a tuple: one of these
-    errors: tuple[int, ...] = ()
-    body: type[BaseModel] | None = None
-    params: tuple[dict, ...] = ()
-    idempotent: bool = False
-    public: bool = False
-    scope: str | None = None  # the scope its key needs (the view's @auth.requires, checked by the tests)
-    description: str = ""
-    tags: tuple[str, ...] = field(default=("notifications",))
-    auth: str = "bearerAuth"  # the security scheme: an API key, or userToken for the feed
 
-
-EXTERNAL_ID = {
-    "name": "external_id",
-    "in": "path",
-    "required": True,
-    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": schemas.EXTERNAL_ID_PATTERN},
-    "description": "The product's id for the user.",
-    "example": "user-42",
-}
-NOTIFICATION_ID = {
-    "name": "notification_id",
-    "in": "path",
-    "required": True,
-    "schema": {"type": "integer", "format": "int64", "minimum": 1, "maximum": MAX_ID},
-}
-CANCELLATION_KEY = {
-    "name": "cancellation_key",
-    "in": "path",
-    "required": True,
-    "schema": {"type": "string", "minLength": 1, "maxLength": schemas.KEY_MAX},
-    "description": "The `cancellation_key` sent with the notifications.",
-    "example": "order:42",
-}
 IDEMPOTENCY_KEY = {
     "name": "Idempotency-Key",
     "in": "header",
@@ -93,249 +98,71 @@ IDEMPOTENCY_KEY = {
     "with a different request: 422; while the first is still running: 409.",
 }
 
-AUTHED_ERRORS = (401, 403, 429, 503)
-BODY_ERRORS = (400, 413, 415, 422)
 
-OPERATIONS = (
-    Operation(
-        "post",
-        "/v1/notifications",
-        "createNotifications",
-        "Send a notification to 1-1,000 recipients",
-        {202: (answers.NotificationAccepted, answers.NotificationScheduled)},
-        (*BODY_ERRORS, 409),
-        body=schemas.NotificationIn,
-        idempotent=True,
-        scope="notifications:write",
-        description="Writes one notification per recipient (a repeat of the same dedupe key is not an "
-        "error) and its e-mail/push deliveries as the recipient's preferences allow. Unknown "
-        "type or recipients: 422 and nothing is written. With a future `send_at` nothing is written "
-        "but the schedule: the answer is a NotificationScheduled (`status: scheduled`); at `send_at` the "
-        "notifications appear and their deliveries start. A recipient who muted the `group_key` thread "
-        "gets the notification stored read and hidden, and its e-mail/push skipped (reason `muted`). "
-        "The type's timing (set in the console) applies to e-mail/push: with `escalate_after` they wait "
-        "that long and are skipped (reason `read` / `seen`) if the notification was read (or seen) by "
-        "then; `skip_when_online` skips them (reason `online`) while the user has the app open; a "
-        "frequency cap sends the e-mail excess to the user's next digest (reason `digested`) and skips the "
-        "push excess (reason `capped`); e-mail of a type the user gets as an hourly or daily digest is "
-        "skipped with reason `digested` and listed in that digest.",
-    ),
-    Operation(
-        "delete",
-        "/v1/cancellations/{cancellation_key}",
-        "cancelNotifications",
-        "Cancel what has not happened yet under a cancellation key",
-        {200: answers.CancellationOut},
-        (400, 409, 422),
-        params=(CANCELLATION_KEY,),
-        idempotent=True,
-        scope="notifications:write",
-        description="For the notifications this API key sent with this `cancellation_key`: scheduled ones "
-        "not yet sent are removed, pending e-mail/push deliveries and waiting escalations become skipped "
-        "(reason `cancelled`). Other keys' notifications are never touched. A repeat answers zeros.",
-    ),
-    Operation(
-        "get",
-        "/v1/notifications/{notification_id}",
-        "getNotification",
-        "A notification and its per-channel delivery state",
-        {200: answers.NotificationOut},
-        (404,),
-        params=(NOTIFICATION_ID,),
-        scope="notifications:read",
-        description="Only the API key that created the notification can read it; for any other key the "
-        "answer is 404, as if the id did not exist.",
-    ),
-    Operation(
-        "put",
-        "/v1/users/{external_id}",
-        "putUser",
-        "Create or update a recipient",
-        {200: answers.UserOut, 201: answers.UserOut},
-        (*BODY_ERRORS, 403, 409),
-        body=schemas.UserIn,
-        params=(EXTERNAL_ID,),
-        idempotent=True,
-        scope="users:write",
-        tags=("users",),
-    ),
-    Operation(
-        "delete",
-        "/v1/users/{external_id}",
-        "deleteUser",
-        "Erase a recipient and everything about them",
-        {204: None},
-        (400, 403, 404, 409, 422),
-        params=(EXTERNAL_ID,),
-        idempotent=True,
-        scope="users:write",
-        tags=("users",),
-        description="Deletes the user, their notifications, deliveries, preferences, push "
-        "subscriptions and sign-in links, and the e-mail suppressions of their address "
-        "(no hashed copy is kept).",
-    ),
-    Operation(
-        "get",
-        "/v1/users/{external_id}/counts",
-        "getUserCounts",
-        "A member's unread and unseen counts (the inbox badge)",
-        {200: answers.CountsOut},
-        (403, 404, 422),
-        params=(EXTERNAL_ID,),
-        scope="notifications:read",
-        tags=("users",),
-        description="unread: unread notifications plus unread active announcements; unseen: those of them "
-        "newer than the user's last opening of the inbox. Each part (notifications, announcements) stops "
-        "counting at 100, as the badge does (shown as 99+). The server's BADGE_COUNTS picks which one the "
-        "inbox badge shows. Any member's external id can be read with this scope; an operator account's "
-        "answers 403, an unknown one 404.",
-    ),
-    Operation(
-        "get",
-        "/v1/users/{external_id}/export",
-        "exportUser",
-        "Everything Hato keeps about a member, as one JSON document",
-        {200: answers.ExportOut},
-        (403, 404, 422),
-        params=(EXTERNAL_ID,),
-        scope="users:read",
-        tags=("users",),
-        description="The profile, preference deviations, announcement reads, and every notification (newest "
-        "first) with its deliveries. The body is streamed as it is read (no Content-Length), in one "
-        "consistent snapshot, so a member with 100,000 notifications costs the server one page of memory. "
-        "An operator account's answers 403, an unknown one 404. Rows deleted by retention "
-        "(RETENTION_* settings) are not in it.",
-    ),
-    Operation(
-        "post",
-        "/v1/users/{external_id}/login-links",
-        "createLoginLink",
-        "A one-time sign-in URL for a member's inbox",
-        {201: answers.LoginLinkOut},
-        (400, 403, 404, 409, 422),
-        params=(EXTERNAL_ID,),
-        idempotent=True,
-        scope="links:create",
-        tags=("users",),
-        description="Valid for 5 minutes, works once, signs in only that user. Opening it shows a "
-        "confirmation button, so link scanners that follow it do not use it up. The link is never "
-        "stored: a replay of the same Idempotency-Key answers 409 (already issued) instead of showing it "
-        "again; send a new key for a new link.",
-    ),
-    Operation(
-        "post",
-        "/v1/user-tokens",
-        "createUserToken",
-        "A short-lived token for one member's feed (the embeddable bell)",
-        {201: answers.UserTokenOut},
-        (*BODY_ERRORS, 404),
-        body=schemas.UserTokenIn,
-        scope="feed:issue",
-        tags=("feed",),
-        description="A JWT (HS256, `kid` = this key's prefix, `aud` = this Hato's BASE_URL, `sub` = the member's "
-        "external id) with which the product's pages call /v1/feed and open /v1/feed/socket. It can only read "
-        "and update that member's own feed and preferences. Revoking the key, or taking its feed:issue scope, "
-        "invalidates every token it signed.",
-    ),
-    Operation(
-        "get",
-        "/v1/user-tokens/signing-secret",
-        "getUserTokenSigningSecret",
-        "This key's secret for signing user tokens on the product's backend",
-        {200: answers.SigningSecretOut},
-        scope="feed:issue",
-        tags=("feed",),
-        description="For a backend that signs its own tokens (HS256) instead of calling POST /v1/user-tokens. "
-        "It is derived from the server's SECRET_KEY and the key's prefix: rotating SECRET_KEY changes it.",
-    ),
-    Operation(
-        "get",
-        "/v1/ping",
-        "ping",
-        "Is the API process up (no key needed)",
-        {200: answers.Ping},
-        public=True,
-        tags=("meta",),
-    ),
-)
-
-ANNOUNCEMENT_ID = {**NOTIFICATION_ID, "name": "announcement_id"}
-FEED_ERRORS = (400, 401, 403, 404, 422, 429)
-FEED_PAGE_PARAMS = (
-    {"name": "filter", "in": "query", "schema": {"type": "string", "enum": ["all", "unread", "archived", "snoozed"]}},
-    {"name": "cursor", "in": "query", "schema": {"type": "string", "maxLength": 200}},
-    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 50}},
-)
+def _routes(app: Flask):
+    """(path, method, URL variables, view, Doc) of every /v1 operation, in the url_map's order."""
+    for rule in app.url_map.iter_rules():
+        if rule.rule != "/v1" and not rule.rule.startswith("/v1/"):
+            continue
+        view = app.view_functions[rule.endpoint]
+        doc: Doc | None = getattr(view, "openapi", None)
+        if doc is None:
+            raise LookupError(f"{rule.endpoint} ({rule.rule}) is a /v1 route without @documented")
+        if doc.auth == "bearerAuth" and getattr(view, "required_scope", None) is None:
+            raise LookupError(f"{rule.endpoint} ({rule.rule}) takes an API key but declares no @auth.requires")
+        variables = re.findall(r"<(?:[^:<>]+:)?(\w+)>", rule.rule)  # Flask's <int:x> is OpenAPI's {x}
+        path = re.sub(r"<(?:[^:<>]+:)?(\w+)>", r"{\1}", rule.rule)
+        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+            yield path, method.lower(), variables, view, doc
 
 
-def _feed(method: str, path: str, operation_id: str, summary: str, answer, **extra) -> Operation:
-    return Operation(method, "/v1/feed" + path, operation_id, summary, {200: answer}, FEED_ERRORS,
-                     tags=("feed",), auth="userToken", **extra)  # fmt: skip
-
-
-def _feed_action(path: str, operation_id: str, summary: str, **extra) -> Operation:
-    params = (ANNOUNCEMENT_ID if "{announcement_id}" in path else NOTIFICATION_ID,)
-    return _feed("post", path, operation_id, summary, answers.FeedChangeOut, params=params, **extra)
-
-
-# The headless feed (app/feed/views.py): a member's own inbox, for pages of FEED_ALLOWED_ORIGINS (CORS).
-FEED_OPERATIONS = (
-    _feed(
-        "get",
-        "",
-        "getFeed",
-        "One page of the member's notifications (and announcements)",
-        answers.FeedPageOut,
-        params=FEED_PAGE_PARAMS,
-    ),  # fmt: skip
-    _feed("get", "/counts", "getFeedCounts", "The member's unread and unseen counts", answers.FeedCountsOut),
-    _feed_action("/notifications/{notification_id}/read", "feedMarkRead", "Mark a notification read (idempotent)"),
-    _feed_action("/notifications/{notification_id}/archive", "feedArchive", "Archive a notification (idempotent)"),
-    _feed_action("/notifications/{notification_id}/unarchive", "feedUnarchive", "Move it back to the inbox"),
-    _feed_action(
-        "/notifications/{notification_id}/snooze",
-        "feedSnooze",
-        'Snooze until {"choice": "hour"|"tomorrow"|"monday"} or {"until": a local date-time}',
-    ),  # fmt: skip
-    _feed_action("/notifications/{notification_id}/unsnooze", "feedUnsnooze", "Wake a snoozed notification now"),
-    _feed_action("/notifications/{notification_id}/mute", "feedMute", "Mute the notification's thread"),
-    _feed_action("/announcements/{announcement_id}/read", "feedReadAnnouncement", "Mark an announcement read"),
-    _feed("post", "/read-all", "feedReadAll", "Mark everything read", answers.FeedChangeOut),
-    _feed("post", "/seen", "feedSeen", "Record that the member looked (unseen back to 0)", answers.FeedChangeOut),
-    _feed(
-        "get",
-        "/preferences",
-        "getFeedPreferences",
-        "The member's type × channel preferences",
-        answers.FeedPreferencesOut,
-    ),  # fmt: skip
-    _feed(
-        "put",
-        "/preferences",
-        "putFeedPreference",
-        "Turn one type × channel on or off (mandatory: 422)",
-        answers.FeedPreferencesOut,
-        body=schemas.FeedPreferenceIn,
-    ),  # fmt: skip
-)
-
-PROBLEM = "application/problem+json"
-HEADER_INT = {"schema": {"type": "integer", "minimum": 0}}
+def _models(doc: Doc) -> set[type[BaseModel]]:
+    return {
+        m
+        for model in doc.responses.values()
+        for m in (model if isinstance(model, tuple) else (model,))
+        if m is not None
+    }
 
 
 def _json(ref: dict) -> dict:
     return {"application/json": {"schema": ref}}
 
 
-def _responses(op: Operation, refs: dict) -> dict:
+def _not_null(schema: dict) -> dict:
+    """A query parameter's schema without pydantic's `null` branch (a parameter is left out, never null)."""
+    branches = [b for b in schema.get("anyOf", ()) if b.get("type") != "null"]
+    if len(branches) == 1:
+        schema = {**{k: v for k, v in schema.items() if k != "anyOf"}, **branches[0]}
+    if "default" in schema and schema["default"] is None:
+        del schema["default"]
+    return schema
+
+
+def _query_parameters(model: type[BaseModel]) -> list[dict]:
+    """The query model's fields as OpenAPI parameters (the same rules parse_query() checks)."""
+    schema = model.model_json_schema(schema_generator=StrictKeysJsonSchema)
+    required = set(schema.get("required", ()))
+    parameters = []
+    for name, field in schema["properties"].items():
+        field = _not_null({k: v for k, v in field.items() if k != "title"})
+        description = field.pop("description", None)
+        parameter = {"name": name, "in": "query", "required": name in required, "schema": field}
+        parameters.append({**parameter, "description": description} if description else parameter)
+    return parameters
+
+
+def _responses(doc: Doc, errors: set[int], idempotent: bool, refs: dict, body_limit: int | None) -> dict:
     responses = {}
-    for status, model in op.responses.items():
+    for status, model in doc.responses.items():
         response = {"description": "OK" if status < 300 else str(MESSAGES.get(status, ""))}
+        if status == 101:
+            response["description"] = "Switching Protocols: the WebSocket is open."
         if isinstance(model, tuple):
             response["content"] = _json({"oneOf": [refs[(m, "serialization")] for m in model]})
         elif model is not None:
             response["content"] = _json(refs[(model, "serialization")])
-        if op.idempotent:
+        if idempotent:
             response["headers"] = {
                 "Idempotent-Replayed": {
                     "schema": {"type": "string", "enum": ["true"]},
@@ -344,9 +171,10 @@ def _responses(op: Operation, refs: dict) -> dict:
             }
         responses[str(status)] = response
     problem = {PROBLEM: {"schema": refs[(answers.Problem, "serialization")]}}
-    errors = op.errors if op.public or op.auth != "bearerAuth" else (*op.errors, *AUTHED_ERRORS)
-    for status in sorted(set(errors)):
+    for status in sorted(errors):
         response = {"description": str(MESSAGES.get(status, "Error")), "content": problem}
+        if status == 413 and body_limit is not None:
+            response["description"] = too_large(body_limit)
         if status in (409, 429, 503):
             response["headers"] = {"Retry-After": HEADER_INT}
         if status == 429:
@@ -357,62 +185,78 @@ def _responses(op: Operation, refs: dict) -> dict:
     return responses
 
 
-def _operation(op: Operation, refs: dict) -> dict:
+def _operation(variables: list[str], view, doc: Doc, refs: dict, body_limit: int, path_parameters: dict) -> dict:
+    body = getattr(view, "body_model", None)
+    query = getattr(view, "query_model", None)
+    idempotent = getattr(view, "takes_idempotency_key", False)
+    errors = set(doc.errors) | set(AUTH_ERRORS[doc.auth])
+    errors |= set(BODY_ERRORS if body else ()) | set(QUERY_ERRORS if query else ())
+    errors |= set(IDEMPOTENCY_ERRORS if idempotent else ())
     spec = {
-        "operationId": op.operation_id,
-        "summary": op.summary,
-        "tags": list(op.tags),
-        "responses": _responses(op, refs),
+        "operationId": doc.operation_id,
+        "summary": doc.summary,
+        "tags": list(doc.tags),
+        "responses": _responses(doc, errors, idempotent, refs, body_limit if body else None),
     }
-    if op.description:
-        spec["description"] = op.description
-    params = [*op.params, *([IDEMPOTENCY_KEY] if op.idempotent else [])]
-    if params:
-        spec["parameters"] = params
-    if op.body is not None:
-        spec["requestBody"] = {"required": True, "content": _json(refs[(op.body, "validation")])}
-    if op.public:
+    if doc.description:
+        spec["description"] = doc.description
+    parameters = [{"name": name, "in": "path", "required": True, **path_parameters[name]} for name in variables]
+    parameters += _query_parameters(query) if query else []
+    parameters += [IDEMPOTENCY_KEY] if idempotent else []
+    if parameters:
+        spec["parameters"] = parameters
+    if body is not None:
+        spec["requestBody"] = {
+            "required": True,
+            "description": f"JSON (UTF-8, at most 200 levels deep) of at most {body_limit:,} bytes "
+            "(the server's API_MAX_BODY_BYTES; more: 413).",
+            "content": _json(refs[(body, "validation")]),
+            "x-max-bytes": body_limit,
+        }
+    if doc.auth is None:
         spec["security"] = []
-    elif op.auth != "bearerAuth":
-        spec["security"] = [{op.auth: []}]
-    elif op.scope is not None:
+    elif doc.auth == "userToken":
+        spec["security"] = [{"userToken": []}]
+    else:
         # OpenAPI 3.1 lets a bearer requirement list role names: here, the key's scope.
-        spec["security"] = [{"bearerAuth": [op.scope]}]
+        spec["security"] = [{"bearerAuth": [view.required_scope]}]
     return spec
 
 
-@functools.cache
-def spec(base_url: str) -> dict:
-    """Return the OpenAPI 3.1 document for a deployment at base_url, in English (see the module's docstring)."""
-    with force_locale(LANGUAGES[0]):
-        return _document(base_url)
+def spec(app: Flask) -> dict:
+    """Return the OpenAPI 3.1 document of app's /v1 routes, in English, stating the limits its config sets."""
+    config = app.config
+    built = app.extensions.setdefault("hato_openapi", {})  # one per state of the settings it states
+    key = tuple(config[name] for name in STATED_SETTINGS)
+    if key not in built:
+        with app.app_context(), force_locale(LANGUAGES[0]):
+            built[key] = _document(app)
+    return built[key]
 
 
-def _document(base_url: str) -> dict:
-    operations = (*OPERATIONS, *FEED_OPERATIONS)
-    inputs = {op.body for op in operations if op.body is not None}
-    outputs = {
-        m
-        for op in operations
-        for model in op.responses.values()
-        for m in (model if isinstance(model, tuple) else (model,))
-        if m is not None
-    } | {answers.Problem}
+def _document(app: Flask) -> dict:
+    config = app.config
+    operations = list(_routes(app))
+    inputs = {getattr(view, "body_model", None) for *_, view, _ in operations} - {None}
+    outputs = {model for *_, doc in operations for model in _models(doc)} | {answers.Problem}
     models = [(m, "validation") for m in sorted(inputs, key=lambda m: m.__name__)]
     models += [(m, "serialization") for m in sorted(outputs, key=lambda m: m.__name__)]
     refs, definitions = models_json_schema(models, ref_template=REF, schema_generator=StrictKeysJsonSchema)
     paths: dict[str, dict] = {}
-    for op in operations:
-        paths.setdefault(op.path, {})[op.method] = _operation(op, refs)
+    path_parameters = _path_parameters()
+    for path, method, variables, view, doc in operations:
+        operation = _operation(variables, view, doc, refs, config["API_MAX_BODY_BYTES"], path_parameters)
+        paths.setdefault(path, {})[method] = operation
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "Hato API",
             "version": "1",
             "description": "Notifications for product services. Errors are RFC 9457 problem documents. "
-            "Rate limits are per API key (RateLimit-* headers).",
+            f"Rate limit: {config['API_RATE_LIMIT']} per API key, and per member on /v1/feed (RateLimit-* "
+            f"headers; more: 429). Request bodies: at most {config['API_MAX_BODY_BYTES']:,} bytes.",
         },
-        "servers": [{"url": base_url}],
+        "servers": [{"url": config["BASE_URL"]}],
         "security": [{"bearerAuth": []}],
         "paths": paths,
         "components": {
@@ -421,7 +265,8 @@ def _document(base_url: str) -> dict:
                 "bearerAuth": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "An API key from `flask api-keys create NAME --scope …` or the console. "
+                    "description": "An API key from `flask api-keys create NAME --scope …` or the console "
+                    f"(at most {auth.MAX_KEY_CHARS} characters). "
                     "Each operation lists the scope its key needs; without it the answer is 403 with "
                     '`WWW-Authenticate: Bearer error="insufficient_scope"`. Scopes: '
                     + " ".join(f"`{name}`: {str(text)}" for name, text in SCOPES.items()),
@@ -431,7 +276,8 @@ def _document(base_url: str) -> dict:
                     "scheme": "bearer",
                     "bearerFormat": "JWT",
                     "description": "A user token from POST /v1/user-tokens (or signed by the product's backend "
-                    "with its key's signing secret). 401 with `code: expired` means: fetch a new one.",
+                    f"with its key's signing secret), at most {user_tokens.MAX_TOKEN_CHARS:,} characters. 401 with "
+                    "`code: expired` means: fetch a new one.",
                 },
             },
         },

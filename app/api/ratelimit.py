@@ -86,11 +86,11 @@ def _hit(item: RateLimitItem, ids: tuple[str, ...], strategy: str) -> tuple[bool
 def check(key: str) -> None:
     """Count this request against the API limit of key (its bucket); 429 once a window is used up."""
     config = current_app.config
-    if not config.get("RATELIMIT_ENABLED", True):
+    if not config["RATELIMIT_ENABLED"]:
         return
-    prefix = config.get("RATELIMIT_KEY_PREFIX", "")
+    prefix = config["RATELIMIT_KEY_PREFIX"]
     ids = (prefix, key, SCOPE) if prefix else (key, SCOPE)
-    strategy = config.get("RATELIMIT_STRATEGY", "fixed-window")
+    strategy = config["RATELIMIT_STRATEGY"]
     first = None
     for item in _items(config["API_RATE_LIMIT"]):
         allowed, counter = _hit(item, ids, strategy)
@@ -113,7 +113,7 @@ def add_headers(response: Response) -> Response:
     """Attach the RateLimit-* headers of the limit this request was counted against (if it was)."""
     counted: Counted | None = getattr(request, "hato_rate_limit", None)
     config = current_app.config
-    if counted is None or not config.get("RATELIMIT_HEADERS_ENABLED", True):
+    if counted is None or not config["RATELIMIT_HEADERS_ENABLED"]:
         return response
     try:  # read from the hit just made (app/ratelimit_storage.py): no round trip
         stats = counted.counter.get_window_stats(counted.item, *counted.ids)
@@ -123,11 +123,11 @@ def add_headers(response: Response) -> Response:
     reset_at = int(stats.reset_time + 1)
     seconds = max(1 if response.status_code == 429 else 0, int(reset_at - time.time()))
     headers = response.headers
-    headers.set(config.get("RATELIMIT_HEADER_LIMIT", "X-RateLimit-Limit"), str(counted.item.amount))
-    headers.set(config.get("RATELIMIT_HEADER_REMAINING", "X-RateLimit-Remaining"), str(stats.remaining))
-    headers.set(config.get("RATELIMIT_HEADER_RESET", "X-RateLimit-Reset"), str(reset_at))
+    headers.set(config["RATELIMIT_HEADER_LIMIT"], str(counted.item.amount))
+    headers.set(config["RATELIMIT_HEADER_REMAINING"], str(stats.remaining))
+    headers.set(config["RATELIMIT_HEADER_RESET"], str(reset_at))
     # As Flask-Limiter: a Retry-After the answer already has (409 in progress, 503) is kept if it is later.
-    retry_after_name = config.get("RATELIMIT_HEADER_RETRY_AFTER", "Retry-After")
+    retry_after_name = config["RATELIMIT_HEADER_RETRY_AFTER"]
     existing = headers.get(retry_after_name, "")
     retry_after = max(int(existing), seconds) if existing.isdigit() else seconds
     headers.set(retry_after_name, str(retry_after))

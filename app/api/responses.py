@@ -1,14 +1,18 @@
-"""Response models of the JSON API (what it answers); openapi.py generates the spec from these same classes."""
+"""Response models of the JSON API (what it answers); the views declare them, and openapi.py reads them there."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas import Actor
-from app.models import DELIVERY_CHANNELS, DELIVERY_STATUSES, PRIORITIES, PROVIDER_EVENTS, PROVIDER_STATUSES
+from app.delivery.channels import routable_names
+from app.models import DELIVERY_STATUSES, PRIORITIES, PROVIDER_EVENTS, PROVIDER_STATUSES
+
+# The channel names come from the registry (app/delivery/channels), so the spec's enums follow its modules.
+DELIVERY_CHANNEL = Literal[routable_names()]
 
 
 class RecipientResult(BaseModel):
@@ -101,8 +105,16 @@ class ProviderEventOut(BaseModel):
 
 
 class DeliveryOut(BaseModel):
-    channel: Literal[DELIVERY_CHANNELS]
-    status: Literal[DELIVERY_STATUSES]
+    channel: DELIVERY_CHANNEL
+    status: Literal[DELIVERY_STATUSES] = Field(
+        description='pending, sending, sent, skipped, failed (the DLQ); in a channel_mode "first" chain also '
+        "passed (this channel could not reach the recipient: the next one took over) and standby (a later "
+        "channel, not needed yet)."
+    )
+    route_rank: int | None = Field(
+        description='Its place in a channel_mode "first" chain, from 0 (null: not in one). The chain\'s rows '
+        "come in this order: the passed ones say why in skip_reason or error_kind and last_error."
+    )
     attempts: int
     last_error: str | None
     error_kind: str | None
@@ -177,6 +189,17 @@ class Ping(BaseModel):
     ok: bool
 
 
+class OpenApiOut(BaseModel):
+    """GET /v1/openapi.json: this OpenAPI 3.1 document (its other members as OpenAPI defines them)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    openapi: Literal["3.1.0"]
+    info: dict[str, Any]
+    paths: dict[str, Any]
+    components: dict[str, Any]
+
+
 class FieldError(BaseModel):
     field: str
     message: str
@@ -211,63 +234,6 @@ class SigningSecretOut(BaseModel):
     audience: str = Field(description="The `aud` claim every token must carry (this Hato's BASE_URL).")
 
 
-class FeedCountsOut(BaseModel):
-    unread: int
-    unseen: int
-    badge: int = Field(description="The one the server's BADGE_COUNTS shows.")
-
-
-class FeedNotificationOut(BaseModel):
-    id: int
-    type: str
-    title: str
-    body: str | None
-    link: str | None
-    unread: bool
-    seen: bool
-    read_at: datetime | None
-    archived_at: datetime | None
-    snoozed_until: datetime | None
-    created_at: datetime
-    mutable: bool
-    muted: bool
-
-
-class FeedAnnouncementOut(BaseModel):
-    id: int
-    title: str
-    body: str
-    body_format: str
-    unread: bool
-    seen: bool
-    published_at: datetime | None
-
-
-class FeedPageOut(BaseModel):
-    notifications: list[FeedNotificationOut]
-    announcements: list[FeedAnnouncementOut] = Field(description="Active announcements, on the first page only.")
-    next_cursor: str | None
-    counts: FeedCountsOut
-
-
-class FeedChangeOut(BaseModel):
-    counts: FeedCountsOut
-    notification: FeedNotificationOut | None = None
-    changed: bool | None = None
-
-
-class FeedPreferenceOut(BaseModel):
-    type: str
-    label: str
-    description: str | None
-    mandatory: bool = Field(description="Mandatory types cannot be changed (422).")
-    channels: dict[str, bool]
-
-
-class FeedPreferencesOut(BaseModel):
-    types: list[FeedPreferenceOut]
-
-
 class ExportProfileOut(BaseModel):
     external_id: str | None
     email: str | None
@@ -297,7 +263,7 @@ class ExportAnnouncementReadOut(BaseModel):
 
 
 class ExportDeliveryOut(BaseModel):
-    channel: Literal[DELIVERY_CHANNELS]
+    channel: DELIVERY_CHANNEL
     status: Literal[DELIVERY_STATUSES]
     attempts: int
     provider: str | None

@@ -5,13 +5,12 @@ from __future__ import annotations
 import functools
 import hashlib
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, TypeVar
+from typing import Annotated, Literal
 
-from flask import current_app, request
-from flask_babel import gettext, lazy_gettext, ngettext
+from flask import current_app
+from flask_babel import gettext, lazy_gettext
 from pydantic import (
     AfterValidator,
-    BaseModel,
     ConfigDict,
     Field,
     Strict,
@@ -24,15 +23,29 @@ from pydantic import (
     WithJsonSchema,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import PydanticCustomError, core_schema
 from typing_extensions import TypeAliasType
 
 from app import limits, timezones
+from app.delivery.channels import member_channels
 from app.links import SHAPE_PATTERN, same_site_path
+from app.web.bodies import JsonBody, absent_by_default, field_errors
+from app.web.bodies import text as _text
 
-# PostgreSQL text cannot hold NUL, so it is refused at the edge rather than failing in the database.
-NO_NUL = r"^[^\x00]*$"
+
 # External ids also appear as a path segment: no slash, no control characters.
+def _unique_items(schema: dict) -> None:
+    """json_schema_extra of `channels`: each name at most once (the server refuses a repeat), never null."""
+    absent_by_default(schema)
+    schema["uniqueItems"] = True
+
+
+def member_channel_names() -> tuple[str, ...]:
+    """Every channel a request may name (the registry's, app/delivery/channels), in order."""
+    return tuple(channel.name for channel in member_channels())
+
+
+MemberChannel = Literal[member_channel_names()]
 EXTERNAL_ID_PATTERN = r"^[^/\x00-\x1f\x7f]*$"
 LOCALE_PATTERN = r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8}){0,3}$"
 # RFC 5322 dot-atom @ a dotted host name (ASCII). A syntax check only: intranet domains such as
@@ -49,26 +62,25 @@ RFC3339_PATTERN = r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-
 LINK_MESSAGE = lazy_gettext("must be a relative path on this site, such as /orders/42")
 TIMEZONE_MESSAGE = lazy_gettext("must be an IANA time zone name such as Europe/Paris")
 RECIPIENTS_MESSAGE = lazy_gettext("send either recipients (a list) or recipient (one id)")
+CHANNELS_REPEAT_MESSAGE = lazy_gettext("name each channel once")
 
 # Field messages are in the reader's language (Accept-Language); the field names they are filed under never
-# change. Lazy: each is translated when a problem document is written (field_errors).
-PATTERN_MESSAGES = {
-    NO_NUL: lazy_gettext("must not contain NUL characters"),
+# change. Lazy: each is translated when a problem document is written (field_errors). By pattern, or by the
+# error type Hato's own validators raise (PydanticCustomError).
+MESSAGES = {
+    **JsonBody.messages,
     EXTERNAL_ID_PATTERN: lazy_gettext("must not contain '/' or control characters"),
     SHAPE_PATTERN: LINK_MESSAGE,
     LOCALE_PATTERN: lazy_gettext("must be a language tag such as en or ja-JP"),
     EMAIL_PATTERN: lazy_gettext("must be an e-mail address such as ann@example.com"),
     RFC3339_PATTERN: SEND_AT_MESSAGE,
+    "link": LINK_MESSAGE,
+    "timezone": TIMEZONE_MESSAGE,
+    "recipients": RECIPIENTS_MESSAGE,
+    "channels": CHANNELS_REPEAT_MESSAGE,
 }
-# Hato's own validators raise PydanticCustomError with these error types; their English msg is looked up here.
-CUSTOM_MESSAGES = {"link": LINK_MESSAGE, "timezone": TIMEZONE_MESSAGE, "recipients": RECIPIENTS_MESSAGE}
 
 MAX_RECIPIENTS = 1000
-INVALID_FIELDS = lazy_gettext("Some fields are missing or invalid.")
-
-
-def _text(min_length: int, max_length: int, pattern: str = NO_NUL):
-    return Annotated[str, StringConstraints(min_length=min_length, max_length=max_length, pattern=pattern)]
 
 
 def _same_site_link(value: str) -> str:
@@ -157,13 +169,8 @@ class _TimezoneJsonSchema:
 Timezone = Annotated[str, AfterValidator(_known_timezone), _TimezoneJsonSchema]
 
 
-def _absent_by_default(schema: dict) -> None:
-    # The field may be left out but not sent as null: keep `"default": null` out of the spec.
-    schema.pop("default", None)
-
-
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class _In(JsonBody):
+    messages = MESSAGES
 
 
 class Actor(_In):
@@ -197,10 +204,10 @@ class NotificationIn(_In):
     recipients: Annotated[list[ExternalId], Field(min_length=1, max_length=MAX_RECIPIENTS)] = Field(
         None,
         description="External ids of the recipients (1-1,000); or use `recipient`.",
-        json_schema_extra=_absent_by_default,
+        json_schema_extra=absent_by_default,
     )
     recipient: ExternalId = Field(
-        None, description="One external id; or use `recipients`.", json_schema_extra=_absent_by_default
+        None, description="One external id; or use `recipients`.", json_schema_extra=absent_by_default
     )
     title: _text(1, limits.TITLE_MAX)
     body: _text(0, limits.NOTIFICATION_BODY_MAX) = ""
@@ -217,32 +224,54 @@ class NotificationIn(_In):
         description=f"When to send (RFC 3339 with an offset, at most {SEND_AT_MAX_DAYS} days ahead). Until "
         "then nothing is visible, counted or delivered; left out or in the past: now. A scheduled request "
         "answers 202 with status `scheduled`.",
-        json_schema_extra=_absent_by_default,
+        json_schema_extra=absent_by_default,
     )
     cancellation_key: Key = Field(
         None,
         description="DELETE /v1/cancellations/{key} cancels what has not happened yet of every notification "
         "this API key sent with this key (scheduled rows, pending e-mail/push, escalations).",
-        json_schema_extra=_absent_by_default,
+        json_schema_extra=absent_by_default,
     )
     group_key: Key = Field(
         None,
         description="The thread this notification belongs to, such as post:123. A user who muted the "
         "thread gets it stored read and hidden, with no e-mail or push (mandatory types excepted).",
-        json_schema_extra=_absent_by_default,
+        json_schema_extra=absent_by_default,
     )
     actor: Actor = Field(
         None,
         description="Who caused the event. For a type with an aggregation window, events with the same "
         "group_key collapse into one notification naming the first actors and their number.",
-        json_schema_extra=_absent_by_default,
+        json_schema_extra=absent_by_default,
+    )
+    channels: Annotated[list[MemberChannel], Field(min_length=1, max_length=len(member_channel_names()))] = Field(
+        None,
+        description='The channels to send on, in priority order, such as ["push", "sms", "email"]; left out: '
+        "the type's order (set in the console). In-app is recorded as the type and the recipient's preference "
+        "say, listed or not.",
+        json_schema_extra=_unique_items,
+    )
+    channel_mode: Literal["all", "first"] = Field(
+        None,
+        description="all: every listed channel the recipient has on. first: only the first channel that "
+        "reaches the recipient (on in their preferences, a target such as an address or a device, nothing "
+        "suppressed, the provider accepts); a permanent failure, a missing target or an opt-out moves on to "
+        "the next, a transient failure retries until its retries or DELIVERY_MAX_AGE run out, then moves on. "
+        "Left out: the type's mode.",
+        json_schema_extra=absent_by_default,
     )
 
     @model_validator(mode="after")
     def _one_recipient_field(self) -> NotificationIn:
         if (self.recipients is None) == (self.recipient is None):
             raise PydanticCustomError("recipients", str(RECIPIENTS_MESSAGE), {"field": "recipients"})
+        if self.channels is not None and len(set(self.channels)) != len(self.channels):
+            raise PydanticCustomError("channels", str(CHANNELS_REPEAT_MESSAGE), {"field": "channels"})
         return self
+
+    def route(self) -> list[str] | None:
+        """The delivery channels in order (in-app is not routed: the type and the preference decide it)."""
+        return None if self.channels is None else [name for name in self.channels if name != "in_app"]
 
     def recipient_ids(self) -> list[str]:
         """The recipients as a list, in the order sent."""
@@ -270,12 +299,12 @@ class UserIn(_In):
     )
 
     email: EmailAddress | None = Field(None, description="null removes the address.")
-    display_name: _text(0, limits.NAME_MAX) = Field(None, json_schema_extra=_absent_by_default)
+    display_name: _text(0, limits.NAME_MAX) = Field(None, json_schema_extra=absent_by_default)
     locale: Locale = Field(
-        None, description="Default: the server's DEFAULT_LOCALE.", json_schema_extra=_absent_by_default
+        None, description="Default: the server's DEFAULT_LOCALE.", json_schema_extra=absent_by_default
     )
     timezone: Timezone = Field(
-        None, description="Default: the server's DEFAULT_TIMEZONE.", json_schema_extra=_absent_by_default
+        None, description="Default: the server's DEFAULT_TIMEZONE.", json_schema_extra=absent_by_default
     )
 
     def changes(self) -> dict:
@@ -295,120 +324,12 @@ class ApiError(Exception):
         self.status, self.detail, self.headers, self.extra = status, detail, headers or {}, extra
 
 
-def _list_length(at_least: bool):
-    def message(ctx: dict) -> str:
-        if ctx.get("field_type") != "List":
-            raise KeyError("field_type")  # another container: pydantic's own words
-        if at_least:
-            return ngettext(
-                "List should have at least %(num)d item after validation, not %(actual)d",
-                "List should have at least %(num)d items after validation, not %(actual)d",
-                int(ctx["min_length"]),
-                actual=int(ctx["actual_length"]),
-            )
-        return ngettext(
-            "List should have at most %(num)d item after validation, not %(actual)d",
-            "List should have at most %(num)d items after validation, not %(actual)d",
-            int(ctx["max_length"]),
-            actual=int(ctx["actual_length"]),
-        )
-
-    return message
-
-
-# pydantic's own messages for the errors a request body can produce, in the same English words; any other
-# error keeps pydantic's English. Each takes the error's ctx.
-PYDANTIC_MESSAGES = {
-    "missing": lambda ctx: gettext("Field required"),
-    "extra_forbidden": lambda ctx: gettext("Extra inputs are not permitted"),
-    "string_type": lambda ctx: gettext("Input should be a valid string"),
-    "int_type": lambda ctx: gettext("Input should be a valid integer"),
-    "bool_type": lambda ctx: gettext("Input should be a valid boolean"),
-    "list_type": lambda ctx: gettext("Input should be a valid list"),
-    "dict_type": lambda ctx: gettext("Input should be an object"),
-    "finite_number": lambda ctx: gettext("Input should be a finite number"),
-    "string_too_short": lambda ctx: ngettext(
-        "String should have at least %(num)d character",
-        "String should have at least %(num)d characters",
-        int(ctx["min_length"]),
-    ),
-    "string_too_long": lambda ctx: ngettext(
-        "String should have at most %(num)d character",
-        "String should have at most %(num)d characters",
-        int(ctx["max_length"]),
-    ),
-    "too_short": _list_length(at_least=True),
-    "too_long": _list_length(at_least=False),
-}
-
-
-def _message(error: dict) -> str:
-    ctx = error.get("ctx") or {}
-    if (pattern := ctx.get("pattern")) in PATTERN_MESSAGES:
-        return str(PATTERN_MESSAGES[pattern])
-    if error["type"] in CUSTOM_MESSAGES:
-        return str(CUSTOM_MESSAGES[error["type"]])
-    if (translate := PYDANTIC_MESSAGES.get(error["type"])) is not None:
-        try:
-            return translate(ctx)
-        except (KeyError, TypeError, ValueError):  # a ctx this version of pydantic shapes differently
-            return error["msg"]
-    return error["msg"]
-
-
-# pydantic names the branch of a union (JsonValue) in the error location; people want the path only.
-_UNION_BRANCHES = {"constrained-str", "str", "int", "float", "bool", "none"}
-
-
-def _is_branch(part) -> bool:
-    return isinstance(part, str) and (part in _UNION_BRANCHES or part.startswith(("list[", "dict[", "nullable[")))
-
-
-def field_errors(exc: ValidationError) -> list[dict]:
-    """Turn pydantic errors into [{field, message}] with dotted field paths, one per field."""
-    raw = exc.errors(include_url=False, include_input=False)
-    # When a value matched no branch of a union, the branches whose *type* fit explain the problem.
-    specific = [e for e in raw if not (e["type"].endswith("_type") and any(_is_branch(p) for p in e["loc"]))]
-    errors: dict[str, str] = {}
-    for error in specific or raw:
-        path = [str(part) for part in error["loc"] if not _is_branch(part)]
-        field = ".".join(path) or (error.get("ctx") or {}).get("field", "body")
-        errors.setdefault(field, _message(error))
-    return [{"field": field, "message": message} for field, message in errors.items()]
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def parse_body(model: type[M]) -> M:
-    """Validate the JSON body as model: 415 wrong type, 400 malformed, 422 with the failing fields."""
-    if request.mimetype != "application/json":
-        raise ApiError(415, gettext("Send the body as JSON with Content-Type: application/json."))
-    raw = request.get_data()
-    limit = current_app.config["API_MAX_BODY_BYTES"]
-    if len(raw) > limit:
-        raise ApiError(413, body_too_large(limit))
-    if not raw.strip():
-        raise ApiError(400, gettext("The request body is empty; send a JSON object."))
-    try:
-        return model.model_validate_json(raw)
-    except ValidationError as exc:
-        if any(error["type"] == "json_invalid" for error in exc.errors()):
-            raise ApiError(400, gettext("The body is not valid JSON (UTF-8, at most 200 levels deep).")) from None
-        raise ApiError(422, str(INVALID_FIELDS), errors=field_errors(exc)) from None
-
-
-def body_too_large(limit: int) -> str:
-    """The 413 sentence (the limit in bytes, grouped as the reader's language groups numbers)."""
-    return ngettext("The body is larger than %(num)d byte.", "The body is larger than %(num)d bytes.", limit)
-
-
 def _path_value(field: str, annotation, value: str, detail):
     """Check one URL segment with the rules the same field has in a body (422 naming it otherwise)."""
     try:
         return TypeAdapter(annotation).validate_python(value)
     except ValidationError as exc:
-        errors = [{**error, "field": field} for error in field_errors(exc)]
+        errors = [{**error, "field": field} for error in field_errors(exc, MESSAGES)]
         raise ApiError(422, str(detail), errors=errors) from None
 
 
@@ -422,20 +343,36 @@ def validate_cancellation_key(value: str) -> str:
     return _path_value("cancellation_key", Key, value, lazy_gettext("The cancellation key in the URL is invalid."))
 
 
+class AtMostSetting:
+    """An upper bound that is a setting: checked against the app's config, and stated by the OpenAPI document.
+
+    (The document is built in the app's context, so it names the limit this server enforces.)
+    """
+
+    def __init__(self, setting: str) -> None:
+        self.setting = setting
+
+    def __get_pydantic_core_schema__(self, source, handler):
+        return core_schema.no_info_after_validator_function(self.check, handler(source))
+
+    def check(self, value: int) -> int:
+        """Refuse a value over the setting, with pydantic's own error (so the message is translated as usual)."""
+        limit = current_app.config[self.setting]
+        if value > limit:
+            raise PydanticCustomError("less_than_equal", "Input should be less than or equal to {le}", {"le": limit})
+        return value
+
+    def __get_pydantic_json_schema__(self, schema, handler):
+        return {**handler(schema), "maximum": current_app.config[self.setting]}
+
+
 class UserTokenIn(_In):
     """POST /v1/user-tokens: a short-lived token for one member's feed."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"user": "user-42", "ttl": 3600}]})
 
     user: ExternalId = Field(description="The member's external id (the token's `sub`).")
-    ttl: Annotated[int, Field(ge=60, le=7 * 86400)] = Field(
-        3600, description="Seconds until the token expires (60 to USER_TOKEN_MAX_TTL)."
+    # The default is checked too: a server whose USER_TOKEN_MAX_TTL is under an hour refuses it.
+    ttl: Annotated[int, Field(ge=60), AtMostSetting("USER_TOKEN_MAX_TTL")] = Field(
+        3600, validate_default=True, description="Seconds until the token expires (60 to USER_TOKEN_MAX_TTL)."
     )
-
-
-class FeedPreferenceIn(_In):
-    """PUT /v1/feed/preferences: turn one (type, channel) on or off."""
-
-    type: _text(1, 100)
-    channel: _text(1, 20)
-    enabled: bool

@@ -30,6 +30,8 @@ from app.notify.service import NotifyError, notify
 from app.unitofwork import commit
 from app.users import export
 from app.users import service as users
+from app.web import bodies
+from app.web.documented import documented
 from app.web.errors import problem
 
 log = logging.getLogger(__name__)
@@ -59,9 +61,6 @@ bp.record_once(lambda state: ratelimit.skip_extension_hooks(state.app, bp.name))
 @bp.before_request
 def guard():
     """Count the call against its key's rate limit, authenticate, then refuse an oversized body unread."""
-    limit = current_app.config["API_MAX_BODY_BYTES"]
-    # Werkzeug silently truncates a chunked body at the limit; one byte more shows it was too long.
-    request.max_content_length = limit + 1
     if _public():
         return None
     ratelimit.check(auth.rate_limit_key())  # first, as before: unauthenticated calls count against their address
@@ -71,8 +70,7 @@ def guard():
             gettext("Send a valid API key as `Authorization: Bearer hato_…`."),
             headers={"WWW-Authenticate": 'Bearer realm="hato"'},
         )
-    if (request.content_length or 0) > limit:
-        raise ApiError(413, schemas.body_too_large(limit))
+    bodies.limit_body(current_app.config["API_MAX_BODY_BYTES"])
     return None
 
 
@@ -89,6 +87,9 @@ def api_error(error: ApiError):
     response = problem(error.status, error.detail, **error.extra)
     response.headers.update(error.headers)
     return response
+
+
+bp.register_error_handler(bodies.BadInput, bodies.refused)
 
 
 @bp.errorhandler(NotifyError)
@@ -142,18 +143,43 @@ def email_taken(error):
 
 
 @bp.get("/ping")
+@documented("ping", "Is the API process up (no key needed)", {200: responses.Ping}, tags=("meta",), auth=None)
 def ping():
     """Liveness of the API process, no database or key involved (the benchmark's ceiling)."""
     return jsonify(ok=True)
 
 
 @bp.get("/openapi.json")
+@documented(
+    "getOpenApiDocument",
+    "This document: every /v1 operation, its models and this server's limits",
+    {200: responses.OpenApiOut},
+    tags=("meta",),
+    auth=None,
+)
 def openapi_document():
-    """The OpenAPI 3.1 document, generated from the same models that validate requests (always English)."""
-    return jsonify(openapi.spec(current_app.config["BASE_URL"]))
+    """The OpenAPI 3.1 document, built from the routes and the models that validate requests (always English)."""
+    return jsonify(openapi.spec(current_app._get_current_object()))
 
 
 @bp.post("/notifications")
+@documented(
+    "createNotifications",
+    "Send a notification to 1-1,000 recipients",
+    {202: (responses.NotificationAccepted, responses.NotificationScheduled)},
+    description="Writes one notification per recipient (a repeat of the same dedupe key is not an "
+    "error) and its e-mail/push deliveries as the recipient's preferences allow. Unknown "
+    "type or recipients: 422 and nothing is written. With a future `send_at` nothing is written "
+    "but the schedule: the answer is a NotificationScheduled (`status: scheduled`); at `send_at` the "
+    "notifications appear and their deliveries start. A recipient who muted the `group_key` thread "
+    "gets the notification stored read and hidden, and its e-mail/push skipped (reason `muted`). "
+    "The type's timing (set in the console) applies to e-mail/push: with `escalate_after` they wait "
+    "that long and are skipped (reason `read` / `seen`) if the notification was read (or seen) by "
+    "then; `skip_when_online` skips them (reason `online`) while the user has the app open; a "
+    "frequency cap sends the e-mail excess to the user's next digest (reason `digested`) and skips the "
+    "push excess (reason `capped`); e-mail of a type the user gets as an hourly or daily digest is "
+    "skipped with reason `digested` and listed in that digest.",
+)
 @auth.requires("notifications:write")
 @idempotent(schemas.NotificationIn)
 def create_notifications(payload: schemas.NotificationIn):
@@ -169,6 +195,8 @@ def create_notifications(payload: schemas.NotificationIn):
         "api_key_id": auth.current_key().id,
         "group_key": payload.group_key,
         "cancellation_key": payload.cancellation_key,
+        "channels": payload.route(),
+        "channel_mode": payload.channel_mode,
     }
     actor = payload.actor.model_dump() if payload.actor is not None else None
     send_at = schemas.parse_send_at(payload.send_at) if payload.send_at is not None else None
@@ -185,6 +213,14 @@ def create_notifications(payload: schemas.NotificationIn):
 
 
 @bp.delete("/cancellations/<cancellation_key>")
+@documented(
+    "cancelNotifications",
+    "Cancel what has not happened yet under a cancellation key",
+    {200: responses.CancellationOut},
+    description="For the notifications this API key sent with this `cancellation_key`: scheduled ones "
+    "not yet sent are removed, pending e-mail/push deliveries and waiting escalations become skipped "
+    "(reason `cancelled`). Other keys' notifications are never touched. A repeat answers zeros.",
+)
 @auth.requires("notifications:write")
 @idempotent()
 def cancel_notifications(cancellation_key: str):
@@ -203,6 +239,14 @@ def cancel_notifications(cancellation_key: str):
 
 
 @bp.get("/notifications/<int:notification_id>")
+@documented(
+    "getNotification",
+    "A notification and its per-channel delivery state",
+    {200: responses.NotificationOut},
+    errors=(404,),
+    description="Only the API key that created the notification can read it; for any other key the "
+    "answer is 404, as if the id did not exist.",
+)
 @auth.requires("notifications:read")
 def get_notification(notification_id: int):
     """One notification this key created, with its per-channel delivery state."""
@@ -214,6 +258,13 @@ def get_notification(notification_id: int):
 
 
 @bp.put("/users/<external_id>")
+@documented(
+    "putUser",
+    "Create or update a recipient",
+    {200: responses.UserOut, 201: responses.UserOut},
+    errors=(409,),
+    tags=("users",),
+)
 @auth.requires("users:write")
 @idempotent(schemas.UserIn)
 def put_user(external_id: str, payload: schemas.UserIn):
@@ -225,6 +276,16 @@ def put_user(external_id: str, payload: schemas.UserIn):
 
 
 @bp.delete("/users/<external_id>")
+@documented(
+    "deleteUser",
+    "Erase a recipient and everything about them",
+    {204: None},
+    errors=(404,),
+    tags=("users",),
+    description="Deletes the user, their notifications, deliveries, preferences, push "
+    "subscriptions and sign-in links, and the e-mail suppressions of their address "
+    "(no hashed copy is kept).",
+)
 @auth.requires("users:write")
 @idempotent()
 def delete_user(external_id: str):
@@ -236,6 +297,18 @@ def delete_user(external_id: str):
 
 
 @bp.get("/users/<external_id>/counts")
+@documented(
+    "getUserCounts",
+    "A member's unread and unseen counts (the inbox badge)",
+    {200: responses.CountsOut},
+    errors=(404, 422),
+    tags=("users",),
+    description="unread: unread notifications plus unread active announcements; unseen: those of them "
+    "newer than the user's last opening of the inbox. Each part (notifications, announcements) stops "
+    "counting at 100, as the badge does (shown as 99+). The server's BADGE_COUNTS picks which one the "
+    "inbox badge shows. Any member's external id can be read with this scope; an operator account's "
+    "answers 403, an unknown one 404.",
+)
 @auth.requires("notifications:read")
 def get_counts(external_id: str):
     """A member's two badges: unread, and unseen (unread and newer than their last opening of the inbox)."""
@@ -244,6 +317,18 @@ def get_counts(external_id: str):
 
 
 @bp.get("/users/<external_id>/export")
+@documented(
+    "exportUser",
+    "Everything Hato keeps about a member, as one JSON document",
+    {200: responses.ExportOut},
+    errors=(404, 422),
+    tags=("users",),
+    description="The profile, preference deviations, announcement reads, and every notification (newest "
+    "first) with its deliveries. The body is streamed as it is read (no Content-Length), in one "
+    "consistent snapshot, so a member with 100,000 notifications costs the server one page of memory. "
+    "An operator account's answers 403, an unknown one 404. Rows deleted by retention "
+    "(RETENTION_* settings) are not in it.",
+)
 @auth.requires("users:read")
 def export_user(external_id: str):
     """The member's data as one JSON document, streamed page by page (app/users/export.py)."""
@@ -257,6 +342,17 @@ def export_user(external_id: str):
 
 
 @bp.post("/users/<external_id>/login-links")
+@documented(
+    "createLoginLink",
+    "A one-time sign-in URL for a member's inbox",
+    {201: responses.LoginLinkOut},
+    errors=(404,),
+    tags=("users",),
+    description="Valid for 5 minutes, works once, signs in only that user. Opening it shows a "
+    "confirmation button, so link scanners that follow it do not use it up. The link is never "
+    "stored: a replay of the same Idempotency-Key answers 409 (already issued) instead of showing it "
+    "again; send a new key for a new link.",
+)
 @auth.requires("links:create")
 @idempotent(withheld=LOGIN_LINK_WITHHELD)
 def create_login_link(external_id: str):
@@ -269,15 +365,21 @@ def create_login_link(external_id: str):
 
 
 @bp.post("/user-tokens")
+@documented(
+    "createUserToken",
+    "A short-lived token for one member's feed (the embeddable bell)",
+    {201: responses.UserTokenOut},
+    errors=(404,),
+    tags=("feed",),
+    description="A JWT (HS256, `kid` = this key's prefix, `aud` = this Hato's BASE_URL, `sub` = the member's "
+    "external id) with which the product's pages call /v1/feed and open /v1/feed/socket. It can only read "
+    "and update that member's own feed and preferences. Revoking the key, or taking its feed:issue scope, "
+    "invalidates every token it signed. `ttl` may be at most this server's USER_TOKEN_MAX_TTL.",
+)
 @auth.requires("feed:issue")
-def create_user_token():
+@bodies.takes_json(schemas.UserTokenIn)
+def create_user_token(payload: schemas.UserTokenIn):
     """A short-lived token with which the product's pages read and update one member's feed (the bell)."""
-    payload = schemas.parse_body(schemas.UserTokenIn)
-    if payload.ttl > current_app.config["USER_TOKEN_MAX_TTL"]:
-        raise ApiError(
-            422,
-            gettext("ttl may be at most %(max)s seconds here.", max=current_app.config["USER_TOKEN_MAX_TTL"]),
-        )
     if user_tokens.member_id(payload.user) is None:
         raise users.UserNotFound(payload.user)
     token, expires_at = user_tokens.mint(auth.current_key(), payload.user, payload.ttl)
@@ -286,6 +388,14 @@ def create_user_token():
 
 
 @bp.get("/user-tokens/signing-secret")
+@documented(
+    "getUserTokenSigningSecret",
+    "This key's secret for signing user tokens on the product's backend",
+    {200: responses.SigningSecretOut},
+    tags=("feed",),
+    description="For a backend that signs its own tokens (HS256) instead of calling POST /v1/user-tokens. "
+    "It is derived from the server's SECRET_KEY and the key's prefix: rotating SECRET_KEY changes it.",
+)
 @auth.requires("feed:issue")
 def get_signing_secret():
     """This key's HS256 secret, for a backend that signs user tokens itself (it may mint them anyway)."""

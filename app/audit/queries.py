@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 
-import sqlalchemy as sa
-
-from app.extensions import db
+from app.filters import Filters, Where, keyset_page
 from app.pagination import Cursor, Page, time_cursor
 from app.sqltext import like_prefix
 
@@ -15,56 +12,39 @@ PAGE_SIZE = 50
 
 
 @dataclass(frozen=True)
-class AuditFilters:
-    """What the audit page narrows by; empty values mean "any"."""
+class AuditFilters(Filters):
+    """What the audit page narrows by (and when the change was made); empty values mean "any"."""
 
     actor: str = ""
     action: str = ""
     target_type: str = ""
     target_id: str = ""
-    since: datetime | None = None
-    until: datetime | None = None
-    errors: list[str] = field(default_factory=list)
 
-
-def _audit_conditions(filters: AuditFilters) -> tuple[list[str], dict]:
-    conditions: list[str] = []
-    params: dict = {}
-    actor = filters.actor.strip().lower()
-    if actor == "cli":
-        conditions.append("actor_id IS NULL")
-    elif actor:
-        conditions.append("lower(actor_label) = :actor")
-        params["actor"] = actor
-    if filters.action:
-        # "announcement" matches every announcement.* action; "announcement.create" only itself.
-        conditions.append("(action = :action OR action LIKE :action_prefix ESCAPE '\\')")
-        params.update(action=filters.action, action_prefix=like_prefix(filters.action + "."))
-    for name in ("target_type", "target_id"):
-        if getattr(filters, name):
-            conditions.append(f"{name} = :{name}")
-            params[name] = getattr(filters, name)
-    if filters.since:
-        conditions.append("created_at >= :since")
-        params["since"] = filters.since
-    if filters.until:
-        conditions.append("created_at < :until")
-        params["until"] = filters.until
-    return conditions, params
+    def where(self) -> Where:
+        """The conditions (columns of audit_log)."""
+        where = Where()
+        actor = self.actor.strip().lower()
+        if actor == "cli":
+            where.add("actor_id IS NULL")
+        elif actor:
+            where.add("lower(actor_label) = :actor", actor=actor)
+        if self.action:
+            # "announcement" matches every announcement.* action; "announcement.create" only itself.
+            where.add(
+                "(action = :action OR action LIKE :action_prefix ESCAPE '\\')",
+                action=self.action,
+                action_prefix=like_prefix(self.action + "."),
+            )
+        where.equal("target_type", "target_type", self.target_type).equal("target_id", "target_id", self.target_id)
+        return where.window("created_at", self.since, self.until)
 
 
 def audit_page(filters: AuditFilters | None = None, cursor: str | None = None, limit: int = PAGE_SIZE) -> Page:
     """Return one page of the audit log, newest first, keyset on (created_at, id)."""
-    conditions, params = _audit_conditions(filters or AuditFilters())
-    position = Cursor.decode(cursor)
-    if position:
-        conditions.append("(created_at, id) < (:c_at, :c_id)")
-        params.update(c_at=position.created_at, c_id=position.id)
-    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
-    sql = sa.text(f"""SELECT id, actor_id, actor_label, action, target_type, target_id, before, after, created_at
-FROM audit_log {where} ORDER BY created_at DESC, id DESC LIMIT :limit""")
-    rows = list(db.session.execute(sql, {**params, "limit": limit + 1}).mappings())
-    return Page.of(rows, limit, time_cursor())
+    where = (filters or AuditFilters()).where().before_time("created_at", "id", Cursor.decode(cursor))
+    sql = f"""SELECT id, actor_id, actor_label, action, target_type, target_id, before, after, created_at
+FROM audit_log {where.sql} ORDER BY created_at DESC, id DESC LIMIT :limit"""
+    return keyset_page(sql, where.params, limit, time_cursor())
 
 
 def changed_fields(before: dict | None, after: dict | None) -> list[tuple[str, object, object]]:

@@ -19,7 +19,6 @@ SID = "sid"
 VER = "ver"
 SIGNED_IN_AT = "signed_in_at"
 STAMP_KEYS = (UID, SID, VER, SIGNED_IN_AT)
-DEFAULT_MAX_AGE_HOURS = 720.0
 # Web hosts' clocks may differ a little: a stamp slightly in the future is another host's, not a forgery.
 CLOCK_SKEW_SECONDS = 300
 
@@ -58,7 +57,7 @@ def current_version() -> int | None:
 
 def max_age_seconds() -> float:
     """Return the absolute lifetime of a session."""
-    return float(current_app.config.get("SESSION_MAX_AGE_HOURS", DEFAULT_MAX_AGE_HOURS)) * 3600
+    return float(current_app.config["SESSION_MAX_AGE_HOURS"]) * 3600
 
 
 def signed_in_at() -> datetime | None:

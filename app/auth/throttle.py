@@ -65,11 +65,11 @@ def failed(response) -> bool:
 
 
 def _enabled() -> bool:
-    return current_app.config.get("RATELIMIT_ENABLED", True)
+    return current_app.config["RATELIMIT_ENABLED"]
 
 
 def _ids(*parts: str) -> tuple[str, ...]:
-    prefix = current_app.config.get("RATELIMIT_KEY_PREFIX", "")  # the installation's namespace
+    prefix = current_app.config["RATELIMIT_KEY_PREFIX"]  # the installation's namespace
     return (prefix, *parts) if prefix else parts
 
 

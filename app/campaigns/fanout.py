@@ -4,7 +4,7 @@ Each batch is one statement over a `recipients` CTE that reads the next user ids
 cursor: the ingest's rules (app/notify/service.py) in a shape fitted to a batch of users who all get
 the same content. Its `prefs` CTE reads preferences by the batch's user-id range (an index range
 instead of hashing every preference row of the type again for each batch), one row per user; `sends`
-resolves each recipient's three channels side by side with the seed's rule (effective_send_sql), and
+resolves each recipient's channels (the registry's) side by side with the seed's rule (effective_send_sql), and
 carries the e-mail address the audience query read. Notifications carry
 `dedupe_key = 'campaign:<id>'` with ON CONFLICT DO NOTHING, and their e-mail/push deliveries (skip
 reasons and escalation as the ingest writes them) are written by the same statement (data-modifying
@@ -17,24 +17,27 @@ run() is the job: it commits each batch on its own. A batch registers, to follow
 deliveries' jobs on the campaign queue (`low`, so interactive notifications never wait behind a
 campaign) and badge events for the recipients with a live socket; the dispatcher sends them while
 the next batch's INSERT … SELECT runs. The sweeper calls start_due(): scheduled campaigns start when
-due, and a running campaign whose job was lost (Redis flushed, worker killed) gets a new one.
+due, and a running campaign whose job was lost (Redis flushed, worker killed) or stepped aside for
+interactive work (app/backpressure.py) gets a new one.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cache
 
 import sqlalchemy as sa
 from flask import current_app
 
+from app import backpressure
 from app.campaigns import queries
 from app.extensions import db
 from app.limits import ERROR_TEXT_MAX
 from app.live.publish import badge_after_commit
 from app.models import Campaign
-from app.notify.delivery_sql import SKIP_REASON_LATERAL
-from app.preferences.queries import effective_send_sql
+from app.notify.delivery_sql import CHAIN_RANK_SQL, CHAIN_REASON_SQL, CHAIN_STATUS_SQL, routable, skip_reason_lateral
+from app.preferences.rules import effective_send_sql, type_default_sql
 from app.queueing import CAMPAIGN_QUEUE, enqueue_deliveries_after_commit, fanout_job
 from app.unitofwork import after_commit, commit
 
@@ -59,29 +62,48 @@ COUNT_SQL = {
     "list": sa.text("SELECT count(*) FROM campaign_recipients WHERE campaign_id = :campaign_id"),
 }
 
-# The batch's preference rows, read by its user-id range (see the module docstring), one row per user.
-PREFS_CTE = """
+
+def _prefs_cte(channels: list[str]) -> str:
+    """The batch's preference rows, read by its user-id range (see the module docstring), one row per user."""
+    columns = ",\n".join(
+        f"         bool_or(p.enabled) FILTER (WHERE p.channel = '{name}') AS \"{name}\""
+        for name in ["in_app", *channels]
+    )
+    return f"""
 prefs AS (
   SELECT p.user_id,
-         bool_or(p.enabled) FILTER (WHERE p.channel = 'in_app') AS in_app,
-         bool_or(p.enabled) FILTER (WHERE p.channel = 'email') AS email,
-         bool_or(p.enabled) FILTER (WHERE p.channel = 'push') AS push
+{columns}
   FROM notification_preferences p
   WHERE p.type = :type AND p.user_id > :after AND p.user_id <= (SELECT max(user_id) FROM recipients)
   GROUP BY p.user_id
 ),"""
 
-# One row per recipient with the three channels resolved side by side (the ingest's `cells` has one row
-# per recipient and channel, each carrying the content: three times the rows to materialise and scan),
-# the content as parameters of the INSERT, and the type's escalation read once per recipient. A
-# campaign has no group_key, so nothing is muted (the ingest's `muted` is false for every cell).
-# tests/campaigns/test_fanout.py checks the rows are exactly the ingest's.
-FANOUT_CTES = f"""
+
+def _fanout_ctes(channels: list[str]) -> str:
+    """One row per recipient with its channels resolved side by side, then the rows the ingest would write.
+
+    (The ingest's `cells` has one row per recipient and channel, each carrying the content: more rows to
+    materialise and scan.) The content is the INSERT's parameters, and the type's escalation and channel
+    order are read once per recipient. A campaign has no group_key, so nothing is muted (the ingest's
+    `muted` is false for every cell). tests/campaigns/test_fanout.py checks the rows are exactly the ingest's.
+    """
+    every = "ARRAY[" + ", ".join(f"'{name}'" for name in channels) + "]"  # a type without an order of its own
+    sends = ",\n".join(
+        f"""         {effective_send_sql(type_default_sql(name), f'p."{name}"')} AS "{name}_on",
+         array_position(coalesce(t.channels, {every}), '{name}') - 1 AS "{name}_rank\""""
+        for name in channels
+    )
+    cells = "\n    UNION ALL\n".join(
+        f"""    SELECT '{name}' AS channel, r.email, false AS muted, r.chain, r."{name}_rank" AS rank
+    WHERE r."{name}_rank" IS NOT NULL AND (r."{name}_on" OR r.chain)"""
+        for name in channels
+    )
+    return f"""
 sends AS (
   SELECT r.user_id, r.email,
-         {effective_send_sql("t.default_in_app", "p.in_app")} AS in_app,
-         {effective_send_sql("t.default_email", "p.email")} AS email_on,
-         {effective_send_sql("t.default_push", "p.push")} AS push_on,
+         {effective_send_sql(type_default_sql("in_app"), 'p."in_app"')} AS in_app,
+{sends},
+         t.channel_mode = 'first' AS chain,
          now() + make_interval(secs => coalesce(t.escalate_after, 0)) AS next_attempt_at,
          CASE WHEN t.escalate_after IS NOT NULL THEN t.escalate_unless END AS escalation
   FROM recipients r
@@ -99,40 +121,38 @@ inserted AS (
 ),
 deliveries AS (
   INSERT INTO notification_deliveries (notification_id, user_id, channel, status, skip_reason, next_attempt_at,
-                                       escalation)
-  SELECT i.id, i.user_id, c.channel, CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'skipped' END, s.reason,
-         r.next_attempt_at, r.escalation
+                                       escalation, route_rank)
+  SELECT i.id, i.user_id, c.channel, {CHAIN_STATUS_SQL}, {CHAIN_REASON_SQL},
+         r.next_attempt_at, r.escalation, {CHAIN_RANK_SQL}
   FROM inserted i
   JOIN sends r ON r.user_id = i.user_id
   CROSS JOIN LATERAL (
-    SELECT 'email' AS channel, r.email, false AS muted WHERE r.email_on
-    UNION ALL
-    SELECT 'push', r.email, false WHERE r.push_on
+{cells}
   ) c
-{SKIP_REASON_LATERAL}  RETURNING id, channel, status, escalation
+{skip_reason_lateral()}  RETURNING id, channel, status, escalation
 )"""
 
 
-def _batch_statement(kind: str) -> sa.TextClause:
+@cache
+def batch_sql(kind: str) -> sa.TextClause:
+    """The batch statement for an audience kind (built once: its channels come from the registry)."""
+    channels = routable()
     return sa.text(
         f"""
 WITH recipients AS (
   {AUDIENCE_SQL[kind]}
-),{PREFS_CTE}
-{FANOUT_CTES}
+),{_prefs_cte(channels)}
+{_fanout_ctes(channels)}
 SELECT (SELECT count(*) FROM recipients) AS users,
        (SELECT max(user_id) FROM recipients) AS last_user_id,
        (SELECT count(*) FROM inserted) AS created,
-       (SELECT coalesce(array_agg(id ORDER BY id), '{{}}') FROM deliveries
-         WHERE channel = 'email' AND status = 'pending' AND escalation IS NULL) AS email_ids,
-       (SELECT coalesce(array_agg(id ORDER BY id), '{{}}') FROM deliveries
-         WHERE channel = 'push' AND status = 'pending' AND escalation IS NULL) AS push_ids,
+       (SELECT coalesce(json_object_agg(channel, ids), '{{}}') FROM (
+          SELECT channel, array_agg(id ORDER BY id) AS ids FROM deliveries
+          WHERE status = 'pending' AND escalation IS NULL GROUP BY channel) g) AS pending,
        (SELECT coalesce(array_agg(user_id), '{{}}') FROM inserted WHERE in_app) AS badge_user_ids
 """
     )
 
-
-BATCH_SQL = {kind: _batch_statement(kind) for kind in AUDIENCE_SQL}
 
 # The statement's tuple stores (recipients, sends, the RETURNING rows) hold about 1 kB per recipient:
 # at PostgreSQL's default work_mem (4 MB) a 10,000-user batch spilled them to a temp file and read them
@@ -212,7 +232,7 @@ def run_batch(campaign_id: int, size: int) -> Batch | None:
     low, high = WORK_MEM_KB
     db.session.execute(WORK_MEM_SQL, {"kb": str(min(max(size * WORK_MEM_KB_PER_USER, low), high))})
     row = db.session.execute(
-        BATCH_SQL[campaign.audience_kind],
+        batch_sql(campaign.audience_kind),
         {
             "after": campaign.cursor_user_id,
             "size": size,
@@ -237,13 +257,15 @@ def run_batch(campaign_id: int, size: int) -> Batch | None:
         campaign.status, campaign.total = "done", campaign.done
         campaign.finished_at = db.session.execute(sa.select(sa.func.now())).scalar_one()
     db.session.flush()
-    enqueue_deliveries_after_commit(CAMPAIGN_QUEUE, "email", row.email_ids)
-    enqueue_deliveries_after_commit(CAMPAIGN_QUEUE, "push", row.push_ids)
+    pending = {name: list(row.pending.get(name, ())) for name in routable()}
+    for channel, ids in pending.items():
+        if ids:
+            enqueue_deliveries_after_commit(CAMPAIGN_QUEUE, channel, ids)
     badge_after_commit(row.badge_user_ids, toast_title=campaign.title, online_only=True)
     return Batch(
         users=row.users,
         created=row.created,
-        pending={"email": list(row.email_ids), "push": list(row.push_ids)},
+        pending=pending,
         badge_user_ids=list(row.badge_user_ids),
         finished=finished,
         title=campaign.title,
@@ -265,7 +287,7 @@ def run(campaign_id: int, size: int) -> dict:
     and the dedupe key stops anything being written twice. An error marks the campaign failed (an
     operator can resume it) and is raised again for RQ to record.
     """
-    totals = {"batches": 0, "users": 0, "created": 0, "email": 0, "push": 0, "badges": 0}
+    totals = {"batches": 0, "users": 0, "created": 0, **{name: 0 for name in routable()}, "badges": 0}
     handoffs = []
     try:
         started = start(campaign_id)
@@ -277,9 +299,11 @@ def run(campaign_id: int, size: int) -> dict:
             totals["batches"] += 1
             totals["users"] += batch.users
             totals["created"] += batch.created
-            totals["email"] += len(batch.pending["email"])
-            totals["push"] += len(batch.pending["push"])
+            for channel, ids in batch.pending.items():
+                totals[channel] += len(ids)
             if batch.finished:
+                break
+            if backpressure.low_work_held():  # interactive work waits: the sweeper gives the campaign a new job
                 break
     except Exception as exc:
         db.session.rollback()

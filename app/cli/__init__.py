@@ -1,6 +1,7 @@
 """The `flask --app wsgi …` commands, one module per group; init_app registers them all.
 
-users create · demo seed · api-keys create|list|revoke · vapid generate · worker · sweep
+users create · demo seed · api-keys create|list|revoke · channels pause|resume|list · vapid generate ·
+worker · sweep
 
 What the commands print for operators goes through the catalogs and reads in DEFAULT_LOCALE's language:
 there is no request, so app.web.i18n.select_locale answers with it. --help texts stay English (click reads
@@ -12,13 +13,14 @@ from __future__ import annotations
 from flask import Flask
 
 from app.cli.api_keys import api_keys_cli
+from app.cli.channels import channels_cli
 from app.cli.demo import demo_cli
 from app.cli.sweep import sweep_command
 from app.cli.users import users_cli
 from app.cli.vapid import vapid_cli
 from app.cli.worker import worker_command
 
-COMMANDS = (users_cli, demo_cli, api_keys_cli, vapid_cli, worker_command, sweep_command)
+COMMANDS = (users_cli, demo_cli, api_keys_cli, channels_cli, vapid_cli, worker_command, sweep_command)
 
 
 def init_app(app: Flask) -> None:

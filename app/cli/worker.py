@@ -27,9 +27,9 @@ from redis.exceptions import RedisError
 from rq import SimpleWorker, Worker
 from rq.serializers import JSONSerializer
 
-from app import unitofwork
+from app import backpressure, unitofwork
 from app.extensions import db, redis
-from app.queueing import QUEUE_NAMES, get_queue
+from app.queueing import QUEUE_NAMES, get_queue, logical_queue_name
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,8 @@ RECONNECT_MAX_SECONDS = 10.0
 HEALTHY_RUN_SECONDS = 30.0
 # How often a heartbeat also checks that Redis still knows this worker (one HEXISTS).
 REGISTRATION_CHECK_SECONDS = 1.0
+# While low work is held, how long a worker waits on the other queues before it measures the lag again.
+HOLD_POLL_SECONDS = 1
 
 
 class _SessionPerJob:
@@ -50,7 +52,8 @@ class _SessionPerJob:
 
     def perform_job(self, job, queue):
         try:
-            return super().perform_job(job, queue)
+            with backpressure.running_job_from(logical_queue_name(queue.name)):
+                return super().perform_job(job, queue)
         finally:
             unitofwork.wait_idle(current_app._get_current_object(), EFFECTS_WAIT_SECONDS)
             db.session.remove()
@@ -86,7 +89,57 @@ class _OutlivesRedis:
         return super().heartbeat(timeout, pipeline)
 
 
-class AppWorker(_OutlivesRedis, _SessionPerJob, Worker):
+class _HoldsLowWork:
+    """Take no job from `low` while the high queue lags, or while this is the worker kept free (app/backpressure.py).
+
+    Meanwhile the worker listens on the queues above low only, for HOLD_POLL_SECONDS at a time, and
+    looks again before each wait: low work resumes within a second of the lag falling. After a high
+    job, a worker that also takes low work offers to be the one kept free for the next interactive work.
+    """
+
+    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
+        started = time.monotonic()
+        while True:
+            # A burst run (no timeout) drains the queues and exits: nobody needs it kept free.
+            if not backpressure.measure().held and (timeout is None or not self._kept_free()):
+                return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+            if max_idle_time is not None and time.monotonic() - started >= max_idle_time:
+                return None
+            result = self._dequeue_above_low()
+            if result is not None:
+                return result
+
+    def _low_queue(self):
+        return next((q for q in self.queues if logical_queue_name(q.name) == backpressure.HELD_QUEUE), None)
+
+    def _kept_free(self) -> bool:
+        low = self._low_queue()
+        return low is not None and backpressure.kept_free(self.name, low)
+
+    def perform_job(self, job, queue):
+        try:
+            return super().perform_job(job, queue)
+        finally:
+            # Only a worker that also takes low work can be the one kept from it.
+            if logical_queue_name(queue.name) == backpressure.WATCHED_QUEUE and self._low_queue() is not None:
+                backpressure.keep_free_after_interactive(self.name)
+
+    def _dequeue_above_low(self):
+        everything = self._ordered_queues
+        above = [q for q in everything if logical_queue_name(q.name) != backpressure.HELD_QUEUE]
+        if not above:  # a worker of `low` alone has nothing else to take meanwhile
+            self.heartbeat()
+            time.sleep(HOLD_POLL_SECONDS)
+            return None
+        self._ordered_queues = above
+        try:
+            # An idle limit of one poll makes rq's loop return None instead of blocking again.
+            return super().dequeue_job_and_maintain_ttl(HOLD_POLL_SECONDS, HOLD_POLL_SECONDS)
+        finally:
+            self._ordered_queues = everything
+
+
+class AppWorker(_HoldsLowWork, _OutlivesRedis, _SessionPerJob, Worker):
     """The forking worker: each job runs in a child process with its own DB connection."""
 
     def main_work_horse(self, job, queue):
@@ -96,7 +149,7 @@ class AppWorker(_OutlivesRedis, _SessionPerJob, Worker):
         return super().main_work_horse(job, queue)
 
 
-class AppSimpleWorker(_OutlivesRedis, _SessionPerJob, SimpleWorker):
+class AppSimpleWorker(_HoldsLowWork, _OutlivesRedis, _SessionPerJob, SimpleWorker):
     """The non-forking worker: jobs run in this process and reuse its pooled DB connection."""
 
 

@@ -1,6 +1,6 @@
 """The operator console: one module per screen on one blueprint (app/console/blueprint.py).
 
-overview (the landing page), announcements, notification_types, message_templates, suppressions,
+overview (the landing page), announcements, notification_types, message_templates, suppressions, channels,
 api_keys, users, audit_log, campaigns, deliveries (the delivery log), dlq, dashboard, webhooks. Pages parse the
 request, call one domain function, commit once and render; the reads and writes live in the domain
 packages (app.announcements, app.notification_types, app.message_templates, app.delivery, …).
@@ -11,6 +11,7 @@ from app.console import (  # noqa: F401 - importing a page registers its routes 
     api_keys,
     audit_log,
     campaigns,
+    channels,
     dashboard,
     deliveries,
     dlq,

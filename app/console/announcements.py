@@ -6,27 +6,19 @@ After a commit that changes what inboxes show, every open socket is told to reco
 
 from __future__ import annotations
 
-from flask import flash, redirect, render_template, request, url_for
+from flask import render_template, request, url_for
 from flask_babel import gettext, lazy_gettext
 from flask_login import current_user
 
 from app.announcements import queries, service
 from app.announcements.markdown import render_body
 from app.clock import db_now
+from app.console.actions import run_action
 from app.console.blueprint import bp, operator_zone
 from app.console.forms import AnnouncementForm
 from app.console.listing import ListArgs
 from app.limits import OPERATOR_BODY_MAX
-from app.refusal import Refused
 from app.timezones import aware, local_value
-from app.unitofwork import commit
-
-
-def _commit(message) -> object:
-    """Commit (the sockets hear of a live change after it); back to the list."""
-    commit()
-    flash(str(message), "success")
-    return redirect(url_for("console.announcements"))
 
 
 def _values(form: AnnouncementForm) -> dict:
@@ -72,12 +64,14 @@ def new_announcement():
     """Create an announcement: publish now or at a time."""
     form = AnnouncementForm()
     if form.validate_on_submit():
-        try:
-            live = service.create_announcement(current_user, **_values(form))
-        except Refused as exc:
-            form.form_errors.append(str(exc))
-        else:
-            return _commit(gettext("Announcement published.") if live else gettext("Announcement scheduled."))
+        done = run_action(
+            lambda: service.create_announcement(current_user, **_values(form)),
+            success=lambda live: gettext("Announcement published.") if live else gettext("Announcement scheduled."),
+            redirect_to=url_for("console.announcements"),
+            form=form,
+        )
+        if done is not None:
+            return done
     return render_template("console/announcement_form.html", form=form, item=None), 422 if form.errors else 200
 
 
@@ -94,12 +88,14 @@ def edit_announcement(announcement_id: int):
         form.publish_at.data = None if live else local_value(item.published_at, operator_zone())
         form.expires_at.data = local_value(item.expires_at, operator_zone())
     elif form.validate_on_submit():
-        try:
-            service.update_announcement(current_user, announcement_id, **_values(form))
-        except Refused as exc:
-            form.form_errors.append(str(exc))
-        else:
-            return _commit(gettext("Announcement saved."))
+        done = run_action(
+            lambda: service.update_announcement(current_user, announcement_id, **_values(form)),
+            success=gettext("Announcement saved."),
+            redirect_to=url_for("console.announcements"),
+            form=form,
+        )
+        if done is not None:
+            return done
     return render_template("console/announcement_form.html", form=form, item=item), 422 if form.errors else 200
 
 
@@ -114,12 +110,10 @@ ACTIONS = {
 def announcement_action(announcement_id: int, action: str):
     """Publish a scheduled announcement now, expire a live one now, or delete one."""
     change, message = ACTIONS[action]
-    try:
-        change(current_user, announcement_id)
-    except Refused as exc:
-        flash(str(exc), "error")
-        return redirect(url_for("console.announcements"))
-    return _commit(message)
+    # The sockets hear of a live change after the commit.
+    return run_action(
+        lambda: change(current_user, announcement_id), success=message, redirect_to=url_for("console.announcements")
+    )
 
 
 @bp.post("/announcements/preview")

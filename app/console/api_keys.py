@@ -9,6 +9,7 @@ from flask_login import current_user
 from app.api_keys import queries, service
 from app.api_keys.scopes import SCOPE_LABELS, SCOPES
 from app.auth.access import admin_required
+from app.console.actions import run_action
 from app.console.blueprint import bp
 from app.console.forms import ApiKeyForm, ApiKeyScopesForm
 from app.console.listing import ListArgs
@@ -47,6 +48,7 @@ def create_api_key():
     form = ApiKeyForm()
     if not form.validate_on_submit():
         return _page(form, status=422)
+    # Not run_action: the new key is rendered this once (201), never flashed or redirected.
     try:
         key = service.create_api_key(current_user, form.name.data, form.scopes.data)
     except Refused as exc:
@@ -64,31 +66,24 @@ def set_api_key_scopes(prefix: str):
     if not form.validate_on_submit():
         flash(" ".join(form.scopes.errors) or gettext("Choose at least one scope."), "error")
         return redirect(url_for("console.api_keys"))
-    try:
-        changed = service.set_scopes(current_user, prefix, form.scopes.data)
-    except Refused as exc:
-        flash(str(exc), "error")
-    else:
-        commit()
-        scopes = ", ".join(form.scopes.data)
-        flash(
+    scopes = ", ".join(form.scopes.data)
+    return run_action(
+        lambda: service.set_scopes(current_user, prefix, form.scopes.data),
+        success=lambda changed: (
             gettext("Key %(prefix)s… now has: %(scopes)s.", prefix=prefix, scopes=scopes)
             if changed
-            else gettext("Key %(prefix)s… already had: %(scopes)s.", prefix=prefix, scopes=scopes),
-            "success",
-        )
-    return redirect(url_for("console.api_keys", _anchor=f"key-{prefix}"))
+            else gettext("Key %(prefix)s… already had: %(scopes)s.", prefix=prefix, scopes=scopes)
+        ),
+        redirect_to=url_for("console.api_keys", _anchor=f"key-{prefix}"),
+    )
 
 
 @bp.post("/api-keys/<prefix>/revoke")
 @admin_required
 def revoke_api_key(prefix: str):
     """Revoke a key at once."""
-    try:
-        service.revoke_api_key(current_user, prefix)
-    except Refused as exc:
-        flash(str(exc), "error")
-    else:
-        commit()
-        flash(gettext("Key %(prefix)s… revoked: requests with it now get 401.", prefix=prefix), "success")
-    return redirect(url_for("console.api_keys"))
+    return run_action(
+        lambda: service.revoke_api_key(current_user, prefix),
+        success=gettext("Key %(prefix)s… revoked: requests with it now get 401.", prefix=prefix),
+        redirect_to=url_for("console.api_keys"),
+    )

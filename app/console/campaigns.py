@@ -15,6 +15,7 @@ from wtforms import DateTimeLocalField, RadioField, SelectField, StringField, Te
 from wtforms.validators import DataRequired, Length, Optional, ValidationError
 
 from app.campaigns import csv_audience, queries, service
+from app.console.actions import run_action
 from app.console.blueprint import bp, operator_zone
 from app.console.forms import choices
 from app.console.listing import ListArgs
@@ -87,8 +88,8 @@ def new_campaign():
     form = CampaignForm()
     form.type.choices = [(t["type"], f"{t['label']} ({t['type']})") for t in type_queries.notification_types()]
     if form.validate_on_submit():
-        try:
-            campaign = service.create_campaign(
+        done = run_action(
+            lambda: service.create_campaign(
                 current_user,
                 name=form.name.data,
                 type_=form.type.data,
@@ -99,13 +100,13 @@ def new_campaign():
                 audience_kind=form.audience.data,
                 audience_locale=form.locale.data,
                 list_file=_list_bytes(form),
-            )
-        except Refused as exc:
-            form.form_errors.append(str(exc))
-        else:
-            commit()
-            flash(gettext("Draft saved: check the audience below, then send or schedule it."), "success")
-            return redirect(url_for("console.campaign", campaign_id=campaign.id))
+            ),
+            success=gettext("Draft saved: check the audience below, then send or schedule it."),
+            redirect_to=lambda campaign: url_for("console.campaign", campaign_id=campaign.id),
+            form=form,
+        )
+        if done is not None:
+            return done
     locales = queries.known_locales(current_app.config["DEFAULT_LOCALE"])
     return render_template("console/campaigns_form.html", form=form, locales=locales), 422 if form.errors else 200
 
@@ -130,6 +131,7 @@ def send_campaign(campaign_id: int):
         flash(" ".join(e for errors in form.errors.values() for e in errors), "error")
         return redirect(url_for("console.campaign", campaign_id=campaign_id))
     at = aware(form.send_at.data, operator_zone()) if form.when.data == "at" else None
+    # Not run_action: the message depends on what the commit's hand-off says of the job queue.
     try:
         now = service.send_campaign(current_user, campaign_id, at)
     except Refused as exc:
@@ -157,16 +159,14 @@ ACTIONS = {
 def campaign_action(campaign_id: int, action: str):
     """Cancel a scheduled/running campaign, resume a failed one, or delete a draft."""
     change, message = ACTIONS[action]
-    try:
-        change(current_user, campaign_id)
-    except Refused as exc:
-        flash(str(exc), "error")
-        return redirect(url_for("console.campaign", campaign_id=campaign_id))
-    commit()  # a resumed campaign's fanout job follows the commit (or the sweeper starts it)
-    flash(str(message), "success")
-    if action == "delete":
-        return redirect(url_for("console.campaigns"))
-    return redirect(url_for("console.campaign", campaign_id=campaign_id))
+    here = url_for("console.campaign", campaign_id=campaign_id)
+    # A resumed campaign's fanout job follows the commit (or the sweeper starts it).
+    return run_action(
+        lambda: change(current_user, campaign_id),
+        success=message,
+        redirect_to=url_for("console.campaigns") if action == "delete" else here,
+        refused_to=here,
+    )
 
 
 @bp.get("/campaigns/<int:campaign_id>/progress")

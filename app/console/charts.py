@@ -14,12 +14,13 @@ from datetime import datetime, timedelta, tzinfo
 from flask_babel import format_number, gettext, lazy_pgettext, ngettext
 
 # Bottom to top: what went out, what waits, what will not go out.
-STATUS_ORDER = ("sent", "sending", "pending", "skipped", "failed")
+STATUS_ORDER = ("sent", "sending", "pending", "skipped", "passed", "failed")
 STATUS_WORDS = {
     "sent": lazy_pgettext("delivery status", "sent"),
     "sending": lazy_pgettext("delivery status", "sending"),
     "pending": lazy_pgettext("delivery status", "pending"),
     "skipped": lazy_pgettext("delivery status", "skipped"),
+    "passed": lazy_pgettext("delivery status", "passed over"),
     "failed": lazy_pgettext("delivery status", "failed"),
 }
 MINUTES = 60

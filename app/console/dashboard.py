@@ -1,4 +1,4 @@
-"""The delivery dashboard: status windows, a per-minute chart, latency, queues, DLQ, providers, workers.
+"""The delivery dashboard: ledger windows and chart, latency, queues and backpressure, DLQ, providers, workers.
 
 The page embeds one fragment that re-fetches itself every 5 seconds (htmx), so it stays current
 without a reload; the chart is server-rendered SVG (app/console/charts.py).
@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from flask import current_app, render_template
 
+from app import backpressure
 from app.console import charts
 from app.console.blueprint import bp, operator_zone
-from app.delivery import stats
+from app.delivery import stats, switches
+from app.delivery.channels import all_channels
 from app.extensions import db
-from app.models import DELIVERY_CHANNELS
 from app.providers.status import provider_states
 from app.queueing import redis_state
 
@@ -24,10 +25,12 @@ def _figures() -> dict:
         "chart": charts.deliveries_per_minute(now_minute, counts, operator_zone()),
         "latency": stats.latency(),
         "dlq": stats.dlq(),
-        "providers": provider_states(current_app.config, DELIVERY_CHANNELS),
+        "providers": provider_states(current_app.config, [c.name for c in all_channels() if c.delivers]),
+        "paused": switches.read(),  # the kill switches thrown, and what waits for them
+        "waiting": switches.waiting(),
     }
     db.session.rollback()  # end the read before the slower Redis calls
-    return figures | {"redis": redis_state(), "statuses": charts.STATUS_ORDER}
+    return figures | {"redis": redis_state(), "pressure": backpressure.status(), "statuses": charts.STATUS_ORDER}
 
 
 @bp.get("/dashboard")

@@ -6,35 +6,30 @@ from flask import make_response, render_template, request
 from flask_babel import gettext
 
 from app.console.blueprint import bp, operator_zone
-from app.console.listing import time_errors
+from app.console.listing import channel_choice, checked_choice, page_args, time_window
 from app.delivery import ledger_queries
 from app.limits import EMAIL_MAX, TYPE_KEY_MAX
 from app.notification_types import queries as type_queries
 from app.notify.queries import notification_events
 from app.pagination import parse_id_cursor
-from app.timezones import parse_local
 from app.web.headers import sent_content_csp
 
 
 def log_filters(args) -> ledger_queries.LogFilters:
     """Read the filters from the query string; a value that cannot be right becomes an error, not a guess."""
-    zone = operator_zone()
-    errors = time_errors(args, zone)
-    channel, status = args.get("channel", "").strip(), args.get("status", "").strip()
-    if channel and channel not in ledger_queries.LOG_CHANNELS:
-        errors.append(
-            gettext("The channel must be one of %(choices)s.", choices=", ".join(ledger_queries.LOG_CHANNELS))
-        )
-    if status and status not in ledger_queries.LOG_STATUSES:
-        errors.append(gettext("The status must be one of %(choices)s.", choices=", ".join(ledger_queries.LOG_STATUSES)))
+    window = time_window(args, operator_zone())
     return ledger_queries.LogFilters(
         user=args.get("user", "")[:EMAIL_MAX].strip(),
         type=args.get("type", "")[:TYPE_KEY_MAX].strip(),
-        channel=channel,
-        status=status,
-        since=parse_local(args.get("since"), zone),
-        until=parse_local(args.get("until"), zone),
-        errors=errors,
+        channel=channel_choice(args, ledger_queries.log_channels(), window["errors"]),
+        status=checked_choice(
+            args,
+            "status",
+            ledger_queries.LOG_STATUSES,
+            gettext("The status must be one of %(choices)s.", choices=", ".join(ledger_queries.LOG_STATUSES)),
+            window["errors"],
+        ),
+        **window,
     )
 
 
@@ -45,15 +40,14 @@ def deliveries():
     page = (
         None if filters.errors else ledger_queries.delivery_page(filters, parse_id_cursor(request.args.get("cursor")))
     )
-    args = {k: v for k, v in request.args.items() if k != "cursor" and v}
     return render_template(
         "console/deliveries.html",
         filters=filters,
         page=page,
-        args=args,
+        args=page_args(request.args),
         types=type_queries.notification_types(),
         statuses=ledger_queries.LOG_STATUSES,
-        channels=ledger_queries.LOG_CHANNELS,
+        channels=ledger_queries.log_channels(),
     ), 422 if filters.errors else 200
 
 
@@ -68,6 +62,7 @@ def delivery(delivery_id: int):
             "console/deliveries_detail.html",
             d=row,
             attempts=ledger_queries.attempts(delivery_id),
+            chain=ledger_queries.chain(row["notification_id"], row["user_id"]) if row["route_rank"] is not None else [],
             events=notification_events(row["notification_id"]),
         )
     )

@@ -11,17 +11,15 @@ from flask import flash, redirect, render_template, request, url_for
 from flask_babel import gettext, ngettext
 from flask_login import current_user
 
+from app.console.actions import run_action
 from app.console.blueprint import bp, operator_zone
-from app.console.listing import time_errors
+from app.console.listing import channel_choice, time_window
 from app.delivery import dlq as dlq_service
 from app.delivery import ledger_queries
 from app.limits import FILTER_TEXT_MAX, TYPE_KEY_MAX
 from app.links import same_site_path
 from app.notification_types import queries as type_queries
 from app.pagination import parse_id_cursor
-from app.refusal import Refused
-from app.timezones import parse_local
-from app.unitofwork import commit
 from app.web.templating import number as format_number
 
 FILTER_NAMES = ("q", "error_kind", "provider", "type", "channel", "since", "until")
@@ -29,22 +27,14 @@ FILTER_NAMES = ("q", "error_kind", "provider", "type", "channel", "since", "unti
 
 def dlq_filters(values) -> ledger_queries.DlqFilters:
     """Read the DLQ filters from a query string or a form (times in the operator's zone)."""
-    zone = operator_zone()
-    errors = time_errors(values, zone)
-    channel = values.get("channel", "").strip()
-    if channel and channel not in ledger_queries.LOG_CHANNELS:
-        errors.append(
-            gettext("The channel must be one of %(choices)s.", choices=", ".join(ledger_queries.LOG_CHANNELS))
-        )
+    window = time_window(values, operator_zone())
     return ledger_queries.DlqFilters(
         error_kind=values.get("error_kind", "")[:FILTER_TEXT_MAX].strip(),
         provider=values.get("provider", "")[:FILTER_TEXT_MAX].strip(),
         type=values.get("type", "")[:TYPE_KEY_MAX].strip(),
-        channel=channel if channel in ledger_queries.LOG_CHANNELS else "",
+        channel=channel_choice(values, ledger_queries.log_channels(), window["errors"]),
         q=values.get("q", "")[:FILTER_TEXT_MAX].strip(),
-        since=parse_local(values.get("since"), zone),
-        until=parse_local(values.get("until"), zone),
-        errors=errors,
+        **window,
     )
 
 
@@ -52,11 +42,11 @@ def _filter_args(values) -> dict:
     return {name: values.get(name) for name in FILTER_NAMES if values.get(name)}
 
 
-def _back():
+def _back() -> str:
     """Where a row action returns to: the page it was posted from (console pages only)."""
     target = request.form.get("next", "")
     back = same_site_path(target) if target.startswith("/console/") else None
-    return redirect(back or url_for("console.dlq"))
+    return back or url_for("console.dlq")
 
 
 @bp.get("/dlq")
@@ -75,7 +65,7 @@ def dlq():
         args=_filter_args(request.args),
         facets=ledger_queries.dlq_facets(),
         types=type_queries.notification_types(),
-        channels=ledger_queries.LOG_CHANNELS,
+        channels=ledger_queries.log_channels(),
         operations=ledger_queries.bulk_operations(),
     ), 422 if filters.errors else 200
 
@@ -83,27 +73,21 @@ def dlq():
 @bp.post("/dlq/<int:delivery_id>/replay")
 def replay_delivery(delivery_id: int):
     """Replay one failed delivery: back to pending with its attempts reset; its job follows the commit."""
-    try:
-        dlq_service.replay_one(current_user, delivery_id)
-    except Refused as exc:
-        flash(str(exc), "error")
-        return _back()
-    commit()
-    flash(gettext("Delivery %(id)s replayed.", id=delivery_id), "success")
-    return _back()
+    return run_action(
+        lambda: dlq_service.replay_one(current_user, delivery_id),
+        success=gettext("Delivery %(id)s replayed.", id=delivery_id),
+        redirect_to=_back(),
+    )
 
 
 @bp.post("/dlq/<int:delivery_id>/discard")
 def discard_delivery(delivery_id: int):
     """Discard one failed delivery with a reason (it becomes skipped: 'discarded: <reason>')."""
-    try:
-        dlq_service.discard_one(current_user, delivery_id, request.form.get("reason", ""))
-    except Refused as exc:
-        flash(str(exc), "error")
-        return _back()
-    commit()
-    flash(gettext("Delivery %(id)s discarded.", id=delivery_id), "success")
-    return _back()
+    return run_action(
+        lambda: dlq_service.discard_one(current_user, delivery_id, request.form.get("reason", "")),
+        success=gettext("Delivery %(id)s discarded.", id=delivery_id),
+        redirect_to=_back(),
+    )
 
 
 @bp.post("/dlq/bulk")
@@ -114,33 +98,32 @@ def bulk_dlq():
     if filters.errors:
         flash(" ".join(filters.errors), "error")
         return redirect(url_for("console.dlq", **args))
-    try:
-        operation = dlq_service.create_bulk(
+    # The operation's job follows the commit (when Redis is down the sweeper starts it).
+    return run_action(
+        lambda: dlq_service.create_bulk(
             current_user, request.form.get("kind", ""), filters, request.form.get("reason", "")
-        )
-    except Refused as exc:
-        flash(str(exc), "error")
-        return redirect(url_for("console.dlq", **args))
-    commit()  # the operation's job follows the commit (when Redis is down the sweeper starts it)
-    flash(
-        (
-            ngettext(
-                "Replaying %(count)s failed delivery in the background.",
-                "Replaying %(count)s failed deliveries in the background.",
-                operation.total,
-                count=format_number(operation.total),
-            )
-            if operation.kind == "replay"
-            else ngettext(
-                "Discarding %(count)s failed delivery in the background.",
-                "Discarding %(count)s failed deliveries in the background.",
-                operation.total,
-                count=format_number(operation.total),
-            )
         ),
-        "success",
+        success=_bulk_started,
+        redirect_to=lambda operation: url_for("console.dlq", **args) + f"#operation-{operation.id}",
+        refused_to=url_for("console.dlq", **args),
     )
-    return redirect(url_for("console.dlq", **args) + f"#operation-{operation.id}")
+
+
+def _bulk_started(operation) -> str:
+    """What the operator reads once a bulk operation is queued."""
+    if operation.kind == "replay":
+        return ngettext(
+            "Replaying %(count)s failed delivery in the background.",
+            "Replaying %(count)s failed deliveries in the background.",
+            operation.total,
+            count=format_number(operation.total),
+        )
+    return ngettext(
+        "Discarding %(count)s failed delivery in the background.",
+        "Discarding %(count)s failed deliveries in the background.",
+        operation.total,
+        count=format_number(operation.total),
+    )
 
 
 @bp.get("/dlq/operations/<int:operation_id>/progress")

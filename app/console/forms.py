@@ -7,6 +7,7 @@ from flask_wtf import FlaskForm
 from wtforms import (
     BooleanField,
     DateTimeLocalField,
+    FieldList,
     IntegerField,
     RadioField,
     SelectField,
@@ -20,6 +21,7 @@ from wtforms.widgets import CheckboxInput, ListWidget
 
 from app.api_keys.scopes import DEFAULT_SCOPES, SCOPE_LABELS
 from app.console.labels import PRIORITY_LABELS, ROLE_LABELS
+from app.delivery.channels import member_channels
 from app.limits import (
     API_KEY_NAME_MAX,
     DESCRIPTION_MAX,
@@ -39,6 +41,7 @@ from app.notification_types.service import (
     TIMING_MAX_SECONDS,
     TYPE_KEY_RE,
 )
+from app.preferences.rules import SEED_DEFAULT_COLUMNS
 from app.timezones import LOCAL_FORMAT
 
 
@@ -115,6 +118,41 @@ class TypeForm(FlaskForm):
     email_frequency = SelectField(
         lazy_gettext("E-mail by default"), choices=choices(EMAIL_FREQUENCY_LABELS), default="immediate"
     )
+    # The order its notifications go out in: one select per place (empty: every channel in the usual order).
+    channels = FieldList(SelectField(choices=[], validate_choice=False), label=lazy_gettext("Channels, in order"))
+    channel_mode = RadioField(
+        lazy_gettext("Send on"),
+        choices=choices(
+            {
+                "all": lazy_gettext("every listed channel the member has on"),
+                "first": lazy_gettext("only the first listed channel that reaches the member"),
+            }
+        ),
+        default="all",
+    )
+    # On by default, for channels that have no seed column (in-app, e-mail and push have their own above).
+    default_channels = SelectMultipleField(
+        lazy_gettext("Also on by default"),
+        choices=[],
+        widget=ListWidget(prefix_label=False),
+        option_widget=CheckboxInput(),
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        routable = [c for c in member_channels() if c.delivers]
+        while len(self.channels) < len(routable):
+            self.channels.append_entry()
+        for place in self.channels:
+            place.choices = choices({"": gettext("—")} | {c.name: c.label for c in routable})
+        self.default_channels.choices = choices(
+            {c.name: c.label for c in member_channels() if c.name not in SEED_DEFAULT_COLUMNS}
+        )
+
+    def route(self) -> tuple[str, ...] | None:
+        """The chosen order (None when no place is filled: every channel, in the usual order)."""
+        chosen = tuple(name for name in self.channels.data if name)
+        return chosen or None
 
     def validate(self, extra_validators=None) -> bool:
         """Also: a cap needs both its count and its window (Optional() would skip a validate_ method)."""
@@ -122,6 +160,10 @@ class TypeForm(FlaskForm):
         count, window = self.cap_count, self.cap_window
         if not (count.errors or window.errors) and (count.data is None) != (window.data is None):
             window.errors = [*window.errors, gettext("Give both the number and the window, or leave both empty.")]
+            valid = False
+        route = self.route() or ()
+        if len(set(route)) != len(route):
+            self.channels.errors = [gettext("Choose each channel once in the order.")]
             valid = False
         return valid
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from flask_babel import lazy_gettext, lazy_pgettext
 
 from app.campaigns import queries as campaign_queries
+from app.delivery.channels import channel_labels
 
 DELIVERY_STATUS_LABELS = {
     "pending": lazy_pgettext("delivery status", "pending"),
@@ -16,8 +17,9 @@ DELIVERY_STATUS_LABELS = {
     "sent": lazy_pgettext("delivery status", "sent"),
     "skipped": lazy_pgettext("delivery status", "skipped"),
     "failed": lazy_pgettext("delivery status", "failed"),
+    "standby": lazy_pgettext("delivery status", "standby"),
+    "passed": lazy_pgettext("delivery status", "passed over"),
 }
-CHANNEL_NAMES = {"in_app": lazy_gettext("Inbox"), "email": lazy_gettext("E-mail"), "push": lazy_gettext("Push")}
 CAMPAIGN_STATUS_LABELS = campaign_queries.STATUS_LABELS
 OPERATION_STATUS_LABELS = {
     "queued": lazy_pgettext("bulk operation status", "queued"),
@@ -67,11 +69,21 @@ def label(labels: dict, value) -> str:
     return str(labels[value]) if value in labels else ("" if value is None else str(value))
 
 
+def labelled(values, labels: dict) -> list[tuple[str, str]]:
+    """(value, its word) for each value: a select's options."""
+    return [(value, label(labels, value)) for value in values]
+
+
+def type_choices(types) -> list[tuple[str, str]]:
+    """(key, label) for each notification type: a select's options."""
+    return [(t["type"], t["label"]) for t in types]
+
+
 def console_labels() -> dict:
     """What console templates use to name stored values."""
     return {
         "status_labels": DELIVERY_STATUS_LABELS,
-        "channel_names": CHANNEL_NAMES,
+        "channel_names": channel_labels(),
         "campaign_status_labels": CAMPAIGN_STATUS_LABELS,
         "operation_status_labels": OPERATION_STATUS_LABELS,
         "priority_labels": PRIORITY_LABELS,
@@ -83,4 +95,6 @@ def console_labels() -> dict:
         "format_labels": FORMAT_LABELS,
         "worker_state_labels": WORKER_STATE_LABELS,
         "label": label,
+        "labelled": labelled,
+        "type_choices": type_choices,
     }

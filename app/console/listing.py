@@ -8,7 +8,7 @@ bound parameter; the wildcards of ILIKE patterns are escaped there.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import tzinfo
 
 from flask_babel import gettext
@@ -54,6 +54,32 @@ class ListArgs:
     def with_cursor(self, name: str, cursor) -> dict:
         """The URL arguments of the next page: the filters and the cursor."""
         return {**self.values, name: cursor}
+
+
+def page_args(values: Mapping) -> dict:
+    """What a log's next-page link carries: every argument given, but the cursor."""
+    return {name: value for name, value in values.items() if name != "cursor" and value}
+
+
+def time_window(values: Mapping, zone: tzinfo) -> dict:
+    """A log's since, until (read in zone) and errors (one per time that is not one): app.filters.Filters' fields."""
+    since, until = parse_local(values.get("since"), zone), parse_local(values.get("until"), zone)
+    return {"since": since, "until": until, "errors": time_errors(values, zone)}
+
+
+def checked_choice(values: Mapping, name: str, allowed: Sequence[str], message: str, errors: list[str]) -> str:
+    """values[name] when it is one of allowed; "" when empty, or when not (errors then gets the message)."""
+    value = (values.get(name) or "").strip()
+    if value and value not in allowed:
+        errors.append(message)
+        return ""
+    return value
+
+
+def channel_choice(values: Mapping, channels: Sequence[str], errors: list[str]) -> str:
+    """The channel a log is narrowed to, one of channels; "" when none, or when unknown (errors then says so)."""
+    message = gettext("The channel must be one of %(choices)s.", choices=", ".join(channels))
+    return checked_choice(values, "channel", channels, message, errors)
 
 
 def time_errors(values: Mapping, zone: tzinfo) -> list[str]:

@@ -6,30 +6,28 @@ from flask import abort, flash, make_response, redirect, render_template, reques
 from flask_babel import gettext
 from flask_login import current_user
 
+from app.console.actions import run_action
 from app.console.blueprint import bp
 from app.console.forms import TemplateForm
 from app.console.listing import ListArgs
+from app.delivery.channels import channel_for, template_channels
 from app.digests import templates as digest_templates
 from app.limits import LOCALE_MAX
 from app.locales import normalize_locale
 from app.message_templates import preview as previews
 from app.message_templates import queries, service
-from app.models.delivery import TEMPLATE_CHANNELS
 from app.notification_types import queries as type_queries
 from app.refusal import Refused
-from app.unitofwork import commit
 from app.web.headers import preview_csp
 
-PARTS = {
-    "email": ("subject", "body_text", "body_html"),
-    "push": ("subject", "body_text"),
-    "in_app": ("subject", "body_text"),
-}
+
+def _template_channel_names() -> list[str]:
+    return [channel.name for channel in template_channels()]
 
 
 def _key_or_404(type_: str, channel: str, locale: str):
     item = type_queries.notification_type(type_)
-    if item is None or channel not in TEMPLATE_CHANNELS:
+    if item is None or channel not in _template_channel_names():
         abort(404)
     try:
         return item, normalize_locale(locale)
@@ -38,7 +36,7 @@ def _key_or_404(type_: str, channel: str, locale: str):
 
 
 def _preview(item, channel: str, locale: str, form: TemplateForm) -> previews.Preview:
-    parts = {name: getattr(form, name).data or "" for name in PARTS[channel]}
+    parts = {name: getattr(form, name).data or "" for name in channel_for(channel).template_parts}
     return previews.build_preview(
         item,
         channel,
@@ -56,7 +54,7 @@ def templates():
     types = type_queries.notification_types()
     lf = ListArgs(request.args)
     q = lf.text("q")
-    channel = lf.choice("channel", TEMPLATE_CHANNELS, gettext("channel"))
+    channel = lf.choice("channel", _template_channel_names(), gettext("channel"))
     type_ = lf.choice("type", [t["type"] for t in types], gettext("notification type"))
     locale = lf.text("locale", LOCALE_MAX)
     return render_template(
@@ -64,7 +62,7 @@ def templates():
         templates=queries.message_templates(q=q, channel=channel, locale=locale, type_=type_),
         lf=lf,
         types=types,
-        channels=TEMPLATE_CHANNELS,
+        channels=_template_channel_names(),
         digest_locales=digest_templates.locales(),
     )
 
@@ -72,6 +70,7 @@ def templates():
 @bp.get("/templates/open")
 def open_template():
     """Go to the editor for the (type, channel, locale) chosen in the list page's form."""
+    # Not run_action: a check that changes nothing (no commit, no success message), then a redirect.
     try:
         locale = service.check_template_key(
             request.args.get("type", ""), request.args.get("channel", ""), request.args.get("locale", "")
@@ -95,28 +94,27 @@ def edit_template(type_: str, channel: str, locale: str):
     preview = _preview(item, channel, locale, form)
     status = 200
     if request.method == "POST" and form.validate_on_submit():
-        try:
-            saved = service.save_template(
+        done = run_action(
+            lambda: service.save_template(
                 current_user,
                 type_,
                 channel,
                 locale,
                 problems=[str(p) for p in preview.problems],
-                **{name: getattr(form, name).data or "" for name in PARTS["email"]},
-            )
-        except Refused as exc:
-            form.form_errors.append(str(exc))
-        else:
-            commit()
-            flash(
+                **{name: getattr(form, name).data or "" for name in ("subject", "body_text", "body_html")},
+            ),
+            success=lambda saved: (
                 gettext("Template saved; the previous wording is kept below.")
                 if saved and template
                 else gettext("Template saved.")
                 if saved
-                else gettext("Nothing changed."),
-                "success",
-            )
-            return redirect(url_for("console.edit_template", type_=type_, channel=channel, locale=locale))
+                else gettext("Nothing changed.")
+            ),
+            redirect_to=url_for("console.edit_template", type_=type_, channel=channel, locale=locale),
+            form=form,
+        )
+        if done is not None:
+            return done
     if form.errors or form.form_errors:
         status = 422
     versions = queries.template_versions(template.id) if template else []
@@ -130,7 +128,7 @@ def edit_template(type_: str, channel: str, locale: str):
             template=template,
             preview=preview,
             versions=versions,
-            parts=PARTS[channel],
+            parts=channel_for(channel).template_parts,
         ),
         status,
     )
@@ -151,15 +149,13 @@ def preview_template(type_: str, channel: str, locale: str):
 @bp.post("/templates/<int:template_id>/versions/<int:version_id>/restore")
 def restore_template(template_id: int, version_id: int):
     """Make a kept version current again (the current one is kept too)."""
-    try:
-        template = service.restore_template_version(current_user, template_id, version_id)
-    except Refused as exc:
-        flash(str(exc), "error")
-        return redirect(url_for("console.templates"))
-    commit()
-    flash(gettext("Version restored; the wording it replaced is kept as a version."), "success")
-    return redirect(
-        url_for("console.edit_template", type_=template.type, channel=template.channel, locale=template.locale)
+    return run_action(
+        lambda: service.restore_template_version(current_user, template_id, version_id),
+        success=gettext("Version restored; the wording it replaced is kept as a version."),
+        redirect_to=lambda template: url_for(
+            "console.edit_template", type_=template.type, channel=template.channel, locale=template.locale
+        ),
+        refused_to=url_for("console.templates"),
     )
 
 
@@ -185,14 +181,14 @@ def edit_digest_template(locale: str):
     status = 200
     if request.method == "POST" and form.validate_on_submit():
         parts = {name: getattr(form, name).data or "" for name in digest_templates.PARTS}
-        try:
-            saved = digest_templates.save(current_user, locale, problems=preview.problems, **parts)
-        except Refused as exc:
-            form.form_errors.append(str(exc))
-        else:
-            commit()
-            flash(gettext("Digest template saved.") if saved else gettext("Nothing changed."), "success")
-            return redirect(url_for("console.edit_digest_template", locale=locale))
+        done = run_action(
+            lambda: digest_templates.save(current_user, locale, problems=preview.problems, **parts),
+            success=lambda saved: gettext("Digest template saved.") if saved else gettext("Nothing changed."),
+            redirect_to=url_for("console.edit_digest_template", locale=locale),
+            form=form,
+        )
+        if done is not None:
+            return done
     if form.errors or form.form_errors:
         status = 422
     response = make_response(

@@ -6,10 +6,12 @@ from flask import flash, redirect, render_template, request, url_for
 from flask_babel import gettext
 from flask_login import current_user
 
+from app.console.actions import run_action
 from app.console.blueprint import bp
 from app.console.forms import TypeForm
 from app.console.listing import ListArgs
-from app.models import CHANNELS, PRIORITIES
+from app.delivery.channels import member_channels
+from app.models import PRIORITIES
 from app.notification_types import queries, service
 from app.refusal import Refused
 from app.unitofwork import commit
@@ -26,6 +28,9 @@ def _settings(form: TypeForm) -> dict:
         cap_window=form.cap_window.data,
         aggregation_window=form.aggregation_window.data,
         email_frequency=form.email_frequency.data,
+        channels=form.route(),
+        channel_mode=form.channel_mode.data,
+        default_channels=tuple(form.default_channels.data or ()),
     )
     return {name: getattr(form, name).data for name in SETTINGS} | {
         "description": form.description.data or "",
@@ -38,7 +43,7 @@ def types():
     """Every notification type with its per-channel defaults; search by key, label or description, and filter."""
     lf = ListArgs(request.args)
     q = lf.text("q")
-    channel = lf.choice("channel", CHANNELS, gettext("channel"))
+    channel = lf.choice("channel", [c.name for c in member_channels()], gettext("channel"))
     mandatory = lf.choice("mandatory", ("yes", "no"), gettext("mandatory"))
     priority = lf.choice("priority", PRIORITIES, gettext("priority"))
     rows = queries.notification_types(q=q, channel=channel, mandatory=mandatory, priority=priority)
@@ -50,14 +55,14 @@ def new_type():
     """Create a notification type."""
     form = TypeForm()
     if form.validate_on_submit():
-        try:
-            service.create_type(current_user, key=form.key.data, **_settings(form))
-        except Refused as exc:
-            form.form_errors.append(str(exc))
-        else:
-            commit()
-            flash(gettext("Type %(key)s created.", key=form.key.data), "success")
-            return redirect(url_for("console.types"))
+        done = run_action(
+            lambda: service.create_type(current_user, key=form.key.data, **_settings(form)),
+            success=gettext("Type %(key)s created.", key=form.key.data),
+            redirect_to=url_for("console.types"),
+            form=form,
+        )
+        if done is not None:
+            return done
     return render_template(
         "console/type_form.html", form=form, item=None, in_use=False, overrides=None
     ), 422 if form.errors else 200
@@ -73,6 +78,7 @@ def edit_type(key: str):
     in_use = queries.type_in_use(key)
     overrides = None
     if form.validate_on_submit():
+        # Not run_action: a third outcome, the confirmation asked before a type turns mandatory (409).
         try:
             new_key = service.update_type(
                 current_user, key, new_key=form.key.data, confirmed=form.confirmed.data, **_settings(form)

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from flask import flash, redirect, render_template, request, url_for
+from flask import render_template, request, url_for
 from flask_babel import gettext
 from flask_login import current_user
 
+from app.console.actions import run_action
 from app.console.blueprint import bp
 from app.console.listing import ListArgs
 from app.limits import EMAIL_MAX
 from app.models import SUPPRESSION_REASONS
-from app.refusal import Refused
 from app.suppressions import queries, service
-from app.unitofwork import commit
 
 
 @bp.get("/suppressions")
@@ -31,13 +30,10 @@ def suppressions():
 def lift_suppression():
     """Lift one suppression (the address gets e-mail again); audited."""
     address = request.form.get("address", "")
-    try:
-        service.lift_suppression(current_user, address)
-    except Refused as exc:
-        flash(str(exc), "error")
-    else:
-        commit()
-        flash(gettext("%(address)s can receive e-mail again.", address=address.strip().lower()), "success")
-    return redirect(
-        url_for("console.suppressions", q=request.form.get("q", ""), reason=request.form.get("reason") or None)
+    return run_action(
+        lambda: service.lift_suppression(current_user, address),
+        success=gettext("%(address)s can receive e-mail again.", address=address.strip().lower()),
+        redirect_to=url_for(
+            "console.suppressions", q=request.form.get("q", ""), reason=request.form.get("reason") or None
+        ),
     )

@@ -7,6 +7,7 @@ from flask_babel import gettext
 from flask_login import current_user
 
 from app.auth.access import admin_required
+from app.console.actions import run_action
 from app.console.blueprint import bp
 from app.console.forms import RoleForm
 from app.console.labels import ROLE_LABELS
@@ -14,8 +15,6 @@ from app.console.listing import ListArgs
 from app.limits import EMAIL_MAX
 from app.models import ROLES
 from app.pagination import parse_id_cursor
-from app.refusal import Refused
-from app.unitofwork import commit
 from app.users import queries, service
 
 
@@ -39,14 +38,11 @@ def change_role(user_id: int):
     if not form.validate_on_submit():
         flash(gettext("Choose one of the roles."), "error")
         return redirect(url_for("console.users", q=request.form.get("q", "")))
-    try:
-        target = service.change_role(current_user, user_id, form.role.data)
-    except Refused as exc:
-        flash(str(exc), "error")
-    else:
-        commit()
-        flash(gettext("%(user)s is now %(role)s.", user=target.email, role=role_label(target.role)), "success")
-    return redirect(url_for("console.users", q=request.form.get("q", "")))
+    return run_action(
+        lambda: service.change_role(current_user, user_id, form.role.data),
+        success=lambda target: gettext("%(user)s is now %(role)s.", user=target.email, role=role_label(target.role)),
+        redirect_to=url_for("console.users", q=request.form.get("q", "")),
+    )
 
 
 def role_label(role: str) -> str:

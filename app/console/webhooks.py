@@ -7,6 +7,7 @@ from flask_babel import gettext, lazy_gettext, ngettext
 from flask_login import current_user
 
 from app.auth.access import admin_required
+from app.console.actions import run_action
 from app.console.blueprint import bp
 from app.console.listing import ListArgs
 from app.refusal import Refused
@@ -46,6 +47,7 @@ def webhooks():
 @admin_required
 def create_webhook():
     """Register an endpoint and show its signing secret this once (rendered, never stored in the session)."""
+    # Not run_action: the secret is rendered this once (201), never flashed or redirected.
     try:
         created = service.create_endpoint(
             current_user, request.form.get("url", ""), request.form.getlist("event_types"),
@@ -80,24 +82,24 @@ def webhook(endpoint_id: int):
 @admin_required
 def update_webhook(endpoint_id: int):
     """Save the event types and the switch."""
-    try:
+
+    def save() -> None:
         found = service.update_endpoint(
             current_user, endpoint_id, request.form.getlist("event_types"), request.form.get("enabled") == "on"
         )
-    except Refused as exc:
-        flash(str(exc), "error")
-    else:
         if not found:
             abort(404)
-        commit()
-        flash(gettext("Endpoint saved."), "success")
-    return redirect(url_for("console.webhook", endpoint_id=endpoint_id))
+
+    return run_action(
+        save, success=gettext("Endpoint saved."), redirect_to=url_for("console.webhook", endpoint_id=endpoint_id)
+    )
 
 
 @bp.post("/webhooks/<int:endpoint_id>/test")
 @admin_required
 def test_webhook(endpoint_id: int):
     """Queue a webhook.test event to this endpoint."""
+    # Not run_action: a disabled endpoint is a plain answer of the service (False), not a refusal.
     if service.send_test(endpoint_id):
         commit()
         flash(gettext("Test event queued: it appears under recent attempts within seconds."), "success")
@@ -110,16 +112,20 @@ def test_webhook(endpoint_id: int):
 @admin_required
 def replay_webhook(endpoint_id: int):
     """Send the endpoint's failed events again, each with its own webhook-id."""
-    count = service.replay_failed(endpoint_id)
-    commit()
-    flash(ngettext("%(num)d failed event queued again.", "%(num)d failed events queued again.", count), "success")
-    return redirect(url_for("console.webhook", endpoint_id=endpoint_id))
+    return run_action(
+        lambda: service.replay_failed(endpoint_id),
+        success=lambda count: ngettext(
+            "%(num)d failed event queued again.", "%(num)d failed events queued again.", count
+        ),
+        redirect_to=url_for("console.webhook", endpoint_id=endpoint_id),
+    )
 
 
 @bp.post("/webhooks/<int:endpoint_id>/delete")
 @admin_required
 def delete_webhook(endpoint_id: int):
     """Remove the endpoint with its queued events and its history."""
+    # Not run_action: an endpoint already gone just goes back to the list, without a message.
     if service.delete_endpoint(current_user, endpoint_id):
         commit()
         flash(gettext("Endpoint deleted."), "success")

@@ -1,45 +1,54 @@
-"""The delivery engine: claim a batch of ledger rows on one channel, re-check, render, send and record each.
+"""The delivery engine: every outbound thing goes through these steps, whatever its channel and table.
 
-Idempotent: only rows that are pending and due can be claimed, so a re-run (or a duplicate job
-after a sweeper re-enqueue) for rows already sent, skipped or in another worker's lease does nothing.
-Each send is recorded and committed on its own right after the provider answers (one autocommit
-statement, see service.send_ledger), so a worker killed with SIGKILL can re-send at most the one
-message that was in flight. E-mail goes out over DELIVERY_SEND_CONCURRENCY connections at once (the
-time of a send is mostly waiting on the server): this thread routes and renders, a small pool of
-threads sends and records, and a fence (app/providers/base.py: fenced) keeps "at most one message
-past its point of no return and not yet recorded" true for the whole worker. Sends go through
-app/providers/routing.py (token bucket, circuit breaker, failover); when it says "wait", the rest of
-the batch returns to pending without a try.
-Push targets are also gated per push service (Router.admit): a row whose every subscription sits on a
-paused or failing push service waits for it without a try; the rest of the batch goes on.
-What differs between e-mail and push is the channel's business (app/delivery/channels); the webhook
-channel's rows live in the webhook outbox and go through app/webhooks/engine.py, the same steps.
-The re-check also drops escalations whose notification was read/seen, e-mail/push of online-routed
-types while the user has a live socket, and rows over their type's frequency cap (service.admit_capped).
-drain() runs the same batches off a coalesced list of live deliveries (app/queueing.py): it yields the
-worker after DELIVERY_DRAIN_SECONDS, or as soon as a higher-priority queue has work, by waking a
-fresh drain job for what is left.
+claim → re-check → route → render → send → record → retry / DLQ, for notification deliveries on every
+channel, digest e-mails and webhook events alike. What differs lives elsewhere: a channel
+(app/delivery/channels) holds its targets, skip reasons, message building and what a provider's answer
+means; a source (app/delivery/source.py) holds its table: the ledger, digest_runs or the webhook outbox.
+
+- claim: a SKIP LOCKED lease on due pending rows; a re-run (or a duplicate job) claims nothing twice.
+- re-check: the kill switches first (a paused channel, or every provider of it paused, holds the rows
+  without a try until it is resumed; DELIVERY_MAX_AGE still expires them), then the source's own rules
+  (preferences, suppression, quiet hours, escalation, caps…) with the channel's targets and skip reasons.
+- route: app/providers/routing.py, the channel's providers that are not paused, in failover order, each
+  behind its token bucket and breaker; "wait" returns the rest of the batch to pending without a try.
+  A target's own scope (a push service, a webhook endpoint) has its own pause and breaker.
+- send: concurrent lanes where the channel allows them (the time of a send is mostly waiting on the
+  other side). For a source that records each try on its own (record_every 1), the fence
+  (app/providers/base.py) keeps "at most one message past its point of no return and not yet recorded"
+  true for the whole worker: a SIGKILL re-sends at most that one. Rows of one scope (a webhook
+  endpoint) share a lane, so a slow or failing endpoint holds one lane, never the others.
+- record: on the send ledger's autocommit connection, one statement per try (or per group of tries
+  for an at-least-once source), the lease as fencing token; transient failures come back after full
+  jitter backoff, permanent ones and the last try go to the DLQ.
+drain() runs batches off a coalesced list of live deliveries (app/queueing.py): it yields the worker
+after DELIVERY_DRAIN_SECONDS, or as soon as a higher-priority queue has work.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 
 from flask import current_app
 
-from app.delivery import policy, queries, sending, service
-from app.delivery.channels import Channel, channel_for, webhook
+from app import backpressure
+from app.delivery import policy, sending, service, switches
+from app.delivery.channels import Channel, channel_for
+from app.delivery.source import Batch, Claim, Recheck, Source, Try
 from app.extensions import db, redis
-from app.live.presence import online_user_ids
-from app.providers import Fence, FenceBroken, Provider, fenced, point_of_no_return, providers_for
-from app.providers.routing import Route, Router
+from app.providers import Fence, FenceBroken, Provider, fenced, point_of_no_return
+from app.providers.routing import Gate, Route, Router
 from app.queueing import higher_work_waiting, start_drain, take_coalesced, wake_drain
 from app.unitofwork import commit
-from app.webhooks import engine as webhook_engine
+
+# A lane re-asks its scope's gate after this long even while every send works (another worker's
+# failures may have opened its breaker meanwhile).
+GATE_RECHECK_SECONDS = 1.0
 
 
 def backoff_from(config: Mapping) -> policy.Backoff:
@@ -47,38 +56,48 @@ def backoff_from(config: Mapping) -> policy.Backoff:
     return policy.Backoff(config["RETRY_BASE_SECONDS"], config["RETRY_CAP_SECONDS"], config["RETRY_MAX_ATTEMPTS"])
 
 
-def deliver_batch(channel_name: str, delivery_ids: list[int], config: Mapping) -> dict:
-    """Claim, re-check, render, send and record a batch of deliveries on one channel; return the counts."""
-    if channel_name == webhook.NAME:  # its rows are the webhook outbox's, not the notification ledger's
-        return webhook_engine.deliver_batch(delivery_ids, config)
+def deliver_batch(channel_name: str, ids: list[int], config: Mapping) -> dict:
+    """Deliver a batch of channel_name's rows from the channel's own source; return the counts."""
     channel = channel_for(channel_name)
+    return deliver(channel.source, channel, ids, config)
+
+
+def deliver(source: Source, channel: Channel, ids: list[int], config: Mapping) -> dict:
+    """Claim, re-check, route, render, send and record a batch of source's rows on channel; return the counts."""
     lease_seconds = float(config["DELIVERY_LEASE_SECONDS"])
     # Stop taking new rows LEASE_MARGIN_SECONDS before the lease ends, so the sweeper never hands a row
     # we are still working on to another worker (app/config.py refuses a lease at or below the margin).
     deadline = time.monotonic() + lease_seconds - float(config["LEASE_MARGIN_SECONDS"])
     try:
-        claim = service.claim(channel.name, sorted({int(i) for i in delivery_ids}), lease_seconds)
+        claim = source.claim(channel.name, sorted({int(i) for i in ids}), lease_seconds)
         commit()
         if claim is None:
             return {"claimed": 0}
-        providers = providers_for(channel.name, config)
-        rows = queries.claimed_batch(claim.ids)
-        online = online_user_ids({row.user_id for row in rows if row.skip_when_online})
-        decisions = policy.plan(rows, bool(providers), datetime.now(UTC), channel.skip_reason, online)
-        targets = channel.targets({row.user_id for row in decisions.send})
-        if channel.no_target_reason:
-            policy.require_targets(decisions, set(targets), channel.no_target_reason)
-        capped = policy.cap_groups(decisions.send)
-        if capped:  # types without a cap never take the locks
-            policy.apply_caps(decisions, service.admit_capped(capped))
-        service.record_skips([(row.id, reason) for row, reason in decisions.skip], claim.lease)
-        service.record_deferrals([(row.id, until) for row, until in decisions.defer], claim.lease,
-                                 providers[0].name if providers else channel.name)  # fmt: skip
+        providers = channel.providers(config)
+        paused = switches.paused()
+        open_providers = [p for p in providers if not paused.holds(channel.name, p.name)]
+        batch = source.load(claim, channel)
+        now = datetime.now(UTC)
+        targets: Mapping[int, tuple] = {}
+        paused_now = paused.holds(channel.name) or bool(providers and not open_providers)
+        if paused_now:
+            # Paused by an operator: the rows wait without a try until the channel (or a provider) is resumed.
+            plan = policy.Plan(hold=[(row, policy.UNTIL_RESUMED) for row in batch.rows])
+        else:
+            targets = channel.targets(batch.rows)
+            plan = source.recheck(batch, channel, Recheck(bool(providers), now, targets, config))
+        source.write_plan(plan, claim, open_providers[0].name if open_providers else channel.name)
         commit()
-        counts = {"claimed": len(claim.ids), "skipped": len(decisions.skip), "deferred": len(decisions.defer)}
-        if decisions.send:
-            router = Router(providers, config, redis.client())
-            counts.update(_send_all(channel, decisions.send, router, claim, deadline, config, targets))
+        counts = {"claimed": len(claim.ids)}
+        held_as = "paused" if paused_now else "held"
+        for name, group in (("skipped", plan.skip), ("deferred", plan.defer), (held_as, plan.hold)):
+            if group:
+                counts[name] = len(group)
+        if plan.send:
+            router = Router(open_providers, config, redis.client())
+            sent = _send_all(source, channel, batch, plan.send, router, claim, deadline, config, targets)
+            for name, count in sent.items():
+                counts[name] = counts.get(name, 0) + count
         return counts
     except BaseException:
         db.session.rollback()
@@ -100,54 +119,131 @@ def drain(queue_name: str, channel_name: str, config: Mapping) -> dict:
     return totals
 
 
-def _send_all(channel: Channel, rows, router: Router, claim: service.Claim, deadline: float, config: Mapping,
-              targets: dict) -> dict:  # fmt: skip
-    templates = queries.templates_for(channel.name, {row.type for row in rows})
+def _send_all(source: Source, channel: Channel, batch: Batch, rows: list, router: Router, claim: Claim,
+              deadline: float, config: Mapping, targets: Mapping[int, tuple]) -> dict:  # fmt: skip
     backoff = backoff_from(config)
     states: dict[str, int] = {}
     held: list[tuple[int, datetime]] = []
-    width = int(config.get("DELIVERY_SEND_CONCURRENCY", 1))
-    if not channel.concurrent_sends or not all(getattr(p, "fences", False) for p in router.providers):
+    width = channel.lanes(config)
+    fences = source.record_every == 1
+    if fences and not all(getattr(p, "fences", False) for p in router.providers):
         width = 1  # a provider that cannot say where its point of no return is would send under the fence anyway
+    width = backpressure.send_width(width)  # a low batch sends one at a time while interactive work shares busy CPUs
+    scoped = channel.scoped_rows
     commit()  # end the read transaction: the send loop holds no locks while it waits on a provider
-    with router, service.send_ledger() as ledger:
-        lanes = _Lanes(width, channel, router, claim.lease, backoff, ledger, states) if width > 1 else None
+    with router, service.send_ledger() as conn:
+        recorder = _Recorder(source, conn, claim.lease, backoff, channel)
+        # A lane stops taking its queued rows when one more send could outlast the lease.
+        stop_at = deadline - channel.send_timeout(config)
+        lanes = _Lanes(width, recorder, router, states, fences, stop_at) if (width > 1 or scoped) else None
         try:
             for index, row in enumerate(rows):
-                if time.monotonic() > deadline:
-                    service.release([r.id for r in rows[index:]], claim.lease)
-                    commit()
+                if time.monotonic() > deadline or backpressure.low_work_held():  # lease ending, or high work waits
+                    recorder.release([r.id for r in rows[index:]])
                     states["released"] = len(rows) - index
                     break
                 if lanes is not None:
                     lanes.settle_done()  # what the finished sends said reaches the breaker before the next route
                 route = router.route()
                 if route.provider is None:  # every provider open, or out of tokens for a while: wait, no try spent
-                    service.postpone(_waits(rows[index:], route), claim.lease)
-                    commit()
+                    recorder.hold(_waits(rows[index:], route))
                     states["waiting"] = len(rows) - index
                     break
-                open_targets, held_until = router.admit(route.provider, targets.get(row.user_id, ()))
-                if held_until and not open_targets:  # all of the user's push services paused or failing: no try spent
+                row_targets = targets.get(row.id, ())
+                if scoped:  # one target, in one scope: its lane asks the scope's gate before each send
+                    gate = router.gate(route.provider.name, channel.scope_of(row))
+                    lanes.submit(channel.scope_of(row), row, _Send(source, batch, channel, route.provider, row_targets,
+                                                                   config, gate))  # fmt: skip
+                    continue
+                open_targets, held_until = router.admit(route.provider, row_targets)
+                if held_until and not open_targets:  # all of the user's push services paused or failing: no try
                     held.append((row.id, datetime.fromtimestamp(held_until, UTC)))
                     continue
+                work = _Send(source, batch, channel, route.provider, open_targets, config)
                 if lanes is not None:
-                    prepared = sending.prepare(row, channel, route.provider, templates, config, open_targets)
-                    lanes.submit(row, prepared, route.provider)
+                    lanes.submit(None, row, work, prepared=work.prepare(row))
                     continue
-                result = sending.attempt(row, channel, route.provider, templates, config, open_targets)
+                result = work.run(row, work.prepare(row))
                 router.report(route.provider, result.outcome, result.retry_after, result.outcomes)
-                state = service.record_result(result, claim.lease, backoff, ledger)
-                channel.record_outcome(ledger, result)
+                state = recorder.record(result)
                 states[state] = states.get(state, 0) + 1
         finally:
             if lanes is not None:
                 lanes.finish()  # every send settled before the providers' connections are parked
-    if held:
-        service.postpone(held, claim.lease)
-        commit()
-        states["held"] = len(held)
+            recorder.flush()
+            if held:
+                recorder.hold(held)
+                states["held"] = states.get("held", 0) + len(held)
     return states
+
+
+class _Send:
+    """One row's render and send on the route's provider (the part that may run on a lane's thread)."""
+
+    def __init__(self, source: Source, batch: Batch, channel: Channel, provider: Provider, targets: tuple,
+                 config: Mapping, gate: Gate | None = None) -> None:  # fmt: skip
+        self.source, self.batch, self.channel, self.provider = source, batch, channel, provider
+        self.targets, self.config, self.gate = targets, config, gate
+
+    def prepare(self, row) -> sending.Prepared:
+        """The row's Message, or the permanent Result of a render that failed."""
+        return sending.prepare(row, self.provider, lambda: self.source.render(
+            row, self.batch, self.channel, self.provider, self.targets, self.config))  # fmt: skip
+
+    def run(self, row, prepared: sending.Prepared) -> sending.Result:
+        """Send what prepare() made (a failed render is its own result)."""
+        return prepared if isinstance(prepared, sending.Result) else sending.send(row, prepared, self.provider)
+
+
+class _Recorder:
+    """Writes a batch's tries, holds and releases on the send ledger, one thread at a time.
+
+    Tries are written in groups of the source's record_every; a group is written at once when it holds
+    anything but sends (a failure must reach the DLQ or its retry time promptly) and when the batch ends.
+    """
+
+    def __init__(self, source: Source, conn, lease: datetime, backoff: policy.Backoff, channel: Channel) -> None:
+        self.source, self.conn, self.lease, self.backoff, self.channel = source, conn, lease, backoff, channel
+        self.lock = threading.RLock()
+        self.pending: list[Try] = []
+
+    def record(self, result: sending.Result) -> str:
+        """Decide the row's next state, write it (now, or with its group), and return the state."""
+        status, kind, delay = policy.next_state(result.outcome, result.kind, result.retry_after,
+                                                result.row.attempts + 1, self.backoff,
+                                                getattr(result.row, "expires_at", None))  # fmt: skip
+        attempt = Try(result, status, kind, delay)
+        with self.lock:
+            self.pending.append(attempt)
+            if len(self.pending) >= self.source.record_every or status != "sent":
+                self._write()
+        return status
+
+    def flush(self) -> None:
+        """Write the tries still waiting for their group."""
+        with self.lock:
+            self._write()
+
+    def hold(self, waits: list[tuple[int, datetime]]) -> None:
+        """Return rows to pending until their times, without a try (the tries before them written first)."""
+        with self.lock:
+            self._write()
+            if waits:
+                self.source.hold(self.conn, waits, self.lease)
+
+    def release(self, ids: list[int]) -> None:
+        """Return rows the batch did not get to, without a try."""
+        with self.lock:
+            self._write()
+            if ids:
+                self.source.release(self.conn, ids, self.lease)
+
+    def _write(self) -> None:
+        tries, self.pending = self.pending, []
+        if tries:
+            self.source.record(self.conn, tries, self.lease)
+            for attempt in tries:
+                self.channel.record_outcome(self.conn, attempt.result)
 
 
 _pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (process id, width, pool): a forked child makes its own
@@ -161,29 +257,36 @@ def _send_pool(width: int) -> ThreadPoolExecutor:
 
 
 class _Lanes:
-    """Up to width sends of one batch at once; each is recorded on the batch's ledger under one fence.
+    """Up to width sends of one batch at once, recorded on the batch's ledger.
 
     This thread keeps the batch's routing (the Router is not shared) and its database session; a pool
-    thread runs one send and its record. The fence is taken at the send's point of no return (before
-    the whole send for a provider that does not mark it) and held until the record has committed, so
-    the ledger connection is used by one thread at a time and a SIGKILL finds at most one message sent
-    and not recorded, as with one connection.
+    thread runs sends and their records. Rows with a key (their scope) queue behind each other in one
+    lane, which asks the scope's gate before each send. With fences, the fence is taken at a send's
+    point of no return (before the whole send for a provider that does not mark it) and held until its
+    record has committed, so a SIGKILL finds at most one message sent and not recorded.
     """
 
-    def __init__(self, width: int, channel: Channel, router: Router, lease: datetime, backoff: policy.Backoff,
-                 ledger, states: dict[str, int]) -> None:  # fmt: skip
-        self.width, self.channel, self.router, self.lease, self.backoff = width, channel, router, lease, backoff
-        self.ledger, self.states = ledger, states
+    def __init__(self, width: int, recorder: _Recorder, router: Router, states: dict[str, int], fences: bool,
+                 stop_at: float) -> None:  # fmt: skip
+        self.width, self.recorder, self.router, self.states, self.stop_at = width, recorder, router, states, stop_at
         self.app = current_app._get_current_object()
-        self.fence = Fence()
+        self.fence = Fence() if fences else None
         self.pool = _send_pool(width)
-        self.running: set[Future] = set()
+        self.running: dict[Future, object] = {}
+        self.queues: dict[object, deque] = {}  # key -> rows waiting behind the lane running for that key
+        self.queues_lock = threading.Lock()
 
-    def submit(self, row, prepared, provider: Provider) -> None:
-        """Send prepared (a Message, or the Result of a failed render) for row once a lane is free."""
+    def submit(self, key, row, work: _Send, prepared: sending.Prepared | None = None) -> None:
+        """Send row on the lane of key (None: a lane of its own) once the lane is free."""
+        with self.queues_lock:
+            if key is not None and key in self.queues:
+                self.queues[key].append((row, work, prepared))
+                return
+            if key is not None:
+                self.queues[key] = deque()
         while len(self.running) >= self.width:
             self._settle(wait(self.running, return_when=FIRST_COMPLETED).done)
-        self.running.add(self.pool.submit(self._send, row, prepared, provider))
+        self.running[self.pool.submit(self._lane, key, row, work, prepared)] = key
 
     def settle_done(self) -> None:
         """Report the sends that have finished, without waiting for the others."""
@@ -192,33 +295,93 @@ class _Lanes:
             self._settle(done)
 
     def finish(self) -> None:
-        """Wait for every send, then report them (the first error raised in a lane is raised here)."""
-        self._settle(wait(self.running).done)
+        """Wait for every lane, then report them (the first error raised in a lane is raised here)."""
+        while self.running:
+            self._settle(wait(self.running).done)
 
     def _settle(self, done: set[Future]) -> None:
-        self.running -= done
+        for future in done:
+            self.running.pop(future, None)
         errors = [future.exception() for future in done if future.exception() is not None]
         errors.sort(key=lambda error: isinstance(error, FenceBroken))  # the cause first, not its consequences
-        if errors:  # the other sends finish and are counted before the error goes up
-            done, self.running = done | self.running, set()
-            wait(done)
+        if errors:  # the other lanes finish and are counted before the error goes up
+            rest = set(self.running)
+            self.running.clear()
+            wait(rest)
+            done = done | rest
         for future in done:
             if future.exception() is None:
-                provider, result, state = future.result()
-                self.router.report(provider, result.outcome, result.retry_after, result.outcomes)
-                self.states[state] = self.states.get(state, 0) + 1
+                for provider, result, state, gated in future.result():
+                    if result is None:  # held (the scope was paused or failing) or released: no try spent
+                        self.states[state] = self.states.get(state, 0) + 1
+                        continue
+                    if gated:  # the lane told the scope itself: the provider only hears that it works
+                        if result.outcome == "sent":
+                            self.router.report(provider, "sent")
+                    else:
+                        self.router.report(provider, result.outcome, result.retry_after, result.outcomes)
+                    self.states[state] = self.states.get(state, 0) + 1
         if errors:
             raise errors[0]
 
-    def _send(self, row, prepared, provider: Provider):
-        with self.app.app_context(), fenced(self.fence):
-            if not getattr(provider, "fences", False):
+    def _lane(self, key, row, work: _Send, prepared) -> list:
+        """Run row, then every row queued behind it for key; return (provider, result, state, gated) per row."""
+        finished = []
+        with self.app.app_context():
+            checked_at = None
+            while True:
+                if time.monotonic() > self.stop_at:
+                    finished += self._end_lane(key, row, None)
+                    return finished
+                fresh = False
+                if work.gate is not None:
+                    until, fresh = self._held_until(work.gate, checked_at)
+                    if until:
+                        finished += self._end_lane(key, row, until)
+                        return finished
+                    if fresh:
+                        checked_at = time.monotonic()
+                result, state = self._one(row, work, prepared)
+                if work.gate is not None and (result.outcome != "sent" or fresh):
+                    # A success right after a look may be a half-open breaker's probe: it closes it. The ones
+                    # after it change nothing, so they cost no round trip.
+                    self.router.report_gate(work.gate, result.outcome, result.retry_after)
+                if result.outcome != "sent":
+                    checked_at = None  # after a failure, ask the gate again before the next send
+                finished.append((work.provider, result, state, work.gate is not None))
+                with self.queues_lock:
+                    queue = self.queues.get(key)
+                    if not queue:
+                        self.queues.pop(key, None)
+                        return finished
+                    row, work, prepared = queue.popleft()
+
+    def _held_until(self, gate: Gate, checked_at: float | None) -> tuple[float, bool]:
+        """(when the scope may be tried again, 0.0: now; whether the gate was asked just now)."""
+        if checked_at is not None and time.monotonic() - checked_at < GATE_RECHECK_SECONDS:
+            return 0.0, False
+        return self.router.gate_held_until(gate), True
+
+    def _end_lane(self, key, row, until: float | None) -> list:
+        """This row and those queued behind it wait, no try spent: until then (the scope is paused or failing),
+        or released (None: the batch's lease is running out)."""
+        with self.queues_lock:
+            queued = self.queues.pop(key, deque()) if key is not None else deque()
+        rows = [row] + [item[0] for item in queued]
+        if until is None:
+            self.recorder.release([r.id for r in rows])
+            return [(None, None, "released", True) for _ in rows]
+        self.recorder.hold([(r.id, datetime.fromtimestamp(until, UTC)) for r in rows])
+        return [(None, None, "held", True) for _ in rows]
+
+    def _one(self, row, work: _Send, prepared) -> tuple[sending.Result, str]:
+        with fenced(self.fence):
+            if self.fence is not None and not getattr(work.provider, "fences", False):
                 point_of_no_return()  # the provider does not say where its point is: the whole send is it
-            result = prepared if isinstance(prepared, sending.Result) else sending.send(row, prepared, provider)
+            result = work.run(row, prepared if prepared is not None else work.prepare(row))
             point_of_no_return()  # a failed send records under the fence too: one writer on the ledger
-            state = service.record_result(result, self.lease, self.backoff, self.ledger)
-            self.channel.record_outcome(self.ledger, result)
-        return provider, result, state
+            state = self.recorder.record(result)
+        return result, state
 
 
 def _waits(rows, route: Route) -> list[tuple[int, datetime]]:

@@ -7,21 +7,23 @@ not of the ledger.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
 
+from app.delivery.channels import routable_names
 from app.extensions import db
+from app.filters import Filters, Where, keyset_page
+from app.models import DELIVERY_STATUSES
 from app.pagination import Page, id_cursor, is_id
 from app.sqltext import like_prefix
 
 PAGE_SIZE = 50
-LOG_STATUSES = ("pending", "sending", "sent", "skipped", "failed")
-LOG_CHANNELS = ("email", "push")
+LOG_STATUSES = DELIVERY_STATUSES
 
 ROW_COLUMNS = """d.id, d.channel, d.status, d.attempts, d.provider, d.error_kind, d.last_error, d.skip_reason,
-       d.created_at, d.updated_at, d.sent_at, d.next_attempt_at,
+       d.route_rank, d.created_at, d.updated_at, d.sent_at, d.next_attempt_at,
        n.id AS notification_id, n.type, n.title, n.campaign_id,
        u.id AS user_id, u.external_id, u.email"""
 
@@ -31,71 +33,51 @@ USER_FILTER_SQL = "n.user_id IN (SELECT id FROM users WHERE external_id = :user 
 
 
 @dataclass(frozen=True)
-class LogFilters:
-    """What the delivery log narrows by; empty values mean "any"."""
+class LogFilters(Filters):
+    """What the delivery log narrows by (and when the row was created); empty values mean "any"."""
 
     user: str = ""
     type: str = ""
     channel: str = ""
     status: str = ""
-    since: datetime | None = None
-    until: datetime | None = None
-    errors: list[str] = field(default_factory=list)
 
-    def conditions(self) -> tuple[list[str], dict]:
-        """SQL conditions and their parameters (columns of d, n)."""
-        conditions, params = [], {}
-        if self.user:
-            conditions.append(USER_FILTER_SQL)
-            params["user"] = self.user
-        for name, column in (("type", "n.type"), ("channel", "d.channel"), ("status", "d.status")):
-            if getattr(self, name):
-                conditions.append(f"{column} = :{name}")
-                params[name] = getattr(self, name)
-        if self.since:
-            conditions.append("d.created_at >= :since")
-            params["since"] = self.since
-        if self.until:
-            conditions.append("d.created_at < :until")
-            params["until"] = self.until
-        return conditions, params
+    def where(self) -> Where:
+        """The conditions (columns of d, n)."""
+        where = Where().add(USER_FILTER_SQL, user=self.user) if self.user else Where()
+        return (
+            where.equal("n.type", "type", self.type)
+            .equal("d.channel", "channel", self.channel)
+            .equal("d.status", "status", self.status)
+            .window("d.created_at", self.since, self.until)
+        )
 
 
 @dataclass(frozen=True)
-class DlqFilters:
+class DlqFilters(Filters):
     """What the DLQ narrows by: error kind, provider, type, channel, error text, and when the row failed."""
 
     error_kind: str = ""
     provider: str = ""
     type: str = ""
-    since: datetime | None = None
-    until: datetime | None = None
-    errors: list[str] = field(default_factory=list)
     channel: str = ""
     q: str = ""  # the last error contains this (case-insensitive; % and _ literal)
 
-    def conditions(self) -> tuple[list[str], dict]:
-        """SQL conditions (always status = 'failed') and their parameters (columns of d, n)."""
-        conditions, params = ["d.status = 'failed'"], {}
-        for name, column in (
-            ("error_kind", "d.error_kind"),
-            ("provider", "d.provider"),
-            ("type", "n.type"),
-            ("channel", "d.channel"),
-        ):
-            if getattr(self, name):
-                conditions.append(f"{column} = :{name}")
-                params[name] = getattr(self, name)
+    def where(self) -> Where:
+        """The conditions, always status = 'failed' first (columns of d, n)."""
+        where = (
+            Where("d.status = 'failed'")
+            .equal("d.error_kind", "error_kind", self.error_kind)
+            .equal("d.provider", "provider", self.provider)
+            .equal("n.type", "type", self.type)
+            .equal("d.channel", "channel", self.channel)
+        )
         if self.q:
-            conditions.append("d.last_error ILIKE :q_contains ESCAPE '\\'")
-            params["q_contains"] = "%" + like_prefix(self.q)
-        if self.since:
-            conditions.append("d.updated_at >= :since")
-            params["since"] = self.since
-        if self.until:
-            conditions.append("d.updated_at < :until")
-            params["until"] = self.until
-        return conditions, params
+            where.add("d.last_error ILIKE :q_contains ESCAPE '\\'", q_contains="%" + like_prefix(self.q))
+        return where.window("d.updated_at", self.since, self.until)
+
+    def conditions(self) -> tuple[list[str], dict]:
+        """SQL conditions and their parameters, for statements that place them themselves (the bulk batches)."""
+        return self.where().parts()
 
     def as_json(self) -> dict:
         """The filters as stored with a bulk operation (times as ISO strings)."""
@@ -134,40 +116,34 @@ class DlqFilters:
         return not (self.error_kind or self.provider or self.type or self.channel or self.q or self.since or self.until)
 
 
-def _page(conditions: list[str], params: dict, cursor: int | None, limit: int) -> Page:
-    if cursor:
-        conditions = [*conditions, "d.id < :cursor"]
-        params = {**params, "cursor": cursor}
-    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
-    sql = sa.text(f"""SELECT {ROW_COLUMNS}
+def _page(where: Where, cursor: int | None, limit: int) -> Page:
+    where.before_id("d.id", cursor)
+    sql = f"""SELECT {ROW_COLUMNS}
 FROM notification_deliveries d
 JOIN notifications n ON n.id = d.notification_id
 JOIN users u ON u.id = n.user_id
-{where}
+{where.sql}
 ORDER BY d.id DESC
-LIMIT :limit""")
-    rows = list(db.session.execute(sql, {**params, "limit": limit + 1}).mappings())
-    return Page.of(rows, limit, id_cursor)
+LIMIT :limit"""
+    return keyset_page(sql, where.params, limit, id_cursor)
 
 
 def delivery_page(filters: LogFilters, cursor: int | None = None, limit: int = PAGE_SIZE) -> Page:
     """Return one page of the delivery log, newest first."""
-    conditions, params = filters.conditions()
-    return _page(conditions, params, cursor, limit)
+    return _page(filters.where(), cursor, limit)
 
 
 def dlq_page(filters: DlqFilters, cursor: int | None = None, limit: int = PAGE_SIZE) -> Page:
     """Return one page of the dead-letter queue, newest first."""
-    conditions, params = filters.conditions()
-    return _page(conditions, params, cursor, limit)
+    return _page(filters.where(), cursor, limit)
 
 
 def dlq_count(filters: DlqFilters) -> int:
     """How many failed rows match the filters."""
-    conditions, params = filters.conditions()
+    where = filters.where()
     join = "JOIN notifications n ON n.id = d.notification_id" if filters.joins_notifications else ""
-    sql = sa.text(f"SELECT count(*) FROM notification_deliveries d {join} WHERE {' AND '.join(conditions)}")
-    return db.session.execute(sql, params).scalar_one()
+    sql = sa.text(f"SELECT count(*) FROM notification_deliveries d {join} {where.sql}")
+    return db.session.execute(sql, where.params).scalar_one()
 
 
 DLQ_FACETS_SQL = sa.text(
@@ -208,6 +184,22 @@ LEFT JOIN campaigns c ON c.id = n.campaign_id
 WHERE d.id = :id
 """
 )
+
+# A "first" chain: every channel of the delivery's notification in order, with what became of each.
+CHAIN_SQL = sa.text(
+    """
+SELECT id, channel, status, route_rank, skip_reason, error_kind, last_error, attempts, sent_at
+FROM notification_deliveries
+WHERE notification_id = :notification_id AND user_id = :user_id AND route_rank IS NOT NULL
+ORDER BY route_rank
+"""
+)
+
+
+def chain(notification_id: int, user_id: int) -> list:
+    """The channels of a notification's "first" chain, in order (empty when it has none)."""
+    return db.session.execute(CHAIN_SQL, {"notification_id": notification_id, "user_id": user_id}).mappings().all()
+
 
 # The timeline: the tries, and what the provider reported afterwards (app/hooks), in time order. An event's
 # outcome is what happened (delivered, bounced …), its error the provider's reason, its duration NULL.
@@ -273,3 +265,8 @@ UNFINISHED_BULK_SQL = sa.text(
 def unfinished_bulk_operations() -> list[int]:
     """Ids of bulk operations not finished yet (the sweeper makes sure each has a job)."""
     return list(db.session.execute(UNFINISHED_BULK_SQL).scalars())
+
+
+def log_channels() -> tuple[str, ...]:
+    """The channels the delivery log and the DLQ filter by (the registry's, in order)."""
+    return routable_names()

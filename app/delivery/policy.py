@@ -54,13 +54,49 @@ def quiet_until(now: datetime, tz_name: str | None, start: time | None, end: tim
     return datetime.combine(day, end, tzinfo=tz).astimezone(UTC)
 
 
+# Rows held by a kill switch wait "until resumed": resuming the channel or provider makes them due again
+# (app/delivery/switches.py); DELIVERY_MAX_AGE still expires them, counted from when the holding began.
+UNTIL_RESUMED = datetime(9999, 1, 1, tzinfo=UTC)
+
+
 @dataclass
 class Plan:
-    """What to do with each claimed row: skip it, defer it, or send it now."""
+    """What to do with each claimed row: skip it (why), defer it (until; quiet hours), hold it (until; a
+    paused channel or a closed endpoint: DELIVERY_MAX_AGE counts), or send it now."""
 
-    skip: list[tuple[BatchRow, str]] = field(default_factory=list)
-    defer: list[tuple[BatchRow, datetime]] = field(default_factory=list)
-    send: list[BatchRow] = field(default_factory=list)
+    skip: list[tuple[object, str]] = field(default_factory=list)
+    defer: list[tuple[object, datetime]] = field(default_factory=list)
+    hold: list[tuple[object, datetime]] = field(default_factory=list)
+    send: list = field(default_factory=list)
+
+
+def next_state(
+    outcome: str,
+    kind: str | None,
+    retry_after: float | None,
+    attempts: int,
+    backoff: Backoff,
+    expires_at: datetime | None = None,
+    now: datetime | None = None,
+) -> tuple[str, str | None, float]:
+    """(status, error kind, delay) of a row after its `attempts`-th try ended with outcome.
+
+    sent → sent; permanent → failed (the DLQ) with its kind; transient → pending after the backoff, or
+    failed as `exhausted` once the tries are used up, or as `expired` when the next try would come after
+    expires_at (a row of a "first" chain gives up by DELIVERY_MAX_AGE, so the next channel gets its turn).
+    A provider's own "retry after" is a floor under the backoff, but never beyond its cap: the hint may
+    come from whoever runs the endpoint (issue 14), and a row must come round again.
+    """
+    if outcome == "sent":
+        return "sent", None, 0.0
+    if outcome == "permanent":
+        return "failed", kind or "permanent", 0.0
+    if backoff.exhausted(attempts):
+        return "failed", "exhausted", 0.0
+    delay = min(max(backoff.delay(attempts), retry_after or 0.0), backoff.cap)
+    if expires_at is not None and (now or datetime.now(UTC)) + timedelta(seconds=delay) > expires_at:
+        return "failed", "expired", 0.0
+    return "pending", None, delay
 
 
 def escalation_reason(row: BatchRow) -> str | None:
@@ -115,11 +151,11 @@ def plan(rows: Iterable[BatchRow], configured: bool, now: datetime,
     return result
 
 
-def require_targets(decisions: Plan, reachable_users: set[int], reason: str) -> None:
-    """Move rows whose user has nowhere to receive them (no push subscription) from send to skip."""
+def require_targets(decisions: Plan, reachable_rows: set[int], reason: str) -> None:
+    """Move rows that have nowhere to go (no push subscription: not in reachable_rows) from send to skip."""
     keep = []
     for row in decisions.send:
-        if row.user_id in reachable_users:
+        if row.id in reachable_rows:
             keep.append(row)
         else:
             decisions.skip.append((row, reason))

@@ -6,15 +6,20 @@ from dataclasses import dataclass
 from datetime import datetime, time
 
 import sqlalchemy as sa
+from flask_babel import gettext
 
+from app.digests.queries import frequency_sql
 from app.extensions import db
-from app.preferences.queries import EFFECTIVE_SEND_SQL
+from app.preferences.rules import EFFECTIVE_SEND_SQL
+
+# A one-click unsubscribe target that is not a type: a digest ("digest:hourly"), which stops that kind of digest.
+DIGEST_TARGET = "digest:"
 
 # EFFECTIVE_SEND_SQL reads c.channel; the lateral alias makes it the delivery's own channel, so the
 # preference re-check for the whole batch is this one statement.
 BATCH_SQL = sa.text(
     f"""
-SELECT d.id, d.channel, d.attempts, d.locked_until,
+SELECT d.id, d.channel, d.attempts, d.locked_until, d.route_rank, d.created_at,
        n.id AS notification_id, n.type, n.title, n.body, n.link_path, n.data,
        u.id AS user_id, u.email, u.display_name, u.locale, u.timezone,
        u.quiet_hours_start, u.quiet_hours_end,
@@ -81,6 +86,9 @@ class BatchRow:
     cap_count: int | None = None
     cap_window: int | None = None
     frequency: str = "immediate"  # e-mail: immediate | hourly | daily (a digest takes it: app/digests)
+    route_rank: int | None = None  # its place in a "first" chain (None: not in one)
+    created_at: datetime | None = None
+    expires_at: datetime | None = None  # a chain's row gives up here (DELIVERY_MAX_AGE) and hands over
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,36 @@ class UnsubscribeInfo:
 
 
 def unsubscribe_info(user_id: int, type_: str) -> UnsubscribeInfo | None:
-    """Return the type's label, whether it is mandatory and whether e-mail is on; None if unknown."""
+    """Return the type's label, whether it is mandatory and whether e-mail is on; None if unknown.
+
+    For a digest target, the digest's name and whether any type it carries still has e-mail on.
+    """
+    if type_.startswith(DIGEST_TARGET):
+        kind = type_.removeprefix(DIGEST_TARGET)
+        if kind not in DIGEST_LABELS:
+            return None
+        types = db.session.execute(DIGEST_TYPES_SQL, {"user_id": user_id, "kind": kind}).scalars().all()
+        known = db.session.execute(sa.text("SELECT 1 FROM users WHERE id = :id"), {"id": user_id}).first()
+        return UnsubscribeInfo(DIGEST_LABELS[kind](), False, bool(types)) if known else None
     row = db.session.execute(UNSUBSCRIBE_INFO_SQL, {"user_id": user_id, "type": type_}).first()
     return UnsubscribeInfo(row.label, row.mandatory, row.email_on) if row else None
+
+
+# The types a user's digest of one kind carries that still have e-mail on (mandatory types never wait for one).
+DIGEST_TYPES_SQL = sa.text(
+    f"""
+SELECT t.type
+FROM notification_types t
+CROSS JOIN (VALUES ('email')) AS c(channel)
+LEFT JOIN notification_preferences p ON p.user_id = :user_id AND p.type = t.type AND p.channel = 'email'
+WHERE NOT t.mandatory AND {EFFECTIVE_SEND_SQL} AND {frequency_sql(":user_id")} = :kind
+ORDER BY t.type
+"""
+)
+
+DIGEST_LABELS = {"hourly": lambda: gettext("hourly digest"), "daily": lambda: gettext("daily digest")}
+
+
+def digest_types(user_id: int, kind: str) -> list[str]:
+    """The types with e-mail on that the user's digest of kind carries."""
+    return list(db.session.execute(DIGEST_TYPES_SQL, {"user_id": user_id, "kind": kind}).scalars())

@@ -18,10 +18,12 @@ from jinja2 import TemplateError
 from jinja2.sandbox import SecurityError
 from markupsafe import Markup, escape
 
+from app.config import default_of
 from app.delivery.queries import BatchRow, Template
 from app.delivery.sandbox import make_environment, time_budget
 from app.i18n import language_or_default
 from app.links import same_site_path
+from app.locales import pick_for_chain
 
 # A template that renders megabytes is a mistake or an attack; either way it is not sent.
 MAX_RENDERED_CHARS = 256 * 1024
@@ -33,8 +35,6 @@ class RenderError(Exception):
 
 _TEXT_ENV = make_environment(html=False)
 _HTML_ENV = make_environment(html=True)
-# Outside an app (a script, a unit test), one message still renders within this many seconds.
-DEFAULT_RENDER_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,7 @@ class Rendered:
 
 def pick_template(templates: dict[tuple[str, str], Template], type_: str, chain: list[str]) -> Template | None:
     """Return the first template along the locale chain, or None."""
-    by_locale = {locale.lower(): tpl for (t, locale), tpl in templates.items() if t == type_}
-    return next((by_locale[loc] for loc in chain if loc in by_locale), None)
+    return pick_for_chain({locale.lower(): tpl for (t, locale), tpl in templates.items() if t == type_}, chain)
 
 
 @lru_cache(maxsize=512)
@@ -59,8 +58,8 @@ def _compile(html: bool, source: str):
 
 def _render_seconds() -> float:
     if has_app_context():
-        return current_app.config.get("TEMPLATE_RENDER_SECONDS", DEFAULT_RENDER_SECONDS)
-    return DEFAULT_RENDER_SECONDS
+        return current_app.config["TEMPLATE_RENDER_SECONDS"]
+    return float(default_of("TEMPLATE_RENDER_SECONDS"))  # outside an app (a script, a unit test)
 
 
 def render_string(source: str, context: dict, html: bool = False) -> str:

@@ -1,15 +1,14 @@
-"""One try at one delivery: the channel renders it, the provider takes it, timed, the outcome classified."""
+"""One try at one outbound row: its source renders it, the provider takes it, timed, the outcome classified."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from app.delivery import rendering
-from app.delivery.channels.base import Channel
-from app.delivery.queries import BatchRow, Template
 from app.limits import ERROR_TEXT_MAX
 from app.providers import Message, Provider, ProviderError, TargetOutcome
 
@@ -18,7 +17,7 @@ from app.providers import Message, Provider, ProviderError, TargetOutcome
 class Result:
     """How one try ended: outcome sent | transient | permanent, with what the ledger stores."""
 
-    row: BatchRow
+    row: Any  # the source's row (a ledger row, a digest run, a webhook event)
     outcome: str
     provider: str
     started_at: datetime
@@ -32,18 +31,21 @@ class Result:
     reached: tuple[str, ...] = ()
     invalidated: tuple[str, ...] = ()
     outcomes: tuple[TargetOutcome, ...] = ()  # each target's own outcome (Web Push), for its scope's gate
+    response_code: int | None = None  # the HTTP status an HTTP provider got (webhooks keep it)
 
 
-def prepare(row: BatchRow, channel: Channel, provider: Provider, templates: dict[tuple[str, str], Template],
-            config: Mapping, targets: tuple = ()) -> Message | Result:  # fmt: skip
-    """Render row into the channel's Message; a render error comes back as its permanent Result."""
+Prepared = Message | Result  # a rendered message, or the permanent result of a render that failed
+
+
+def prepare(row, provider: Provider, render: Callable[[], Message]) -> Prepared:
+    """render() row into its Message; a render error comes back as its permanent Result."""
     try:
-        return channel.build_message(row, templates, config, targets)
+        return render()
     except rendering.RenderError as exc:
         return Result(row, "permanent", provider.name, datetime.now(UTC), 0, error=f"render: {exc}", kind="render")
 
 
-def send(row: BatchRow, message: Message, provider: Provider) -> Result:
+def send(row, message: Message, provider: Provider) -> Result:
     """Hand one prepared message to the provider and time it; provider errors become a Result."""
     started_at = datetime.now(UTC)
     clock = time.perf_counter()
@@ -64,18 +66,12 @@ def send(row: BatchRow, message: Message, provider: Provider) -> Result:
         reached=receipt.reached,
         invalidated=receipt.invalidated,
         outcomes=receipt.outcomes,
+        response_code=receipt.response_code,
     )
 
 
-def attempt(row: BatchRow, channel: Channel, provider: Provider, templates: dict[tuple[str, str], Template],
-            config: Mapping, targets: tuple = ()) -> Result:  # fmt: skip
-    """Render and send row once (targets: where the channel sends this user's message, e.g. push subscriptions)."""
-    prepared = prepare(row, channel, provider, templates, config, targets)
-    return prepared if isinstance(prepared, Result) else send(row, prepared, provider)
-
-
 def _failed(
-    row: BatchRow, provider: Provider, started_at: datetime, elapsed: int, exc: ProviderError, message: Message
+    row, provider: Provider, started_at: datetime, elapsed: int, exc: ProviderError, message: Message
 ) -> Result:
     return Result(
         row,
@@ -90,4 +86,5 @@ def _failed(
         retry_after=exc.retry_after,
         invalidated=exc.invalidated,
         outcomes=exc.outcomes,
+        response_code=exc.response_code,
     )

@@ -14,9 +14,8 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from app.delivery.policy import Backoff
-from app.delivery.queries import unsubscribe_info
-from app.delivery.sending import Result
+from app.delivery.queries import DIGEST_TARGET, digest_types, unsubscribe_info
+from app.delivery.source import Claim, Try
 from app.extensions import db
 from app.queueing import DELIVERY_QUEUE_SQL, enqueue_deliveries, enqueue_deliveries_after_commit
 from app.webhooks import service as webhooks
@@ -233,14 +232,6 @@ ON CONFLICT (user_id, type, channel) DO UPDATE SET enabled = false
 )
 
 
-@dataclass(frozen=True)
-class Claim:
-    """The rows one job claimed and the lease they share (also the fencing token)."""
-
-    ids: list[int]
-    lease: datetime
-
-
 def claim(channel: str, ids: list[int], lease_seconds: float) -> Claim | None:
     """Mark due pending rows of ids as sending under a lease (SKIP LOCKED); None if none were free."""
     rows = db.session.execute(CLAIM_SQL, {"ids": ids, "channel": channel, "lease": lease_seconds}).all()
@@ -263,31 +254,21 @@ def record_deferrals(deferrals: list[tuple[int, datetime]], lease: datetime, pro
         db.session.execute(DEFER_SQL, {"ids": list(ids), "untils": list(untils), "lease": lease, "provider": provider})
 
 
-def record_result(result: Result, lease: datetime, backoff: Backoff, conn) -> str:
+def record_result(attempt: Try, lease: datetime, conn) -> str:
     """Write one try on conn (the send ledger): the attempt row and the row's new state; return the state."""
-    attempts = result.row.attempts + 1
-    status, error_kind, delay = "sent", None, 0.0
-    if result.outcome == "permanent":
-        status, error_kind = "failed", result.kind or "permanent"
-    elif result.outcome == "transient":
-        if backoff.exhausted(attempts):
-            status, error_kind = "failed", "exhausted"
-        else:
-            # A provider's own "retry after" is a floor under the backoff, but never beyond its cap: the
-            # hint may come from whoever runs the endpoint (issue 14), and a row must come round again.
-            status, delay = "pending", min(max(backoff.delay(attempts), result.retry_after or 0.0), backoff.cap)
+    result = attempt.result
     emitting = bool(webhooks.DELIVERY_EVENTS & webhooks.subscribed_types(conn))
     found = conn.execute(
         RECORD_EMIT_SQL if emitting else RECORD_SQL,
         {
             "id": result.row.id,
             "lease": lease,
-            "status": status,
-            "delay": delay,
+            "status": attempt.status,
+            "delay": attempt.delay,
             "provider": result.provider,
             "message_id": result.message_id,
             "error": result.error,
-            "error_kind": error_kind,
+            "error_kind": attempt.error_kind,
             "subject": result.subject,
             "body": result.body,
             "started_at": result.started_at,
@@ -297,7 +278,7 @@ def record_result(result: Result, lease: datetime, backoff: Backoff, conn) -> st
     )
     if emitting:  # the outbox rows are committed already (autocommit): their jobs go now
         enqueue_deliveries(webhooks.QUEUE, webhooks.events.CHANNEL, list(found.scalars()))
-    return status
+    return attempt.status
 
 
 @contextmanager
@@ -319,10 +300,37 @@ def send_ledger():
             conn.execute(sa.text("RESET synchronous_commit"))
 
 
-def release(ids: list[int], lease: datetime) -> None:
-    """Return claimed rows we did not try to pending (no attempt is counted)."""
+# The rows a "first" chain handed over to (the trigger of migration 0018 made them pending and due now), with
+# the queue their notification's first row went on.
+SUCCESSORS_SQL = sa.text(
+    f"""
+SELECT d.id, d.channel, {DELIVERY_QUEUE_SQL} AS queue
+FROM notification_deliveries d
+JOIN notifications n ON n.id = d.notification_id AND n.user_id = d.user_id
+JOIN notification_types t ON t.type = n.type
+WHERE d.notification_id = ANY(CAST(:notifications AS bigint[])) AND d.status = 'pending' AND d.route_rank > 0
+  AND d.next_attempt_at <= now()
+"""
+)
+
+
+def wake_successors(notification_ids: list[int], conn=None, *, after_commit: bool = False) -> int:
+    """Enqueue the rows chains of these notifications handed over to: now (conn committed them), or after the
+    session's commit. Return how many."""
+    if not notification_ids:
+        return 0
+    groups: dict[tuple[str, str], list[int]] = {}
+    for row in (conn or db.session).execute(SUCCESSORS_SQL, {"notifications": sorted(set(notification_ids))}):
+        groups.setdefault((row.queue, row.channel), []).append(row.id)
+    for (queue, channel), ids in groups.items():
+        (enqueue_deliveries_after_commit if after_commit else enqueue_deliveries)(queue, channel, sorted(ids))
+    return sum(len(ids) for ids in groups.values())
+
+
+def release(ids: list[int], lease: datetime, conn=None) -> None:
+    """Return claimed rows we did not try to pending (no attempt is counted), on conn (default: the session)."""
     if ids:
-        db.session.execute(RELEASE_SQL, {"ids": ids, "lease": lease})
+        (conn or db.session).execute(RELEASE_SQL, {"ids": ids, "lease": lease})
 
 
 def release_expired_leases(limit: int, max_attempts: int) -> int:
@@ -330,11 +338,12 @@ def release_expired_leases(limit: int, max_attempts: int) -> int:
     return len(db.session.execute(EXPIRED_LEASES_SQL, {"limit": limit, "max_attempts": max_attempts}).all())
 
 
-def postpone(waits: list[tuple[int, datetime]], lease: datetime) -> None:
-    """Return claimed rows to pending until the given times without counting a try (one statement)."""
+def postpone(waits: list[tuple[int, datetime]], lease: datetime, conn=None) -> None:
+    """Return claimed rows to pending until the given times without counting a try (one statement), on conn
+    (default: the session)."""
     if waits:
         ids, untils = zip(*waits, strict=True)
-        db.session.execute(POSTPONE_SQL, {"ids": list(ids), "untils": list(untils), "lease": lease})
+        (conn or db.session).execute(POSTPONE_SQL, {"ids": list(ids), "untils": list(untils), "lease": lease})
 
 
 def expire_held(max_age_seconds: float, limit: int) -> int:
@@ -399,7 +408,10 @@ def turn_off_email(user_id: int, type_: str) -> UnsubscribeOutcome:
         return UnsubscribeOutcome("unknown")
     if info.mandatory:
         return UnsubscribeOutcome("mandatory", info.label)
-    db.session.execute(EMAIL_OFF_SQL, {"user_id": user_id, "type": type_})
-    if info.email_on:  # a second click changes nothing, so the product hears of it once
-        webhooks.emit("user.unsubscribed", {"user_id": user_id, "type": type_, "channel": "email"})
+    # A digest's link stops that kind of digest: e-mail off for every type it carries.
+    types = digest_types(user_id, type_.removeprefix(DIGEST_TARGET)) if type_.startswith(DIGEST_TARGET) else [type_]
+    for each in types:
+        db.session.execute(EMAIL_OFF_SQL, {"user_id": user_id, "type": each})
+        if info.email_on:  # a second click changes nothing, so the product hears of it once
+            webhooks.emit("user.unsubscribed", {"user_id": user_id, "type": each, "channel": "email"})
     return UnsubscribeOutcome("done", info.label)

@@ -14,10 +14,9 @@ from pathlib import Path
 
 from babel.messages.catalog import Catalog
 from babel.messages.extract import DEFAULT_KEYWORDS, extract_from_dir
-from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po, write_po
 
-from app.i18n import LANGUAGES, TRANSLATIONS_DIR
+from app.i18n import LANGUAGES, TRANSLATIONS_DIR, compile_stale_catalogs
 
 ROOT = TRANSLATIONS_DIR.parent
 DOMAIN = "messages"
@@ -101,17 +100,7 @@ def _fill_from_parts(catalog: Catalog, language: str) -> None:
 
 def compile_all() -> list[Path]:
     """Write each language's .mo beside its .po when missing or older; return the ones written."""
-    written = []
-    for language in LANGUAGES:
-        source = po_path(language)
-        target = source.with_suffix(".mo")
-        if target.exists() and target.stat().st_mtime >= source.stat().st_mtime:
-            continue
-        catalog = read(language)
-        with target.open("wb") as handle:
-            write_mo(handle, catalog, use_fuzzy=False)
-        written.append(target)
-    return written
+    return compile_stale_catalogs()
 
 
 def problems(template: Catalog | None = None) -> list[str]:

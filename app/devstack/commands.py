@@ -1,6 +1,7 @@
 """The run, test, bench and env commands, and main()."""
 
 import os
+import secrets
 import shlex
 import shutil
 import subprocess
@@ -271,9 +272,10 @@ def cmd_bench() -> int:
     try:
         db_url, redis_url = resolve_shared_services(embedded, BENCH_DB, BENCH_REDIS_DB)
         ensure_database(db_url, BENCH_DB)
+        # Not dev mode, and a random secret of this run's own: each benchmark then starts its processes just
+        # as it does from a plain shell (tests/support/databases.py bench_environment).
         env = dict(os.environ, DATABASE_URL=db_url, REDIS_URL=redis_url, PYTHONUNBUFFERED="1")
-        env.setdefault("SECRET_KEY", "bench-secret")
-        env["HATO_DEV"] = "1"
+        env["SECRET_KEY"] = secrets.token_urlsafe(48)
         subprocess.run(flask_argv("db", "upgrade"), cwd=ROOT, env=env, check=True)
         for name in modules:
             say(f"=== tests.perf.{name} ===")

@@ -119,7 +119,7 @@ def render_digest(context: Mapping, config: Mapping, template: DigestTemplate = 
     Hato's own words (layout, footer) are in the recipient's language (context["user"]["locale"]).
     """
     language = recipient_language(context["user"]["locale"])
-    with force_locale(language), time_budget(float(config.get("TEMPLATE_RENDER_SECONDS", 0.5))):
+    with force_locale(language), time_budget(float(config["TEMPLATE_RENDER_SECONDS"])):
         subject = " ".join(render_string(template.subject, dict(context)).split()) or gettext("Your digest")
         text = render_string(template.body_text, dict(context))
         # The autoescaping sandbox rendered it: values are escaped, the template's markup is meant to stay.

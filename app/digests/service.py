@@ -146,27 +146,54 @@ RETURNING r.id, r.locked_until
 )
 
 
-def claim(ids: list[int], lease_seconds: float) -> dict[int, datetime]:
-    """Lease the runs of ids that are pending (or whose lease lapsed); return {id: lease end}."""
-    rows = db.session.execute(CLAIM_SQL, {"ids": sorted(set(ids)), "lease": lease_seconds})
-    return {row.id: row.locked_until for row in rows}
+def claim(ids: list[int], lease_seconds: float) -> tuple[list[int], datetime] | None:
+    """Lease the runs of ids that are pending (or whose lease lapsed): (their ids, the lease), or None."""
+    rows = db.session.execute(CLAIM_SQL, {"ids": sorted(set(ids)), "lease": lease_seconds}).all()
+    if not rows:
+        return None
+    return sorted(row.id for row in rows), rows[0].locked_until
 
 
-# Every outcome is recorded only while this worker still holds the lease it claimed with.
+# Every outcome is recorded only while this worker still holds the lease it claimed with. A held run
+# (held true: it waits without a try) keeps when its holding began; anything else clears it.
 RECORD_SQL = sa.text(
     """
 UPDATE digest_runs
-SET status = :status, item_count = :items, error = :error, locked_until = NULL,
+SET status = :status, item_count = coalesce(CAST(:items AS int), item_count), error = :error, locked_until = NULL,
     sent_at = CASE WHEN :status = 'sent' THEN now() END,
-    next_attempt_at = coalesce(CAST(:retry_at AS timestamptz), next_attempt_at)
+    next_attempt_at = coalesce(CAST(:retry_at AS timestamptz), next_attempt_at),
+    held_since = CASE WHEN :held THEN coalesce(held_since, now()) END
 WHERE id = :id AND status = 'sending' AND locked_until = :lease
 """
 )
 
 
-def record(conn, run_id: int, lease: datetime, status: str, items: int = 0, error: str | None = None,
-           retry_at: datetime | None = None) -> bool:  # fmt: skip
-    """Record a run's outcome (sent | empty | skipped | failed, or pending again at retry_at) on conn (the send
-    loop's autocommit ledger connection, app.delivery.service.send_ledger); False if the lease was lost."""
-    params = {"id": run_id, "lease": lease, "status": status, "items": items, "error": error, "retry_at": retry_at}
+def record(conn, run_id: int, lease: datetime, status: str, items: int | None = None, error: str | None = None,
+           retry_at: datetime | None = None, held: bool = False) -> bool:  # fmt: skip
+    """Record a run's outcome (sent | empty | skipped | failed, or pending again at retry_at, held or not) on conn
+    (the send ledger's autocommit connection, app.delivery.service.send_ledger, or the session); False if the
+    lease was lost."""
+    params = {"id": run_id, "lease": lease, "status": status, "items": items, "error": error, "retry_at": retry_at,
+              "held": held}  # fmt: skip
     return conn.execute(RECORD_SQL, params).rowcount == 1
+
+
+# Held (a paused channel, an open breaker) longer than DELIVERY_MAX_AGE: failed as expired, like a ledger row.
+EXPIRE_HELD_SQL = sa.text(
+    """
+UPDATE digest_runs
+SET status = 'failed', locked_until = NULL,
+    error = 'expired: held back (paused channel, open breaker or empty rate-limit bucket) since '
+            || to_char(held_since AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"') || ', longer than DELIVERY_MAX_AGE'
+WHERE id IN (SELECT id FROM digest_runs
+             WHERE status = 'pending' AND held_since IS NOT NULL
+               AND held_since < now() - make_interval(secs => :max_age)
+             ORDER BY held_since LIMIT :limit FOR UPDATE SKIP LOCKED)
+RETURNING id
+"""
+)
+
+
+def expire_held(max_age_seconds: float, limit: int) -> int:
+    """Fail runs held back longer than max_age_seconds (at most limit); return how many."""
+    return len(db.session.execute(EXPIRE_HELD_SQL, {"max_age": max_age_seconds, "limit": limit}).all())

@@ -17,7 +17,7 @@ from app.delivery.sandbox import time_budget
 from app.digests import rendering
 from app.digests.queries import Item
 from app.extensions import db
-from app.locales import locale_chain, normalize_locale
+from app.locales import locale_chain, normalize_locale, pick_for_chain
 from app.models import DigestTemplate
 from app.refusal import Refused
 
@@ -59,8 +59,7 @@ def _filled(subject: str, body_text: str, body_html: str) -> rendering.DigestTem
 
 def pick(templates: dict[str, rendering.DigestTemplate], locale: str | None, default_locale: str):
     """The wording along the user's locale chain, else the built-in one."""
-    chain = locale_chain(locale, default_locale)
-    return next((templates[loc] for loc in chain if loc in templates), rendering.DEFAULT_TEMPLATE)
+    return pick_for_chain(templates, locale_chain(locale, default_locale), rendering.DEFAULT_TEMPLATE)
 
 
 @dataclass

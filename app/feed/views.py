@@ -8,13 +8,26 @@ and the same badge events after the commit.
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, current_app, jsonify, request
+from flask import Blueprint, Response, abort, current_app, request
 from flask_babel import gettext
+from pydantic import BaseModel
 from werkzeug.exceptions import HTTPException
 
 from app import timezones, user_tokens
 from app.clock import db_now
 from app.extensions import csrf, limiter
+from app.feed.schemas import (
+    FeedAnnouncementOut,
+    FeedChangeOut,
+    FeedCountsOut,
+    FeedNotificationOut,
+    FeedPageOut,
+    FeedPageQuery,
+    FeedPreferenceIn,
+    FeedPreferenceOut,
+    FeedPreferencesOut,
+    SnoozeIn,
+)
 from app.inbox import queries, service
 from app.inbox import snooze as snoozing
 from app.pagination import Cursor
@@ -22,12 +35,13 @@ from app.preferences import queries as preference_queries
 from app.preferences import service as preference_service
 from app.unitofwork import commit
 from app.users.queries import user_by_id
+from app.web import bodies
+from app.web.documented import documented
 from app.web.errors import problem
 
 bp = Blueprint("feed", __name__, url_prefix="/v1/feed")
 csrf.exempt(bp)
 
-PAGE_LIMIT_MAX = 50
 CORS_METHODS = "GET, POST, PUT, OPTIONS"
 CORS_HEADERS = "Authorization, Content-Type, Accept-Language"
 CORS_MAX_AGE = "600"
@@ -73,6 +87,7 @@ def guard():
     if request.method == "OPTIONS":
         return "", 204
     current_feed_user()
+    bodies.limit_body(current_app.config["API_MAX_BODY_BYTES"])
     return None
 
 
@@ -98,6 +113,9 @@ def invalid_token(error: user_tokens.TokenError):
     return response
 
 
+bp.register_error_handler(bodies.BadInput, bodies.refused)
+
+
 @bp.errorhandler(HTTPException)
 def http_error(error: HTTPException):
     """Every other error of the feed is a problem document too (never an HTML page)."""
@@ -114,63 +132,35 @@ def _user_id() -> int:
     return current_feed_user().user_id
 
 
-def _json_body() -> dict:
-    body = request.get_json(silent=True)
-    if body is None and request.content_length:
-        _refuse(400, gettext("The body must be a JSON object."))
-    if body is not None and not isinstance(body, dict):
-        _refuse(400, gettext("The body must be a JSON object."))
-    return body or {}
-
-
-def _refuse(status: int, detail: str):
-    """Stop with a problem document (400, 404, 422) whose detail says why."""
+def _refuse(status: int, detail: str, field: str | None = None):
+    """Stop with a problem document (400, 404, 422) whose detail says why (naming the field at fault)."""
+    if field is not None:
+        raise bodies.BadInput(status, detail, [{"field": field, "message": detail}])
     abort(status, detail)
 
 
-def _time(value) -> str | None:
-    return value.isoformat() if value is not None else None
+def _json(model: BaseModel) -> Response:
+    return Response(model.model_dump_json(exclude_unset=True), mimetype="application/json")
 
 
 def _link(path: str | None) -> str | None:
     return current_app.config["BASE_URL"].rstrip("/") + path if path else None
 
 
-def notification_json(row) -> dict:
-    """One notification as the feed shows it."""
-    return {
-        "id": row["id"],
-        "type": row["type"],
-        "title": row["title"],
-        "body": row["body"],
-        "link": _link(row["link_path"]),
-        "unread": row["unread"],
-        "seen": row["seen"],
-        "read_at": _time(row["read_at"]),
-        "archived_at": _time(row["archived_at"]),
-        "snoozed_until": _time(row["snoozed_until"]),
-        "created_at": _time(row["created_at"]),
-        "mutable": row["mutable"],
-        "muted": row["muted"],
-    }
+def _notification(row) -> FeedNotificationOut:
+    """One notification as the feed shows it (its link made absolute)."""
+    fields = {name: row[name] for name in FeedNotificationOut.model_fields if name != "link"}
+    return FeedNotificationOut(**fields, link=_link(row["link_path"]))
 
 
-def announcement_json(row) -> dict:
+def _announcement(row) -> FeedAnnouncementOut:
     """One active announcement as the feed shows it."""
-    return {
-        "id": row["id"],
-        "title": row["title"],
-        "body": row["body"],
-        "body_format": row["body_format"],
-        "unread": row["unread"],
-        "seen": row["seen"],
-        "published_at": _time(row["published_at"]),
-    }
+    return FeedAnnouncementOut(**{name: row[name] for name in FeedAnnouncementOut.model_fields})
 
 
-def _counts() -> dict:
+def _counts() -> FeedCountsOut:
     counts = queries.badge_counts(_user_id())
-    return {"unread": counts.unread, "unseen": counts.unseen, "badge": counts.shown()}
+    return FeedCountsOut(unread=counts.unread, unseen=counts.unseen, badge=counts.shown())
 
 
 def _own_notification(notification_id: int):
@@ -182,92 +172,110 @@ def _own_notification(notification_id: int):
 def _done(notification_id: int | None = None):
     """Commit once (the user's tabs and bells hear of it after), then answer with the row and the counts."""
     commit()
-    body = {"counts": _counts()}
-    if notification_id is not None:
-        row = queries.notification_for(_user_id(), notification_id)
-        body["notification"] = notification_json(row) if row is not None else None
-    return jsonify(body)
+    if notification_id is None:
+        return _json(FeedChangeOut(counts=_counts()))
+    row = queries.notification_for(_user_id(), notification_id)
+    return _json(FeedChangeOut(counts=_counts(), notification=_notification(row) if row is not None else None))
+
+
+def _documented(operation_id: str, summary: str, answer: type[BaseModel], *errors: int, **details):
+    """The feed's @documented: a user token's operation, under the feed tag."""
+    return documented(operation_id, summary, {200: answer}, errors=errors, tags=("feed",), auth="userToken", **details)
 
 
 # --- reads ----------------------------------------------------------------------------------------
 
 
 @bp.get("")
-def page():
+@_documented(
+    "getFeed",
+    "One page of the member's notifications (and announcements)",
+    FeedPageOut,
+    description="Newest first, keyset-paged: pass `next_cursor` back as `cursor`. A cursor that does not "
+    "read is a 422 naming it (start again from the first page).",
+)
+@bodies.takes_query(FeedPageQuery)
+def page(query: FeedPageQuery):
     """One keyset page of notifications (newest first) and, on the first page, the active announcements."""
-    filter_name = request.args.get("filter", "all")
-    if filter_name not in queries.FILTERS:
-        _refuse(400, gettext("Unknown filter: use all, unread, archived or snoozed."))
-    cursor = request.args.get("cursor") or None
-    if cursor and Cursor.decode(cursor) is None:
-        _refuse(400, gettext("That page link is not valid any more. Go back to the newest notifications."))
-    try:
-        limit = min(max(int(request.args.get("limit", 20)), 1), PAGE_LIMIT_MAX)
-    except ValueError:
-        limit = 20
+    if query.cursor and Cursor.decode(query.cursor) is None:
+        message = gettext("That page link is not valid any more. Go back to the newest notifications.")
+        _refuse(422, message, field="cursor")
     user_id = _user_id()
-    result = queries.notification_page(user_id, filter_name, cursor, limit)
-    first = cursor is None and filter_name != "archived"
+    result = queries.notification_page(user_id, query.filter, query.cursor, query.limit)
+    first = query.cursor is None and query.filter != "archived"
     announcements = queries.active_announcements(user_id) if first else []
-    return jsonify(
-        {
-            "notifications": [notification_json(row) for row in result.rows],
-            "announcements": [announcement_json(row) for row in announcements],
-            "next_cursor": result.next_cursor,
-            "counts": _counts(),
-        }
+    return _json(
+        FeedPageOut(
+            notifications=[_notification(row) for row in result.rows],
+            announcements=[_announcement(row) for row in announcements],
+            next_cursor=result.next_cursor,
+            counts=_counts(),
+        )
     )
 
 
 @bp.get("/counts")
+@_documented("getFeedCounts", "The member's unread and unseen counts", FeedCountsOut)
 def counts():
     """The member's two badges, unread and unseen, and the one BADGE_COUNTS shows."""
-    return jsonify(_counts())
+    return _json(_counts())
 
 
 # --- writes (each idempotent: a repeat changes nothing and answers the same) ---------------------
 
 
+def _act(action: str, notification_id: int):
+    """Read, archive or unarchive one of the member's notifications (the inbox's one handler for them)."""
+    if service.act_on(_user_id(), notification_id, action) is None:
+        _refuse(404, gettext("There is no notification with this id."))
+    return _done(notification_id)
+
+
 @bp.post("/notifications/<int:notification_id>/read")
+@_documented("feedMarkRead", "Mark a notification read (idempotent)", FeedChangeOut, 404)
 def mark_read(notification_id: int):
     """Mark one notification read (the first read_at stays)."""
-    _own_notification(notification_id)
-    service.mark_read(_user_id(), notification_id)
-    return _done(notification_id)
+    return _act("read", notification_id)
 
 
 @bp.post("/notifications/<int:notification_id>/archive")
+@_documented("feedArchive", "Archive a notification (idempotent)", FeedChangeOut, 404)
 def archive(notification_id: int):
     """Archive one notification (it becomes read)."""
-    _own_notification(notification_id)
-    service.archive(_user_id(), notification_id)
-    return _done(notification_id)
+    return _act("archive", notification_id)
 
 
 @bp.post("/notifications/<int:notification_id>/unarchive")
+@_documented("feedUnarchive", "Move it back to the inbox", FeedChangeOut, 404)
 def unarchive(notification_id: int):
     """Move an archived notification back to the inbox."""
-    _own_notification(notification_id)
-    service.unarchive(_user_id(), notification_id)
-    return _done(notification_id)
+    return _act("unarchive", notification_id)
 
 
 @bp.post("/notifications/<int:notification_id>/snooze")
-def snooze(notification_id: int):
-    """Read and hide a notification until {"choice": "hour"|"tomorrow"|"monday"} or {"until": local date-time}."""
+@_documented(
+    "feedSnooze",
+    'Snooze until {"choice": "hour"|"tomorrow"|"monday"} or {"until": a local date-time}',
+    FeedChangeOut,
+    404,
+    422,
+)
+@bodies.takes_json(SnoozeIn)
+def snooze(notification_id: int, payload: SnoozeIn):
+    """Read and hide a notification until a menu choice or a local date-time (in the member's time zone)."""
     row = _own_notification(notification_id)
     if row["archived_at"]:
         _refuse(422, gettext("Move it back to the inbox before snoozing it."))
-    body = _json_body()
     try:
-        until = snoozing.until_from_form(body, db_now(), timezones.user_zone(user_by_id(_user_id())))
+        until = snoozing.until_from_form(payload.model_dump(), db_now(), timezones.user_zone(user_by_id(_user_id())))
     except snoozing.SnoozeError as exc:
-        _refuse(422, str(exc))
+        _refuse(422, str(exc), field="until")
     service.snooze(_user_id(), notification_id, until)
     return _done(notification_id)
 
 
 @bp.post("/notifications/<int:notification_id>/unsnooze")
+@_documented("feedUnsnooze", "Wake a snoozed notification now", FeedChangeOut, 404)
 def unsnooze(notification_id: int):
     """Wake a snoozed notification now."""
     _own_notification(notification_id)
@@ -276,6 +284,7 @@ def unsnooze(notification_id: int):
 
 
 @bp.post("/notifications/<int:notification_id>/mute")
+@_documented("feedMute", "Mute the notification's thread", FeedChangeOut, 404, 422)
 def mute(notification_id: int):
     """Mute the notification's thread (later ones arrive read and hidden)."""
     row = _own_notification(notification_id)
@@ -286,6 +295,7 @@ def mute(notification_id: int):
 
 
 @bp.post("/announcements/<int:announcement_id>/read")
+@_documented("feedReadAnnouncement", "Mark an announcement read", FeedChangeOut, 404)
 def read_announcement(announcement_id: int):
     """Mark one active announcement read."""
     if queries.announcement_for(_user_id(), announcement_id) is None:
@@ -295,14 +305,16 @@ def read_announcement(announcement_id: int):
 
 
 @bp.post("/read-all")
+@_documented("feedReadAll", "Mark everything read", FeedChangeOut)
 def read_all():
     """Mark every notification and active announcement read."""
     result = service.read_all(_user_id())
     commit()
-    return jsonify({"changed": result.changed, "counts": _counts()})
+    return _json(FeedChangeOut(changed=result.changed, counts=_counts()))
 
 
 @bp.post("/seen")
+@_documented("feedSeen", "Record that the member looked (unseen back to 0)", FeedChangeOut)
 def seen():
     """Record that the member looked at their feed now (the unseen badge goes back to 0)."""
     service.record_seen(_user_id())
@@ -312,40 +324,36 @@ def seen():
 # --- preferences ------------------------------------------------------------------------------------
 
 
-def _preferences() -> dict:
+def _preferences() -> Response:
     rows = preference_queries.matrix(_user_id())
-    return {
-        "types": [
-            {
-                "type": row.type,
-                "label": row.label,
-                "description": row.description,
-                "mandatory": row.mandatory,
-                "channels": {channel: cell.send for channel, cell in row.cells.items()},
-            }
-            for row in rows
-        ]
-    }
+    types = [
+        FeedPreferenceOut(
+            type=row.type,
+            label=row.label,
+            description=row.description,
+            mandatory=row.mandatory,
+            channels={channel: cell.send for channel, cell in row.cells.items()},
+        )
+        for row in rows
+    ]
+    return _json(FeedPreferencesOut(types=types))
 
 
 @bp.get("/preferences")
+@_documented("getFeedPreferences", "The member's type × channel preferences", FeedPreferencesOut)
 def preferences():
     """The member's type × channel matrix (mandatory types are shown, locked)."""
-    return jsonify(_preferences())
+    return _preferences()
 
 
 @bp.put("/preferences")
-def set_preference():
+@_documented("putFeedPreference", "Turn one type × channel on or off (mandatory: 422)", FeedPreferencesOut)
+@bodies.takes_json(FeedPreferenceIn)
+def set_preference(payload: FeedPreferenceIn):
     """Turn one (type, channel) on or off: {"type": …, "channel": …, "enabled": true|false}."""
-    body = _json_body()
-    type_, channel, enabled = body.get("type"), body.get("channel"), body.get("enabled")
-    if not isinstance(type_, str) or not isinstance(channel, str) or not isinstance(enabled, bool):
-        _refuse(422, gettext("Send type and channel as strings and enabled as true or false."))
     try:
-        preference_service.set_preference(_user_id(), type_, channel, enabled)
-    except preference_service.MandatoryTypeError as exc:
-        _refuse(422, str(exc))
-    except preference_service.PreferenceError as exc:
-        _refuse(422, str(exc))
+        preference_service.set_preference(_user_id(), payload.type, payload.channel, payload.enabled)
+    except preference_service.PreferenceError as exc:  # an unknown type, or a mandatory one
+        _refuse(422, str(exc), field="type")
     commit()
-    return jsonify(_preferences())
+    return _preferences()

@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from flask_babel import lazy_gettext as _l
 
 from app.config import load_p256_public_key
+from app.hooks.formats import MailgunSignature
 
 SENDGRID_SIGNATURE = "X-Twilio-Email-Event-Webhook-Signature"
 SENDGRID_TIMESTAMP = "X-Twilio-Email-Event-Webhook-Timestamp"
@@ -72,19 +73,14 @@ def verify_sendgrid(public_key: str, headers: Mapping[str, str], body: bytes, no
     _check_age(timestamp, now, max_age)
 
 
-def verify_mailgun(signing_key: str, document: Mapping, now: float, max_age: float,
+def verify_mailgun(signing_key: str, signed: MailgunSignature, now: float, max_age: float,
                    claim_token: Callable[[str, float], bool]) -> None:  # fmt: skip
     """Check Mailgun's HMAC of timestamp + token, the timestamp's age, then that the token is new; raise Refused.
 
-    claim_token(token, ttl_seconds) records the token and says whether it was new (app/hooks/service.py).
+    signed is the post's signature object (app/hooks/formats.py); claim_token(token, ttl_seconds) records the
+    token and says whether it was new (app/hooks/service.py).
     """
-    signed = document.get("signature")
-    if not isinstance(signed, Mapping):
-        raise Refused(401, _l("The request carries no Mailgun signature."))
-    timestamp, token, signature = (signed.get(name) for name in ("timestamp", "token", "signature"))
-    if not all(isinstance(value, str | int) and str(value) for value in (timestamp, token, signature)):
-        raise Refused(401, _l("The request carries no Mailgun signature."))
-    timestamp, token, signature = str(timestamp), str(token), str(signature)
+    timestamp, token, signature = signed.timestamp, signed.token, signed.signature
     expected = hmac.new(signing_key.encode(), f"{timestamp}{token}".encode(), hashlib.sha256).hexdigest()
     if not hmac.compare_digest(expected, signature.strip().lower()):
         raise Refused(403, _l("The signature does not match."))

@@ -20,6 +20,7 @@ from werkzeug.exceptions import HTTPException
 from app.extensions import csrf, limiter
 from app.hooks import formats, service, verify
 from app.unitofwork import commit
+from app.web import bodies
 from app.web.errors import problem
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,9 @@ def _limit_key() -> str:
     return f"hooks:{provider if provider in PROVIDERS else '-'}:{request.remote_addr}"
 
 
+bp.register_error_handler(bodies.BadInput, bodies.refused)
+
+
 @bp.errorhandler(HTTPException)
 def hook_error(error: HTTPException):
     """Every refusal on this blueprint is problem+json (too many requests, a body over the limit …)."""
@@ -61,13 +65,8 @@ def provider_events(provider: str):
     """Verify, read and record one provider webhook request; 200 with the counts."""
     if provider not in PROVIDERS or not _configured(provider):
         return problem(404, gettext("There is no webhook for this provider here."))
-    limit = current_app.config["HOOK_MAX_BODY_BYTES"]
-    request.max_content_length = limit + 1  # a chunked body is cut there; one byte more shows it was too long
-    if (request.content_length or 0) > limit:
-        return problem(413, gettext("The body is larger than %(limit)s bytes.", limit=limit))
-    body = request.get_data(cache=False)
-    if len(body) > limit:
-        return problem(413, gettext("The body is larger than %(limit)s bytes.", limit=limit))
+    bodies.limit_body(current_app.config["HOOK_MAX_BODY_BYTES"])
+    body = bodies.read_body()
     claimed: list[str] = []  # a Mailgun token this request took (given back if nothing is recorded)
     try:
         parsed = _verified_events(provider, body, claimed)
@@ -77,7 +76,8 @@ def provider_events(provider: str):
         return response
     except formats.PayloadError as exc:
         log.warning("provider webhook %s: unreadable body: %s", provider, exc)
-        return problem(400, gettext("The body is not what this provider sends."))
+        errors = bodies.field_errors(exc.validation, {}) if exc.validation is not None else None
+        raise bodies.BadInput(400, gettext("The body is not what this provider sends."), errors) from None
     except RedisError as exc:  # the replay check needs Redis: the provider retries later
         log.warning("provider webhook %s: Redis unavailable for the replay check: %s", provider, exc)
         response = problem(503, gettext("The service is temporarily unavailable."))
@@ -105,7 +105,7 @@ def _verified_events(provider: str, body: bytes, claimed: list[str]) -> formats.
         return formats.parse_sendgrid(body)
     if provider == "mailgun":
         try:
-            document = formats.mailgun_document(body)
+            signature, document = formats.mailgun_signed(body)
         except formats.PayloadError:
             raise verify.Refused(401, gettext("The request carries no Mailgun signature.")) from None
 
@@ -115,7 +115,7 @@ def _verified_events(provider: str, body: bytes, claimed: list[str]) -> formats.
                 claimed.append(token)
             return new
 
-        verify.verify_mailgun(config["MAILGUN_WEBHOOK_SIGNING_KEY"], document, now, max_age, claim)
+        verify.verify_mailgun(config["MAILGUN_WEBHOOK_SIGNING_KEY"], signature, now, max_age, claim)
         return formats.parse_mailgun(document)
     verify.verify_postmark(config["POSTMARK_WEBHOOK_USER"], config["POSTMARK_WEBHOOK_PASSWORD"], request.authorization)
     return formats.parse_postmark(body)

@@ -115,7 +115,7 @@ class BadgeCounts:
 
 def badge_mode() -> str:
     """What the badge counts: BADGE_COUNTS, unread (the seed's table) or unseen."""
-    return current_app.config.get("BADGE_COUNTS", "unread")
+    return current_app.config["BADGE_COUNTS"]
 
 
 def unseen_count(user_id: int) -> int:

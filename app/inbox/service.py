@@ -18,7 +18,7 @@ from flask_babel import force_locale, gettext, ngettext
 from app.announcements.queries import ACTIVE_ANNOUNCEMENT_SQL
 from app.extensions import db
 from app.i18n import language_or_default
-from app.inbox.queries import badge_mode
+from app.inbox.queries import badge_mode, notification_for
 from app.live.publish import badge_after_commit
 from app.webhooks import service as webhooks
 
@@ -101,6 +101,20 @@ def archive(user_id: int, notification_id: int) -> int:
 def unarchive(user_id: int, notification_id: int) -> int:
     """Move an archived notification back to the inbox; it stays read."""
     return _run(UNARCHIVE_SQL, id=notification_id, user_id=user_id)
+
+
+NOTIFICATION_ACTIONS = {"read": mark_read, "archive": archive, "unarchive": unarchive}
+
+
+def act_on(user_id: int, notification_id: int, action: str):
+    """Read, archive or unarchive one of the user's notifications (the inbox's and the feed's one handler).
+
+    Returns the row as it was before the change, or None (and changes nothing) when it is not the user's.
+    """
+    row = notification_for(user_id, notification_id)
+    if row is not None:
+        NOTIFICATION_ACTIONS[action](user_id, notification_id)
+    return row
 
 
 def read_announcement(user_id: int, announcement_id: int) -> int:

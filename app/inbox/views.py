@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from flask import Blueprint, abort, redirect, render_template, request, url_for
-from flask_babel import gettext
+from flask_babel import gettext, lazy_gettext
 from flask_login import current_user, login_required
 
 from app import timezones
@@ -130,39 +130,46 @@ def _row(notification_id: int):
     return fragment
 
 
+# What each of the three row actions says once done (the row's title filled in).
+ACTION_STATUS = {
+    "read": lazy_gettext("Marked “%(title)s” read."),
+    "archive": lazy_gettext("Archived “%(title)s”."),
+    "unarchive": lazy_gettext("Moved “%(title)s” back to the inbox."),
+}
+
+
+def _act(action: str, notification_id: int):
+    """Read, archive or unarchive one of the user's notifications (the feed's one handler for them too)."""
+    row = service.act_on(current_user.id, notification_id, action) or abort(404)
+    return _finish(ACTION_STATUS[action] % {"title": row["title"]}, _row(notification_id))
+
+
 @bp.post("/inbox/notifications/<int:notification_id>/read")
 @login_required
 def mark_read(notification_id: int):
     """Mark one notification read (idempotent: the first read_at stays)."""
-    row = _own_notification(notification_id)
-    service.mark_read(current_user.id, notification_id)
-    return _finish(gettext("Marked “%(title)s” read.", title=row["title"]), _row(notification_id))
+    return _act("read", notification_id)
 
 
 @bp.post("/inbox/notifications/<int:notification_id>/archive")
 @login_required
 def archive(notification_id: int):
     """Archive one notification (it becomes read and moves to the Archived filter)."""
-    row = _own_notification(notification_id)
-    service.archive(current_user.id, notification_id)
-    return _finish(gettext("Archived “%(title)s”.", title=row["title"]), _row(notification_id))
+    return _act("archive", notification_id)
 
 
 @bp.post("/inbox/notifications/<int:notification_id>/unarchive")
 @login_required
 def unarchive(notification_id: int):
     """Move an archived notification back to the inbox."""
-    row = _own_notification(notification_id)
-    service.unarchive(current_user.id, notification_id)
-    return _finish(gettext("Moved “%(title)s” back to the inbox.", title=row["title"]), _row(notification_id))
+    return _act("unarchive", notification_id)
 
 
 @bp.post("/inbox/notifications/<int:notification_id>/open")
 @login_required
 def open_notification(notification_id: int):
     """Mark read, then go to the notification's link if it stays on this site; else back to the inbox."""
-    row = _own_notification(notification_id)
-    service.mark_read(current_user.id, notification_id)
+    row = service.act_on(current_user.id, notification_id, "read") or abort(404)
     commit()
     target = same_site_path(row["link_path"]) or url_for("inbox.index", _anchor=f"notification-{notification_id}")
     return redirect(target, 303)

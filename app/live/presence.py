@@ -22,7 +22,6 @@ from app.extensions import redis
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TTL_SECONDS = 60.0
 CHUNK = 1000
 
 
@@ -33,7 +32,7 @@ def presence_key(config: Mapping | None = None) -> str:
 
 def ttl_seconds() -> float:
     """Return how long a heartbeat keeps a user online."""
-    return float(current_app.config.get("PRESENCE_TTL_SECONDS", DEFAULT_TTL_SECONDS))
+    return float(current_app.config["PRESENCE_TTL_SECONDS"])
 
 
 def _chunks(items: list, size: int = CHUNK):

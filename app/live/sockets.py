@@ -16,8 +16,6 @@ import redis as redis_lib
 
 from app import keyspace
 
-DEFAULT_MAX_PER_USER = 8
-
 # KEYS[1] the user's set; ARGV token, max, ttl. Returns {member, evicted...}.
 REGISTER_LUA = """
 local t = redis.call('TIME')

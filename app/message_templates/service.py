@@ -6,11 +6,11 @@ from flask_babel import gettext
 
 from app.audit import service as audit
 from app.clock import db_now
+from app.delivery.channels import channel_for, template_channels
 from app.extensions import db
 from app.locales import normalize_locale
 from app.message_templates import queries
 from app.models import MessageTemplate, TemplateVersion
-from app.models.delivery import TEMPLATE_CHANNELS
 from app.notification_types import queries as type_queries
 from app.refusal import Refused
 
@@ -21,8 +21,9 @@ def check_template_key(type_: str, channel: str, locale: str) -> str:
     """Validate (type, channel, locale) and return the normalized locale."""
     if type_queries.notification_type(type_) is None:
         raise Refused(gettext("There is no notification type %(type)s.", type=repr(type_)))
-    if channel not in TEMPLATE_CHANNELS:
-        raise Refused(gettext("The channel must be one of %(choices)s.", choices=", ".join(TEMPLATE_CHANNELS)))
+    names = [c.name for c in template_channels()]
+    if channel not in names:
+        raise Refused(gettext("The channel must be one of %(choices)s.", choices=", ".join(names)))
     return normalize_locale(locale)
 
 
@@ -51,7 +52,9 @@ def save_template(
     if not (subject.strip() or body_text.strip() or body_html.strip()):
         raise Refused(gettext("A template needs at least a subject or a body."))
     template = queries.message_template(type_, channel, locale)
-    values = dict(subject=subject, body_text=body_text, body_html=body_html if channel == "email" else "")
+    parts = channel_for(channel).template_parts  # a part the channel has no use for is not kept
+    values = {name: value if name in parts else "" for name, value in
+              (("subject", subject), ("body_text", body_text), ("body_html", body_html))}  # fmt: skip
     if template is None:
         template = MessageTemplate(type=type_, channel=channel, locale=locale)
         db.session.add(template)

@@ -16,6 +16,7 @@ from app.models.delivery import (
     PROVIDER_EVENTS,
     PROVIDER_STATUSES,
     SUPPRESSION_REASONS,
+    ChannelSwitch,
     DeliveryAttempt,
     EmailSuppression,
     MessageTemplate,
@@ -24,8 +25,7 @@ from app.models.delivery import (
 )
 from app.models.digests import DIGEST_KINDS, FREQUENCIES, DigestPreference, DigestRun, DigestTemplate
 from app.models.notifications import (
-    CHANNELS,
-    DELIVERY_CHANNELS,
+    CHANNEL_MODES,
     DELIVERY_STATUSES,
     PRIORITIES,
     Announcement,
@@ -45,6 +45,7 @@ __all__ = [
     "DIGEST_KINDS",
     "FREQUENCIES",
     "DigestPreference",
+    "ChannelSwitch",
     "DigestRun",
     "DigestTemplate",
     "AUDIENCE_KINDS",
@@ -68,8 +69,7 @@ __all__ = [
     "PushSubscription",
     "ROLES",
     "User",
-    "CHANNELS",
-    "DELIVERY_CHANNELS",
+    "CHANNEL_MODES",
     "DELIVERY_STATUSES",
     "PRIORITIES",
     "Announcement",

@@ -57,6 +57,8 @@ class DigestRun(db.Model):
     ledger_id: Mapped[int | None] = mapped_column(sa.BigInteger)
     item_count: Mapped[int] = mapped_column(sa.Integer, server_default="0")
     error: Mapped[str | None] = mapped_column(sa.Text)
+    # Since when the run waits without a try (a paused channel, an open breaker): DELIVERY_MAX_AGE counts from it.
+    held_since: Mapped[datetime | None] = mapped_column(_tz)
     created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
     sent_at: Mapped[datetime | None] = mapped_column(_tz)
 

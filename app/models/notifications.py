@@ -5,14 +5,20 @@ from __future__ import annotations
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.extensions import db
 
-CHANNELS = ("in_app", "email", "push")
-DELIVERY_CHANNELS = ("email", "push")
-DELIVERY_STATUSES = ("pending", "sending", "sent", "skipped", "failed")
+# standby: a later channel of a "first" chain waiting its turn; passed: this channel could not reach the member
+# and the chain went on to the next (migration 0018). The channel names are the registry's
+# (app/delivery/channels); the database's channel checks follow it (app/delivery/channel_constraints.py).
+DELIVERY_STATUSES = ("pending", "sending", "sent", "skipped", "failed", "standby", "passed")
+CHANNEL_MODES = ("all", "first")
+DEFAULT_ON_SQL = (
+    "array_remove(ARRAY[CASE WHEN default_in_app THEN 'in_app' END, CASE WHEN default_email THEN 'email' END, "
+    "CASE WHEN default_push THEN 'push' END], NULL) || default_channels"
+)
 PRIORITIES = ("high", "default", "low")
 
 _tz = sa.DateTime(timezone=True)
@@ -38,6 +44,7 @@ class NotificationType(db.Model):
         sa.CheckConstraint(
             "email_frequency IN ('immediate', 'hourly', 'daily')", name="notification_types_email_frequency"
         ),
+        sa.CheckConstraint(f"channel_mode IN {CHANNEL_MODES!r}", name="notification_types_channel_mode"),
     )
 
     type: Mapped[str] = mapped_column(sa.Text, primary_key=True)
@@ -60,6 +67,14 @@ class NotificationType(db.Model):
     aggregation_window: Mapped[int | None] = mapped_column(sa.Integer)
     # E-mail goes out immediately or in the user's hourly/daily digest (digest_preferences holds deviations).
     email_frequency: Mapped[str] = mapped_column(sa.Text, server_default="immediate")
+    # The order its notifications go out in (NULL: every channel in the registry's order), and whether on
+    # every listed channel the member has on (all) or only the first that reaches them (first).
+    channels: Mapped[list[str] | None] = mapped_column(ARRAY(sa.Text))
+    channel_mode: Mapped[str] = mapped_column(sa.Text, server_default="all")
+    # Channels on by default that have no seed column of their own (the seed's default_* cover in-app, e-mail, push).
+    default_channels: Mapped[list[str]] = mapped_column(ARRAY(sa.Text), server_default="{}")
+    # Every channel on by default, the seed's three columns and default_channels together (what the rule reads).
+    default_on: Mapped[list[str]] = mapped_column(ARRAY(sa.Text), sa.Computed(DEFAULT_ON_SQL))
 
 
 class Notification(db.Model):
@@ -147,6 +162,9 @@ class ScheduledNotification(db.Model):
     cancellation_key: Mapped[str | None] = mapped_column(sa.Text)
     api_key_id: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("api_keys.id", ondelete="SET NULL"))
     send_at: Mapped[datetime] = mapped_column(_tz)
+    # The request's channel order and mode, kept for the release (NULL: the type's).
+    channels: Mapped[list[str] | None] = mapped_column(ARRAY(sa.Text))
+    channel_mode: Mapped[str | None] = mapped_column(sa.Text)
     created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
 
 
@@ -207,7 +225,6 @@ class NotificationPreference(db.Model):
     """A user's deviation from a type's default for one channel (defaults are not stored)."""
 
     __tablename__ = "notification_preferences"
-    __table_args__ = (sa.CheckConstraint(f"channel IN {CHANNELS!r}", name="notification_preferences_channel"),)
 
     user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
     type: Mapped[str] = mapped_column(sa.Text, sa.ForeignKey("notification_types.type"), primary_key=True)
@@ -228,7 +245,6 @@ class NotificationDelivery(db.Model):
         sa.ForeignKeyConstraint(
             ["digest_id", "user_id"], ["digest_runs.id", "digest_runs.user_id"], ondelete="SET NULL (digest_id)"
         ),
-        sa.CheckConstraint(f"channel IN {DELIVERY_CHANNELS!r}", name="notification_deliveries_channel"),
         sa.CheckConstraint(f"status IN {DELIVERY_STATUSES!r}", name="notification_deliveries_status"),
         sa.CheckConstraint(
             "escalation IS NULL OR escalation IN ('read', 'seen')", name="notification_deliveries_escalation"
@@ -285,5 +301,7 @@ class NotificationDelivery(db.Model):
     provider_status_at: Mapped[datetime | None] = mapped_column(_tz)
     # Pending and held back without a try (open breaker, empty bucket, paused push service) since then.
     held_since: Mapped[datetime | None] = mapped_column(_tz)
+    # Its place in a "first" chain (0 goes first; the others wait as standby); NULL: not in a chain.
+    route_rank: Mapped[int | None] = mapped_column(sa.SmallInteger)
     created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
     updated_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())

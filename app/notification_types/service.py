@@ -10,10 +10,12 @@ import sqlalchemy as sa
 from flask_babel import format_number, gettext, lazy_gettext
 
 from app.audit import service as audit
+from app.delivery.channels import member_channels, routable_names
 from app.extensions import db
 from app.limits import TITLE_MAX
-from app.models import PRIORITIES, NotificationType
+from app.models import CHANNEL_MODES, PRIORITIES, NotificationType
 from app.notification_types import queries
+from app.preferences.rules import SEED_DEFAULT_COLUMNS
 from app.refusal import Refused
 
 TYPE_KEY_RE = re.compile(r"^[a-z][a-z0-9_]{1,62}$")
@@ -33,6 +35,9 @@ TYPE_FIELDS = (
     "cap_window",
     "aggregation_window",
     "email_frequency",
+    "channels",
+    "channel_mode",
+    "default_channels",
 )
 # What an escalation waits for, and how the console says it.
 ESCALATE_UNLESS = {"read": "unread", "seen": "unseen"}
@@ -60,6 +65,9 @@ class Timing:
     cap_window: int | None = None
     aggregation_window: int | None = None  # seconds: events of one group_key collapse into one row
     email_frequency: str = "immediate"  # the default for users: immediate | hourly | daily digest (app/digests)
+    channels: tuple[str, ...] | None = None  # the order notifications go out in; None: every channel, registry order
+    channel_mode: str = "all"  # all: every listed channel the member has on; first: the first that reaches them
+    default_channels: tuple[str, ...] = ()  # on by default, for channels without a seed column (default_email…)
 
 
 class NeedsConfirmation(Refused):
@@ -99,6 +107,22 @@ def _check_timing(timing: Timing) -> None:
         )
     if timing.email_frequency not in EMAIL_FREQUENCIES:
         raise Refused(gettext("E-mail goes immediately, in the hourly digest or in the daily digest."))
+    _check_routing(timing)
+
+
+def _check_routing(timing: Timing) -> None:
+    routable = routable_names()
+    if timing.channels is not None:
+        unknown = [name for name in timing.channels if name not in routable]
+        if unknown or not timing.channels:
+            raise Refused(gettext("Choose the channels among %(choices)s.", choices=", ".join(routable)))
+        if len(set(timing.channels)) != len(timing.channels):
+            raise Refused(gettext("Choose each channel once in the order."))
+    if timing.channel_mode not in CHANNEL_MODES:
+        raise Refused(gettext("Send on every listed channel, or only on the first that reaches the member."))
+    extra = [c.name for c in member_channels() if c.name not in SEED_DEFAULT_COLUMNS]
+    if any(name not in extra for name in timing.default_channels):
+        raise Refused(gettext("Only %(choices)s take a default here.", choices=", ".join(extra) or "—"))
 
 
 def _check_key(key: str) -> None:
@@ -144,7 +168,7 @@ def _set_fields(item: NotificationType, label: str, description: str, default_in
 
 def _set_timing(item: NotificationType, timing: Timing) -> None:
     for name, value in asdict(timing).items():
-        setattr(item, name, value)
+        setattr(item, name, list(value) if isinstance(value, tuple) else value)
 
 
 def _referencing_columns() -> list[tuple[str, str]]:

@@ -23,9 +23,17 @@ from flask_babel import force_locale, gettext, ngettext
 from app.delivery.rendering import RenderError, render_string
 from app.extensions import db
 from app.i18n import language_or_default
-from app.locales import locale_chain
-from app.notify.delivery_sql import SKIP_REASON_LATERAL
-from app.preferences.queries import EFFECTIVE_SEND_SQL
+from app.locales import locale_chain, pick_for_chain
+from app.notify.delivery_sql import (
+    CHAIN_RANK_SQL,
+    CHAIN_REASON_SQL,
+    CHAIN_SQL,
+    CHAIN_STATUS_SQL,
+    muted_sql,
+    route_sql,
+    skip_reason_lateral,
+)
+from app.preferences.rules import EFFECTIVE_SEND_SQL
 
 ACTOR_NAMES_SHOWN = 3  # the first few distinct actors kept on the row (with the total)
 
@@ -50,13 +58,11 @@ prefs AS (
   WHERE p.type = :type AND p.user_id IN (SELECT user_id FROM recipients)
 ),
 cells AS (
-  SELECT r.user_id, r.email, c.channel, {EFFECTIVE_SEND_SQL} AS send,
-         (NOT t.mandatory AND EXISTS (
-           SELECT 1 FROM notification_mutes m WHERE m.user_id = r.user_id AND m.group_key = :group_key
-         )) AS muted
+  SELECT r.user_id, r.email, c.channel, c.ord - 2 AS rank, {CHAIN_SQL.format(mode="CAST(:mode AS text)")} AS chain,
+         {EFFECTIVE_SEND_SQL} AS send, {muted_sql("CAST(:group_key AS text)")} AS muted
   FROM recipients r
   JOIN notification_types t ON t.type = :type
-  CROSS JOIN (VALUES ('in_app'), ('email'), ('push')) AS c(channel)
+  CROSS JOIN unnest({route_sql("CAST(:route AS text[])")}) WITH ORDINALITY AS c(channel, ord)
   LEFT JOIN prefs p ON p.user_id = r.user_id AND p.channel = c.channel
 ),
 fresh AS (
@@ -108,16 +114,16 @@ inserted AS (
   RETURNING id, user_id, in_app, window_ends_at, event_count, actor_count, actor_names, title, body
 ),
 deliveries AS (
-  -- e-mail/push wait for the window's end (then the escalation delay, if any); the sweeper enqueues them
+  -- deliveries wait for the window's end (then the escalation delay, if any); the sweeper enqueues them
   INSERT INTO notification_deliveries (notification_id, user_id, channel, status, skip_reason, next_attempt_at,
-                                       escalation)
-  SELECT i.id, i.user_id, c.channel, CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'skipped' END, s.reason,
+                                       escalation, route_rank)
+  SELECT i.id, i.user_id, c.channel, {CHAIN_STATUS_SQL}, {CHAIN_REASON_SQL},
          i.window_ends_at + make_interval(secs => coalesce(t.escalate_after, 0)),
-         CASE WHEN t.escalate_after IS NOT NULL THEN t.escalate_unless END
+         CASE WHEN t.escalate_after IS NOT NULL THEN t.escalate_unless END, {CHAIN_RANK_SQL}
   FROM inserted i
-  JOIN cells c ON c.user_id = i.user_id AND c.channel <> 'in_app' AND c.send
+  JOIN cells c ON c.user_id = i.user_id AND c.channel <> 'in_app' AND (c.send OR c.chain)
   JOIN notification_types t ON t.type = :type
-{SKIP_REASON_LATERAL}  RETURNING id
+{skip_reason_lateral()}  RETURNING id
 ),
 events AS (
   INSERT INTO notification_events (notification_id, user_id, dedupe_key, actor_id, actor_name, data)
@@ -223,11 +229,11 @@ def existing_events(user_ids: list[int], dedupe_key: str) -> dict[int, tuple[int
 
 
 def _retitle(rows: list, params: dict, templates: dict) -> None:
-    default = current_app.config.get("DEFAULT_LOCALE", "en")
+    default = current_app.config["DEFAULT_LOCALE"]
     data = json.loads(params["data"] or "{}")
     ids, titles, bodies = [], [], []
     for row in rows:
-        template = next((templates[loc] for loc in locale_chain(row.locale, default) if loc in templates), None)
+        template = pick_for_chain(templates, locale_chain(row.locale, default))
         names = list(row.actor_names or [])
         context = {
             "count": row.event_count,

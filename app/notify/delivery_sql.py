@@ -1,14 +1,64 @@
-"""SQL shared by the ingest's statements (app/notify/service.py) and the aggregation's (app/notify/aggregate.py)."""
+"""SQL shared by the statements that write ledger rows: the ingest (app/notify/service.py), the aggregation's
+(app/notify/aggregate.py) and the campaign fanout's (app/campaigns/fanout.py).
 
-# Why a new e-mail/push ledger row is born skipped (NULL: it is pending): the thread is muted, the user has
-# no e-mail address, or no live push subscription. Joined per (inserted row i, channel cell c).
-SKIP_REASON_LATERAL = """  CROSS JOIN LATERAL (
+The channels come from the registry (app/delivery/channels), so these fragments are built on first use,
+once per process: a channel module that declares `born_skip` adds its branch here by itself.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from app.delivery.channels import all_channels, routable_names
+
+# Whether a notification goes in a "first" chain: the request's mode, else its type's.
+CHAIN_SQL = "coalesce({mode}, t.channel_mode) = 'first'"
+
+
+def muted_sql(group_key: str) -> str:
+    """Whether recipient r muted the thread group_key (SQL text) names; a mandatory type t is never muted."""
+    return f"""(NOT t.mandatory AND {group_key} IS NOT NULL AND EXISTS (
+           SELECT 1 FROM notification_mutes m WHERE m.user_id = r.user_id AND m.group_key = {group_key}
+         ))"""
+
+
+def route_sql(route: str) -> str:
+    """The channels a notification goes out on, in order: the request's (the SQL route, NULL when it gave none),
+    else its type's, else every channel in the registry's order; in-app first (its cell is the notification)."""
+    every = "ARRAY[" + ", ".join(f"'{name}'" for name in routable_names()) + "]"
+    return f"ARRAY['in_app'] || coalesce({route}, t.channels, {every})"
+
+
+@cache
+def skip_reason_lateral() -> str:
+    """Why a new ledger row is born skipped (NULL: it is pending), joined per (inserted row i, channel cell c).
+
+    The thread is muted, or the channel's own born_skip holds (no e-mail address, no push subscription…).
+    """
+    branches = "\n".join(
+        f"      WHEN c.channel = '{channel.name}' AND {channel.born_skip[0]} THEN '{channel.born_skip[1]}'"
+        for channel in all_channels()
+        if channel.born_skip
+    )
+    return f"""  CROSS JOIN LATERAL (
     SELECT CASE
       WHEN c.muted THEN 'muted'
-      WHEN c.channel = 'email' AND coalesce(c.email, '') = '' THEN 'no_email_address'
-      WHEN c.channel = 'push' AND NOT EXISTS (
-        SELECT 1 FROM push_subscriptions ps WHERE ps.user_id = i.user_id AND ps.invalidated_at IS NULL
-      ) THEN 'no_push_subscription'
+{branches}
     END AS reason
   ) s
 """
+
+
+# A delivery row's status, skip reason and place in a chain, from its cell `c` (c.chain: in a "first" chain;
+# c.rank: the channel's place in the order, from 0) and its born-skip reason `s`. In a chain only the first
+# channel is pending and the others wait (standby) for the engine to hand over; whether a channel reaches
+# the member is its re-check's business then. A muted thread skips every channel either way.
+CHAIN_STATUS_SQL = """CASE WHEN s.reason IS NOT NULL AND (NOT c.chain OR c.muted) THEN 'skipped'
+WHEN c.chain AND c.rank > 0 THEN 'standby' ELSE 'pending' END"""
+CHAIN_REASON_SQL = "CASE WHEN NOT c.chain OR c.muted THEN s.reason END"
+CHAIN_RANK_SQL = "CASE WHEN c.chain THEN c.rank END"
+
+
+def routable() -> list[str]:
+    """The :routable parameter: every channel a notification may go out on, in order."""
+    return list(routable_names())

@@ -30,10 +30,10 @@ WHERE n.id = :id AND n.api_key_id = :api_key_id
 DELIVERIES_SQL = sa.text(
     """
 SELECT id, channel, status, attempts, last_error, error_kind, skip_reason, sent_at, next_attempt_at, updated_at,
-       provider_status, provider_status_at
+       provider_status, provider_status_at, route_rank
 FROM notification_deliveries
 WHERE notification_id = :id
-ORDER BY channel
+ORDER BY route_rank NULLS LAST, channel
 """
 )
 

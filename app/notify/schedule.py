@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 
 import sqlalchemy as sa
 
@@ -31,9 +32,9 @@ WITH wanted AS (
 stored AS (
   -- All or nothing, as the immediate ingest: one unknown recipient and nothing is scheduled.
   INSERT INTO scheduled_notifications (user_id, type, title, body, link_path, data, dedupe_key, group_key,
-                                       cancellation_key, api_key_id, send_at)
+                                       cancellation_key, api_key_id, send_at, channels, channel_mode)
   SELECT w.user_id, t.type, :title, :body, :link_path, CAST(:data AS jsonb), :dedupe_key, :group_key,
-         :cancellation_key, :api_key_id, :send_at
+         :cancellation_key, :api_key_id, :send_at, CAST(:route AS text[]), CAST(:mode AS text)
   FROM wanted w
   JOIN notification_types t ON t.type = :type
   WHERE w.user_id IS NOT NULL
@@ -51,8 +52,12 @@ ORDER BY w.ord
 """
 )
 
-RELEASE_SQL = sa.text(
-    f"""
+
+@cache
+def _release_sql() -> sa.TextClause:
+    """The release statement (built once: its channels come from the registry)."""
+    return sa.text(
+        f"""
 WITH due AS (
   DELETE FROM scheduled_notifications
   WHERE id IN (
@@ -66,7 +71,8 @@ WITH due AS (
 ),
 recipients AS (
   SELECT d.user_id, u.email, d.type, d.title, d.body, d.link_path, d.dedupe_key, d.data,
-         CAST(NULL AS bigint) AS campaign_id, d.group_key, d.cancellation_key, d.api_key_id
+         CAST(NULL AS bigint) AS campaign_id, d.group_key, d.cancellation_key, d.api_key_id,
+         d.channels AS route, d.channel_mode AS mode
   FROM due d
   JOIN users u ON u.id = d.user_id
 ),
@@ -89,7 +95,8 @@ GROUP BY d.channel
 UNION ALL
 SELECT 'due', NULL, NULL, NULL, ARRAY[count(*)], NULL FROM due
 """
-)
+    )
+
 
 # For this transaction only: the CTE chain's cost estimate trips PostgreSQL's JIT, whose compile time
 # (~0.1 s) exceeds its gain here, and a batch's `cells` would spill to disk under the default work_mem.
@@ -148,6 +155,8 @@ def schedule(
     api_key_id: int | None = None,
     group_key: str | None = None,
     cancellation_key: str | None = None,
+    channels: Sequence[str] | None = None,
+    channel_mode: str | None = None,
 ) -> ScheduleResult:
     """Store one scheduled notification per recipient (external ids), in the caller's transaction.
 
@@ -167,6 +176,8 @@ def schedule(
         "cancellation_key": cancellation_key,
         "api_key_id": api_key_id,
         "send_at": send_at,
+        "route": list(channels) if channels is not None else None,
+        "mode": channel_mode,
     }
     rows = db.session.execute(SCHEDULE_SQL, params).all()
     unknown = [row.ref for row in rows if row.user_id is None]
@@ -183,7 +194,7 @@ def release_due(limit: int) -> int:
     commit, the new pending deliveries are enqueued on their type's queue and the users' badges told.
     """
     db.session.execute(TUNE_SQL)
-    rows = db.session.execute(RELEASE_SQL, {"limit": limit}).all()
+    rows = db.session.execute(_release_sql(), {"limit": limit}).all()
     released = [row for row in rows if row.kind == "notification"]
     types = {row.key for row in released}
     priority_of_type = dict(db.session.execute(PRIORITIES_SQL, {"types": list(types)}).all()) if types else {}

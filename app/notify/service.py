@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -23,8 +24,17 @@ from app.extensions import db
 from app.live.publish import badge_after_commit
 from app.notify import aggregate, queries
 from app.notify.aggregate import THREAD_LOCK_SQL
-from app.notify.delivery_sql import SKIP_REASON_LATERAL
-from app.preferences.queries import EFFECTIVE_SEND_SQL
+from app.notify.delivery_sql import (
+    CHAIN_RANK_SQL,
+    CHAIN_REASON_SQL,
+    CHAIN_SQL,
+    CHAIN_STATUS_SQL,
+    muted_sql,
+    routable,
+    route_sql,
+    skip_reason_lateral,
+)
+from app.preferences.rules import EFFECTIVE_SEND_SQL
 from app.queueing import delivery_queue, enqueue_deliveries_after_commit
 from app.webhooks import service as webhooks
 
@@ -40,6 +50,8 @@ PARAM_CONTENT = {
     "campaign_id": "CAST(:campaign_id AS bigint)",
     "group_key": "CAST(:group_key AS text)",
     "cancellation_key": "CAST(:cancellation_key AS text)",
+    "route": "CAST(:route AS text[])",  # the request's channel order, NULL: the type's (delivery_sql.ROUTE_SQL)
+    "mode": "CAST(:mode AS text)",
 }
 ROW_CONTENT = {name: f"r.{name}" for name in PARAM_CONTENT}
 ROW_API_KEY = "r.api_key_id"
@@ -48,25 +60,27 @@ ROW_API_KEY = "r.api_key_id"
 # Needs CTEs `recipients(user_id, email)` and `prefs(user_id, channel, enabled)` (the recipients'
 # preference rows for :type; with prefs_by_type, `prefs(user_id, type, channel, enabled)`) before it.
 # Writes the rows and exposes them as `inserted` (new notifications) and `deliveries` (their ledger rows).
-# The campaign fanout writes the same rows with its own statement (app/campaigns/fanout.py; a test
-# compares them). api_key_id is the SQL for the creating API key's id. A row whose (user,
-# group_key) thread the user muted, of a type that is not mandatory, is born read and hidden (in_app
-# false) and its e-mail/push are recorded as skipped with reason 'muted'.
+# One cell per recipient and channel of the route (delivery_sql.route_sql: in-app, then the delivery
+# channels in order). The campaign fanout writes the
+# same rows with its own statement (app/campaigns/fanout.py; a test compares them). api_key_id is the SQL
+# for the creating API key's id. A row whose (user, group_key) thread the user muted, of a type that is
+# not mandatory, is born read and hidden (in_app false) and its deliveries are recorded as skipped with
+# reason 'muted'. In mode "all" a delivery row is written for each channel the recipient has on; in mode
+# "first" for each channel of the route, the first pending and the rest standby (delivery_sql.CHAIN_*).
 def _notify_ctes(api_key_id: str, content: dict[str, str] = PARAM_CONTENT, prefs_by_type: bool = False) -> str:
     f = content
     by_type = " AND p.type = t.type" if prefs_by_type else ""
     return f"""
 cells AS (
-  SELECT r.user_id, r.email, c.channel, {EFFECTIVE_SEND_SQL} AS send,
+  SELECT r.user_id, r.email, c.channel, c.ord - 2 AS rank, {CHAIN_SQL.format(mode=f["mode"])} AS chain,
+         {EFFECTIVE_SEND_SQL} AS send,
          {f["type"]} AS type, {f["title"]} AS title, {f["body"]} AS body, {f["link_path"]} AS link_path,
          {f["dedupe_key"]} AS dedupe_key, {f["data"]} AS data, {f["campaign_id"]} AS campaign_id,
          {f["group_key"]} AS group_key, {f["cancellation_key"]} AS cancellation_key, {api_key_id} AS api_key_id,
-         (NOT t.mandatory AND {f["group_key"]} IS NOT NULL AND EXISTS (
-           SELECT 1 FROM notification_mutes m WHERE m.user_id = r.user_id AND m.group_key = {f["group_key"]}
-         )) AS muted
+         {muted_sql(f["group_key"])} AS muted
   FROM recipients r
   JOIN notification_types t ON t.type = {f["type"]}
-  CROSS JOIN (VALUES ('in_app'), ('email'), ('push')) AS c(channel)
+  CROSS JOIN unnest({route_sql(f["route"])}) WITH ORDINALITY AS c(channel, ord)
   LEFT JOIN prefs p ON p.user_id = r.user_id AND p.channel = c.channel{by_type}
 ),
 inserted AS (
@@ -87,14 +101,15 @@ deliveries AS (
   -- An escalating type's rows wait escalate_after seconds and `escalation` says what cancels them;
   -- the sweeper enqueues them when due (TAKE_DUE_SQL), so nothing enqueues them now.
   INSERT INTO notification_deliveries (notification_id, user_id, channel, status, skip_reason, next_attempt_at,
-                                       escalation)
-  SELECT i.id, i.user_id, c.channel, CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'skipped' END, s.reason,
+                                       escalation, route_rank)
+  SELECT i.id, i.user_id, c.channel, {CHAIN_STATUS_SQL}, {CHAIN_REASON_SQL},
          now() + make_interval(secs => coalesce(et.escalate_after, 0)),
-         CASE WHEN et.escalate_after IS NOT NULL THEN et.escalate_unless END
+         CASE WHEN et.escalate_after IS NOT NULL THEN et.escalate_unless END, {CHAIN_RANK_SQL}
   FROM inserted i
-  JOIN cells c ON c.user_id = i.user_id AND c.dedupe_key = i.dedupe_key AND c.channel <> 'in_app' AND c.send
+  JOIN cells c ON c.user_id = i.user_id AND c.dedupe_key = i.dedupe_key AND c.channel <> 'in_app'
+              AND (c.send OR c.chain)
   JOIN notification_types et ON et.type = c.type
-{SKIP_REASON_LATERAL}  RETURNING id, notification_id, channel, status, escalation
+{skip_reason_lateral()}  RETURNING id, notification_id, channel, status, escalation
 )"""
 
 
@@ -171,9 +186,22 @@ ORDER BY 1 DESC, 2, 5
     ).columns(*(sa.column(name) for name in NOTIFY_COLUMNS))
 
 
-NOTIFY_SQL = {by: _notify_statement(by) for by in WANTED_SQL}
-NOTIFY_DRIVER_SQL = {by: driversql.compiled(statement) for by, statement in NOTIFY_SQL.items()}
-AGGREGATE_SQL = {by: aggregate.upsert_statement(sql) for by, sql in WANTED_SQL.items()}
+@cache
+def notify_sql(by: str) -> sa.TextualSelect:
+    """The ingest statement for recipients named by `by` (built once: its channels come from the registry)."""
+    return _notify_statement(by)
+
+
+@cache
+def _notify_driver_sql(by: str):
+    return driversql.compiled(notify_sql(by))
+
+
+@cache
+def _aggregate_sql(by: str):
+    return aggregate.upsert_statement(WANTED_SQL[by])
+
+
 PRIORITY_SQL = sa.text("SELECT priority FROM notification_types WHERE type = :type")
 
 
@@ -236,8 +264,10 @@ def notify(
     group_key: str | None = None,
     cancellation_key: str | None = None,
     actor: dict | None = None,
+    channels: Sequence[str] | None = None,
+    channel_mode: str | None = None,
 ) -> NotifyResult:
-    """Write one notification per recipient and its e-mail/push deliveries, in the caller's transaction.
+    """Write one notification per recipient and its deliveries, in the caller's transaction.
 
     Idempotent per (recipient, dedupe_key): a repeat returns the existing row with created=False and
     creates no deliveries. strict=True writes nothing at all when any recipient is unknown.
@@ -245,6 +275,8 @@ def notify(
     A recipient who muted the group_key thread gets the row born read and hidden, and no e-mail/push.
     An event with a group_key of a type with an aggregation window joins the recipient's open row
     instead (app/notify/aggregate.py): the statement below then writes nothing and says so.
+    channels (the delivery channels in order) and channel_mode (all | first) route this notification instead
+    of its type's defaults; in-app is recorded as the type and the member's preference say, whatever the order.
     Raises NotifyError for an unknown type or (strict) unknown recipients.
     """
     refs = unique(refs)
@@ -252,7 +284,7 @@ def notify(
         priority = db.session.execute(PRIORITY_SQL, {"type": type_}).scalar()
         if priority is None:
             raise NotifyError(type_, [])
-        return NotifyResult(priority=priority, recipients=[], pending={"email": [], "push": []})
+        return NotifyResult(priority=priority, recipients=[], pending={name: [] for name in routable()})
     params = {
         "refs": refs,
         "strict": strict,
@@ -266,15 +298,17 @@ def notify(
         "api_key_id": api_key_id,
         "group_key": group_key,
         "cancellation_key": cancellation_key,
+        "route": list(channels) if channels is not None else None,
+        "mode": channel_mode,
     }
     # Straight through psycopg on the session's connection (app/driversql.py): SQLAlchemy's execute, even
     # Core's, costs more Python than this one statement's round trip. flush() stands in for the autoflush
     # that execute would do (nothing to do, and cheap, here).
     db.session.flush()
-    rows = driversql.fetchall(NOTIFY_DRIVER_SQL[by], params)
+    rows = driversql.fetchall(_notify_driver_sql(by), params)
     window = rows[0].aggregation_window if rows and rows[0].kind == "recipient" else None
     if window is not None and group_key is not None:
-        return _aggregated(AGGREGATE_SQL[by], params, window, actor, strict)
+        return _aggregated(_aggregate_sql(by), params, window, actor, strict)
     result = _result(rows, type_, dedupe_key, strict)
     created = [r for r in result.recipients if r.created]
     if created:  # the product hears of them in this transaction's outbox (app/webhooks)
@@ -283,7 +317,10 @@ def notify(
             for r in created])  # fmt: skip
     for channel, ids in result.pending.items():
         # One call commits a few rows: coalesced, so a worker drains many commits' rows per job.
-        enqueue_deliveries_after_commit(delivery_queue(result.priority, campaign_id is not None), channel, ids, True)
+        if ids:
+            enqueue_deliveries_after_commit(
+                delivery_queue(result.priority, campaign_id is not None), channel, ids, True
+            )
     badge_after_commit(result.badge_user_ids(), toast_title=title)
     return result
 
@@ -303,7 +340,7 @@ def _result(rows: list, type_: str, dedupe_key: str, strict: bool) -> NotifyResu
         found = (row.id, row.in_app) if row.id is not None else existing.get(row.user_id)
         if found is not None:  # None: unknown (not strict), or erased while this ran
             recipients.append(Recipient(row.ref, row.user_id, found[0], row.id is not None, found[1]))
-    pending: dict[str, list[int]] = {"email": [], "push": []}
+    pending: dict[str, list[int]] = {name: [] for name in routable()}
     for row in rows:
         if row.kind == "delivery":
             pending[row.channel].append(row.id)
@@ -324,4 +361,4 @@ def _aggregated(statement, params: dict, window: int, actor: dict | None, strict
         if found is not None:
             recipients.append(Recipient(row.ref, row.user_id, found[0], row.id is not None, found[1]))
     badge_after_commit([row.user_id for row in rows if row.id is not None and row.visible], toast_title=params["title"])
-    return NotifyResult(priority=rows[0].priority, recipients=recipients, pending={"email": [], "push": []})
+    return NotifyResult(priority=rows[0].priority, recipients=recipients, pending={name: [] for name in routable()})

@@ -28,10 +28,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from redis.exceptions import RedisError
 
-from app.delivery import stats
+from app import backpressure
+from app.delivery import stats, switches
 from app.extensions import db, redis
 from app.providers import breaker
-from app.queueing import QUEUE_NAMES, get_queue
+from app.queueing import QUEUE_NAMES, get_queue, queue_lags
 from app.retention import service as retention
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ bp = Blueprint("metrics", __name__)
 
 
 class LedgerCollector:
-    """Yield delivery metrics from the ledger tables and queue depths from Redis."""
+    """Yield delivery metrics from the ledger tables, and queue depths, lags and backpressure from Redis."""
 
     def collect(self):
         yield from self._attempts()
@@ -48,6 +49,7 @@ class LedgerCollector:
         yield from self._provider_events()
         yield from self._queues()
         yield from self._breakers()
+        yield from self._switches()
         yield from self._retention()
 
     def _attempts(self):
@@ -113,16 +115,47 @@ class LedgerCollector:
         depth = GaugeMetricFamily(
             "hato_queue_depth", "Jobs waiting in each RQ queue (each job is a batch).", labels=["queue"]
         )
+        lag = GaugeMetricFamily(
+            "hato_queue_lag_seconds",
+            "How long each queue's oldest work that no worker has started has waited (its next job, or live "
+            "deliveries gathered for a drain that is not running); 0 when nothing waits.",
+            labels=["queue"],
+        )
         up = GaugeMetricFamily("hato_redis_up", "Whether Redis answered this scrape.")
         try:
             for name in QUEUE_NAMES:
                 depth.add_metric([name], get_queue(name).count)
+            for name, seconds in queue_lags().items():
+                lag.add_metric([name], seconds)
             up.add_metric([], 1)
         except RedisError as exc:
             log.warning("queue depth unavailable: %s", exc)
             up.add_metric([], 0)
-        yield depth
-        yield up
+            yield up
+            return
+        yield from (depth, lag, up)
+        yield from self._backpressure()
+
+    def _backpressure(self):
+        pressure = backpressure.status()
+        active = GaugeMetricFamily(
+            "hato_backpressure_active",
+            "1 while low-priority work is held because the high queue's lag is over the threshold.",
+        )
+        threshold = GaugeMetricFamily(
+            "hato_backpressure_threshold_seconds", "BACKPRESSURE_HIGH_LAG_SECONDS (0: backpressure is off)."
+        )
+        holds = CounterMetricFamily("hato_backpressure_holds", "Times low-priority work began to be held.")
+        active.add_metric([], 1 if pressure.held else 0)
+        threshold.add_metric([], pressure.threshold)
+        holds.add_metric([], pressure.activations)
+        yield from (active, threshold, holds)
+        if pressure.since is not None:
+            since = GaugeMetricFamily(
+                "hato_backpressure_since_seconds", "Unix time the current hold of low-priority work began."
+            )
+            since.add_metric([], pressure.since.timestamp())
+            yield since
 
     def _breakers(self):
         state = GaugeMetricFamily(
@@ -145,6 +178,22 @@ class LedgerCollector:
             transitions.add_metric([provider, before, after], total)
         yield state
         yield transitions
+
+    def _switches(self):
+        paused = GaugeMetricFamily(
+            "hato_channel_paused",
+            "1 while an operator's kill switch pauses a channel (provider empty) or one provider of it.",
+            labels=["channel", "provider"],
+        )
+        waiting = GaugeMetricFamily(
+            "hato_channel_waiting", "Deliveries waiting for a paused channel or provider to resume.", labels=["channel"]
+        )
+        for switch in switches.read().switches:
+            paused.add_metric([switch.channel, switch.provider], 1)
+        for channel, count in sorted(switches.waiting().items()):
+            waiting.add_metric([channel], count)
+        yield paused
+        yield waiting
 
     def _retention(self):
         deleted = CounterMetricFamily(

@@ -8,28 +8,10 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from flask_babel import lazy_gettext
 
+from app.delivery.channels import member_channels
 from app.digests.queries import DEFAULT_DIGEST_TIME, frequencies
 from app.extensions import db
-
-# The type's default for channel c, as in the seed's CASE.
-TYPE_DEFAULT_SQL = """CASE c.channel WHEN 'in_app' THEN t.default_in_app
-                             WHEN 'email'  THEN t.default_email
-                             ELSE t.default_push END"""
-
-
-def effective_send_sql(default: str = TYPE_DEFAULT_SQL, enabled: str = "p.enabled") -> str:
-    """The seed's rule as SQL: the type's row is `t`; default and the stored preference are SQL."""
-    # Mandatory types ignore any stored deviation, so even a row written straight into the table cannot
-    # turn them off: the rule lives in the SQL, not only in the UI.
-    return f"""CASE WHEN t.mandatory THEN {default}
-            ELSE COALESCE({enabled}, {default}) END"""
-
-
-EFFECTIVE_SEND_SQL = effective_send_sql()
-
-SOURCE_SQL = """CASE WHEN t.mandatory THEN 'mandatory'
-            WHEN p.enabled IS NULL THEN 'default'
-            ELSE 'user' END"""
+from app.preferences.rules import EFFECTIVE_SEND_SQL, SOURCE_SQL, TYPE_DEFAULT_SQL
 
 RESOLVE_SQL = sa.text(
     f"""
@@ -40,7 +22,7 @@ SELECT u.user_id, t.type, c.channel,
        t.mandatory
 FROM unnest(CAST(:user_ids AS bigint[])) AS u(user_id)
 CROSS JOIN notification_types t
-CROSS JOIN (VALUES ('in_app'), ('email'), ('push')) AS c(channel)
+CROSS JOIN unnest(CAST(:channels AS text[])) AS c(channel)
 LEFT JOIN notification_preferences p
        ON p.user_id = u.user_id AND p.type = t.type AND p.channel = c.channel
 WHERE (CAST(:type AS text) IS NULL OR t.type = CAST(:type AS text))
@@ -64,7 +46,8 @@ class Resolved:
 
 def resolve(user_ids: Iterable[int], type_: str | None = None) -> list[Resolved]:
     """Resolve every (user, type, channel) cell in one statement; type_ narrows to one type."""
-    rows = db.session.execute(RESOLVE_SQL, {"user_ids": list(user_ids), "type": type_})
+    channels = [channel.name for channel in member_channels()]
+    rows = db.session.execute(RESOLVE_SQL, {"user_ids": list(user_ids), "type": type_, "channels": channels})
     return [Resolved(*row) for row in rows]
 
 
@@ -80,9 +63,7 @@ def channels_on(user_ids: Iterable[int], type_: str) -> dict[int, set[str]]:
 
 # --- the preference screen ------------------------------------------------------------------------
 
-# Lazy: each is said in the reader's language when a page renders.
-CHANNEL_LABELS = {"in_app": lazy_gettext("In-app"), "email": lazy_gettext("Email"), "push": lazy_gettext("Push")}
-# Why a cell is on or off, as the screen says it.
+# Why a cell is on or off, as the screen says it (lazy: said in the reader's language when a page renders).
 SOURCE_LABELS = {
     "default": lazy_gettext("Default"),
     "user": lazy_gettext("Your choice"),
@@ -91,7 +72,8 @@ SOURCE_LABELS = {
 
 TYPES_SQL = sa.text(
     """
-SELECT type, label, description, mandatory, default_in_app, default_email, default_push, email_frequency
+SELECT type, label, description, mandatory, default_in_app, default_email, default_push, default_channels,
+       email_frequency
 FROM notification_types
 WHERE (CAST(:type AS text) IS NULL OR type = CAST(:type AS text))
 ORDER BY type

@@ -13,10 +13,12 @@ import sqlalchemy as sa
 from flask_babel import gettext
 
 from app import timezones
+from app.delivery.channels import member_channels
 from app.extensions import db
 from app.i18n import LANGUAGES
-from app.models import CHANNELS, User
+from app.models import User
 from app.preferences import queries
+from app.preferences.rules import SEED_DEFAULT_COLUMNS
 from app.webhooks import service as webhooks
 
 
@@ -43,11 +45,10 @@ ON CONFLICT (user_id, type, channel) DO UPDATE SET enabled = EXCLUDED.enabled
 
 def set_preference(user_id: int, type_: str, channel: str, enabled: bool) -> None:
     """Make (type, channel) enabled/disabled for the user; a value equal to the default deletes the row."""
-    if channel not in CHANNELS:
+    names = [c.name for c in member_channels()]  # also one not configured yet: it holds once it is
+    if channel not in names:
         raise PreferenceError(
-            gettext(
-                "Unknown channel %(channel)r: use one of %(choices)s.", channel=channel, choices=", ".join(CHANNELS)
-            )
+            gettext("Unknown channel %(channel)r: use one of %(choices)s.", channel=channel, choices=", ".join(names))
         )
     kind = queries.notification_type(type_)
     if kind is None:
@@ -57,11 +58,17 @@ def set_preference(user_id: int, type_: str, channel: str, enabled: bool) -> Non
             gettext("“%(label)s” notifications are required and cannot be changed.", label=kind["label"])
         )
     params = {"user_id": user_id, "type": type_, "channel": channel}
-    if enabled == kind[f"default_{channel}"]:
+    if enabled == _type_default(kind, channel):
         db.session.execute(DELETE_SQL, params)
     else:
         db.session.execute(UPSERT_SQL, {**params, "enabled": enabled})
     webhooks.emit("preference.updated", {**params, "enabled": enabled})  # in this transaction's outbox
+
+
+def _type_default(kind, channel: str) -> bool:
+    """The type's default for channel: its seed column, or whether default_channels lists it."""
+    column = SEED_DEFAULT_COLUMNS.get(channel)
+    return bool(kind[column]) if column else channel in (kind["default_channels"] or ())
 
 
 class ScheduleError(ValueError):

@@ -45,6 +45,7 @@ class Receipt:
     invalidated: tuple[str, ...] = ()
     # Each target's own outcome when the provider sends to several (Web Push); empty otherwise.
     outcomes: tuple[TargetOutcome, ...] = ()
+    response_code: int | None = None  # an HTTP provider's status code (webhooks keep it per try)
 
 
 class ProviderError(Exception):
@@ -59,9 +60,11 @@ class ProviderError(Exception):
         retry_after: float | None = None,
         invalidated: tuple[str, ...] = (),
         outcomes: tuple[TargetOutcome, ...] = (),
+        response_code: int | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
+        self.response_code = response_code
         # Seconds the provider asked us to wait (HTTP 429 Retry-After, an SMTP 421 hint); None if not said.
         self.retry_after = retry_after
         self.invalidated = invalidated

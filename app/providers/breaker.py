@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from app import keyspace
+from app.config import default_of
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +43,11 @@ def state_key(name: str) -> str:
 
 STATES = ("closed", "open", "half_open")
 
-# KEYS[1] state hash; ARGV now, cooldown, probe timeout. Returns {allowed, retry_at, transition}.
+# KEYS[1] state hash; ARGV now, cooldown, probe timeout. Returns {allowed, retry_at, transition, closed}.
 ALLOW_LUA = """
 local now = tonumber(ARGV[1])
 local state = redis.call('HGET', KEYS[1], 'state') or 'closed'
-if state == 'closed' then return {1, '0', ''} end
+if state == 'closed' then return {1, '0', '', 1} end
 if state == 'open' then
   local ready = tonumber(redis.call('HGET', KEYS[1], 'opened_at') or '0') + tonumber(ARGV[2])
   if now < ready then return {0, tostring(ready), ''} end
@@ -94,28 +95,30 @@ return state .. '>closed'
 class Settings:
     """When a breaker opens and how long it stays open."""
 
-    failures: int = 5
-    window: float = 30.0
-    cooldown: float = 30.0
-    probe_timeout: float = 30.0
+    failures: int = default_of("BREAKER_FAILURES")
+    window: float = default_of("BREAKER_WINDOW_SECONDS")
+    cooldown: float = default_of("BREAKER_COOLDOWN_SECONDS")
+    probe_timeout: float = default_of("BREAKER_PROBE_TIMEOUT_SECONDS")
 
     @classmethod
     def from_config(cls, config: Mapping) -> Settings:
         """Read BREAKER_FAILURES / BREAKER_WINDOW_SECONDS / BREAKER_COOLDOWN_SECONDS / BREAKER_PROBE_TIMEOUT_SECONDS."""
         return cls(
-            int(config.get("BREAKER_FAILURES", 5)),
-            float(config.get("BREAKER_WINDOW_SECONDS", 30)),
-            float(config.get("BREAKER_COOLDOWN_SECONDS", 30)),
-            float(config.get("BREAKER_PROBE_TIMEOUT_SECONDS", 30)),
+            int(config["BREAKER_FAILURES"]),
+            float(config["BREAKER_WINDOW_SECONDS"]),
+            float(config["BREAKER_COOLDOWN_SECONDS"]),
+            float(config["BREAKER_PROBE_TIMEOUT_SECONDS"]),
         )
 
 
 @dataclass(frozen=True)
 class Permit:
-    """Whether a caller may use the provider now, and if not, when to ask again (epoch seconds)."""
+    """Whether a caller may use the provider now, and if not, when to ask again (epoch seconds); closed: the
+    breaker was closed (not a half-open probe)."""
 
     allowed: bool
     retry_at: float = 0.0
+    closed: bool = False
 
 
 class CircuitBreaker:
@@ -145,15 +148,18 @@ class CircuitBreaker:
         return self.permit(self.allow_on(self.client))
 
     def allow_on(self, client):
-        """Run (or, on a pipeline, queue) allow()'s script; permit() reads its answer."""
+        """Run allow()'s script (on a pipeline: queue it by its hash, see Router); permit() reads its answer."""
         s = self.settings
-        return self._allow(keys=self.keys[:1], args=[self.clock(), s.cooldown, s.probe_timeout], client=client)
+        args = [self.clock(), s.cooldown, s.probe_timeout]
+        if hasattr(client, "execute"):  # a pipeline: no SCRIPT EXISTS round trip (the caller loads on NOSCRIPT)
+            return client.evalsha(self._allow.sha, 1, self.keys[0], *args)
+        return self._allow(keys=self.keys[:1], args=args, client=client)
 
     def permit(self, answer) -> Permit:
         """The Permit in allow()'s script answer (logging a transition)."""
-        allowed, retry_at, transition = answer
+        allowed, retry_at, transition, *closed = answer
         self._note(transition)
-        return Permit(bool(allowed), float(retry_at))
+        return Permit(bool(allowed), float(retry_at), bool(closed and closed[0]))
 
     def failure(self) -> None:
         """Count one transient failure (it may open the breaker)."""
@@ -165,8 +171,15 @@ class CircuitBreaker:
         self.noted(self.success_on(self.client))
 
     def success_on(self, client):
-        """Run (or, on a pipeline, queue) success()'s script; noted() reads its answer."""
+        """Run success()'s script (on a pipeline: by its hash, as allow_on); noted() reads its answer."""
+        if hasattr(client, "execute"):
+            return client.evalsha(self._success.sha, 2, *self.keys)
         return self._success(keys=self.keys, client=client)
+
+    def load_scripts(self) -> None:
+        """Load the scripts into Redis (after a NOSCRIPT: a restarted or flushed server forgot them)."""
+        for script in (self._allow, self._failure, self._success):
+            self.client.script_load(script.script)
 
     def noted(self, transition) -> None:
         """Log and count the transition a script answered (empty: none)."""

@@ -8,6 +8,7 @@ since (DNS rebinding). Everything here but resolve() is pure.
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -15,13 +16,13 @@ from urllib.parse import urlsplit
 
 from flask_babel import gettext, lazy_gettext
 
-# The public push services of Chrome, Firefox, Safari and Edge.
-DEFAULT_ALLOWED_HOSTS = "fcm.googleapis.com,updates.push.services.mozilla.com,web.push.apple.com,*.notify.windows.com"
 DEFAULT_PORTS = {"https": 443, "http": 80}
 # IPv6 forms that carry an IPv4 address a packet ends up at: NAT64's well-known prefix (RFC 6052), 6to4.
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+# What a URL to POST to never holds: white space, a backslash, control characters (checked on every request).
+_UNSAFE = re.compile(r"[\s\\\x00-\x1f\x7f]")
 # What address_refusal's reasons read as in a refusal (the reasons themselves are codes, for logs and tests).
 REFUSAL_NAMES = {
     "unparsable": lazy_gettext("unparsable"),
@@ -115,14 +116,14 @@ class EndpointPolicy:
     def from_config(cls, config: Mapping) -> EndpointPolicy:
         """The policy of an app's (or a worker's) settings."""
         return cls(
-            parse_hosts(config.get("PUSH_ALLOWED_HOSTS", DEFAULT_ALLOWED_HOSTS)),
-            bool(config.get("PUSH_ALLOW_HTTP_ENDPOINTS", False)),
-            bool(config.get("PUSH_ALLOW_PRIVATE_ADDRESSES", False)),
+            parse_hosts(config["PUSH_ALLOWED_HOSTS"]),
+            bool(config["PUSH_ALLOW_HTTP_ENDPOINTS"]),
+            bool(config["PUSH_ALLOW_PRIVATE_ADDRESSES"]),
         )
 
     def check_url(self, endpoint: str) -> tuple[str, str, int]:
         """(scheme, host, port) of an endpoint this server may send to; EndpointRefused otherwise."""
-        if any(ch.isspace() or ch == "\\" or ord(ch) < 32 or ord(ch) == 127 for ch in endpoint):
+        if _UNSAFE.search(endpoint):
             raise EndpointRefused(gettext("endpoint contains characters a push service URL never has"))
         parts = urlsplit(endpoint)
         if "@" in parts.netloc:

@@ -1,35 +1,37 @@
-"""HTTP to push services for endpoints a user supplied: checked addresses only, no proxy, no redirect, small replies.
+"""HTTP to endpoints someone else names (push services, webhook endpoints): checked addresses only, no proxy,
+no redirect, small replies, a wall-clock deadline. Web Push and webhooks out both send through it.
 
-GuardedSession.post() is what pywebpush's WebPusher calls on its requests_session. Each connection
-resolves the host itself and connects only to addresses the EndpointPolicy allows, then checks the
-peer it actually reached (so a name that resolves elsewhere a second time, DNS rebinding, gains
-nothing); TLS still verifies the certificate for the host name. Proxies from the environment are
-never used (the proxy would make the connection we cannot check), redirects are answers, not
-followed. A reply is read up to REPLY_MAX_BYTES, and one exchange (connect, send, headers, body) has
-a wall-clock deadline: a watchdog shuts the socket when it passes, so a server that trickles bytes
-cannot hold a worker past it. Known limit: the name lookup itself is bounded only by the resolver.
+GuardedSession.post() is what pywebpush's WebPusher calls on its requests_session, and what the webhook
+provider calls. Each connection resolves the host itself and connects only to addresses the
+EndpointPolicy allows, then checks the peer it actually reached (so a name that resolves elsewhere a
+second time, DNS rebinding, gains nothing); TLS still verifies the certificate for the host name.
+Proxies from the environment are never used (the proxy would make the connection we cannot check),
+redirects are answers, not followed. A reply is read up to REPLY_MAX_BYTES, and one exchange (connect,
+send, headers, body) has a wall-clock deadline: the session's watchdog thread shuts the socket when it
+passes, so a server that trickles bytes cannot hold a worker past it. Known limit: the name lookup
+itself is bounded only by the resolver.
+
+It is http.client on a socket this module connects itself, one kept-alive connection per host: a stream
+of small POSTs to one endpoint costs one send of headers and body together and one read each.
 """
 
 from __future__ import annotations
 
+import http.client
 import socket
+import ssl
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import certifi
-from urllib3 import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.exceptions import ConnectTimeoutError, HTTPError, NameResolutionError, NewConnectionError
-from urllib3.exceptions import TimeoutError as Urllib3Timeout
-from urllib3.util import Timeout, parse_url
 
 from app.providers.endpoints import EndpointPolicy, EndpointRefused
 
-REPLY_MAX_BYTES = 1024  # a push service answers in a few bytes; more is not read
+REPLY_MAX_BYTES = 1024  # a push service or webhook endpoint answers in a few bytes; more is not read
 REPLY_TEXT_CHARS = 120  # of the reply, kept in an error text
-
-_local = threading.local()  # the exchange running on this thread, so its connection can join its watchdog
 
 
 class TransportError(Exception):
@@ -42,7 +44,7 @@ class DeadlineExceeded(TransportError):
 
 @dataclass(frozen=True)
 class Reply:
-    """The part of a push service's answer that is kept: status, headers and at most REPLY_MAX_BYTES of body."""
+    """The part of an answer that is kept: status, headers and at most REPLY_MAX_BYTES of body."""
 
     status_code: int
     headers: Mapping[str, str]
@@ -55,108 +57,81 @@ class Reply:
 
 
 class _Watchdog:
-    """Shuts the current connection's socket when the deadline passes (a blocked read then returns)."""
+    """Shuts the current exchange's socket when its deadline passes (a blocked read then returns).
 
-    def __init__(self, seconds: float) -> None:
-        self.connection: HTTPConnection | None = None
+    One daemon thread per session, started on the session's first exchange, not one per request: an
+    endpoint gets a stream of small requests. A session runs one exchange at a time.
+    """
+
+    def __init__(self) -> None:
+        self._deadline: float | None = None
+        self._sock: socket.socket | None = None
         self.fired = False
-        self._timer = threading.Timer(max(seconds, 0.0), self._fire)
-        self._timer.daemon = True
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closed = False
+        self._thread: threading.Thread | None = None
 
-    def _fire(self) -> None:
-        self.fired = True
-        sock = getattr(self.connection, "sock", None)
-        if sock is not None:
-            try:
-                # socket.socket's own shutdown: on a TLS socket it cuts the fd without tearing down the
-                # SSL object under the reading thread's feet.
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed: nothing left to stop
+    def arm(self, seconds: float) -> None:
+        """Start an exchange that must be over within seconds."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._watch, name="http-deadline", daemon=True)
+            self._thread.start()
+        with self._lock:
+            self._deadline, self._sock, self.fired = time.monotonic() + max(seconds, 0.0), None, False
+        self._wake.set()
 
-    def __enter__(self) -> _Watchdog:
-        _local.watchdog = self
-        self._timer.start()
-        return self
+    def watch(self, sock: socket.socket) -> None:
+        """Make sock the one to shut at the deadline; TimeoutError when the deadline passed already."""
+        with self._lock:
+            self._sock = sock
+            fired = self.fired
+        if fired:
+            raise TimeoutError("the deadline passed while connecting")
 
-    def __exit__(self, *exc_info) -> None:
-        self._timer.cancel()
-        _local.watchdog = None
+    def disarm(self) -> bool:
+        """End the exchange; return whether the deadline fired during it."""
+        with self._lock:
+            self._deadline, self._sock = None, None
+            return self.fired
 
-
-class _Guarded:
-    """Connection mixin: connect only to addresses the policy allows, and join the exchange's watchdog."""
-
-    scheme = "https"
-
-    def __init__(self, *args, policy: EndpointPolicy, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.policy = policy
+    def close(self) -> None:
+        """Stop the thread."""
+        self._closed = True
+        self._wake.set()
 
     def _watch(self) -> None:
-        watchdog = getattr(_local, "watchdog", None)
-        if watchdog is not None:
-            watchdog.connection = self
-
-    def request(self, *args, **kwargs):
-        """Send the request (on a kept-alive connection too, hence joining the watchdog here as well)."""
-        self._watch()
-        return super().request(*args, **kwargs)
-
-    def _new_conn(self) -> socket.socket:
-        # urllib3's own _new_conn resolves and connects in one call; this one checks in between.
-        self._watch()
-        self.policy.check_host(self.scheme, self.host, self.port)
-        try:
-            infos = self.policy.resolve(self.host, self.port)
-        except socket.gaierror as exc:
-            raise NameResolutionError(self.host, self, exc) from exc
-        failure: OSError | None = None
-        for family, kind, proto, _, address in infos:
-            sock = socket.socket(family, kind, proto)
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                sock.settimeout(self.timeout)
-                sock.connect(address)
-                self.policy.check_address(sock.getpeername()[0])  # the peer we really reached
-                return sock
-            except EndpointRefused:
-                sock.close()
-                raise
-            except TimeoutError as exc:
-                sock.close()
-                raise ConnectTimeoutError(self, f"connecting to {self.host} timed out") from exc
-            except OSError as exc:
-                sock.close()
-                failure = exc
-        raise NewConnectionError(self, f"Failed to establish a new connection: {failure}")
+        while not self._closed:
+            self._wake.clear()  # before reading the state: a change after this wakes the wait below
+            with self._lock:
+                wait = None if self._deadline is None else self._deadline - time.monotonic()
+                if wait is not None and wait <= 0:
+                    self.fired, self._deadline, wait = True, None, None
+                    if self._sock is not None:
+                        try:
+                            # socket.socket's own shutdown: on a TLS socket it cuts the fd without tearing down
+                            # the SSL object under the reading thread's feet.
+                            socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
+                        except OSError:
+                            pass  # already closed: nothing left to stop
+            self._wake.wait(wait)
 
 
-class GuardedHTTPConnection(_Guarded, HTTPConnection):
-    """Plain HTTP (only with PUSH_ALLOW_HTTP_ENDPOINTS: a local push service in tests)."""
-
-    scheme = "http"
-
-
-class GuardedHTTPSConnection(_Guarded, HTTPSConnection):
-    """HTTPS, the certificate verified for the host name."""
-
-
-class _HTTPPool(HTTPConnectionPool):
-    ConnectionCls = GuardedHTTPConnection
-
-
-class _HTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = GuardedHTTPSConnection
+_DEFAULT_PORTS = {"https": 443, "http": 80}
 
 
 class GuardedSession:
-    """One connection per push service host, kept alive for a batch; post() as pywebpush calls it."""
+    """Kept-alive connections, one per host, each connected only to an address the policy allows.
+
+    post() as pywebpush calls it on its requests_session. One thread uses a session at a time.
+    """
 
     def __init__(self, policy: EndpointPolicy, reply_max_bytes: int = REPLY_MAX_BYTES) -> None:
         self.policy = policy
         self.reply_max_bytes = reply_max_bytes
-        self._pools: dict[tuple[str, str, int], HTTPConnectionPool] = {}
+        self._conns: dict[tuple[str, str, int], http.client.HTTPConnection] = {}
+        self._watchdog = _Watchdog()
+        self._tls: ssl.SSLContext | None = None
 
     def __enter__(self) -> GuardedSession:
         return self
@@ -165,51 +140,103 @@ class GuardedSession:
         self.close()
 
     def close(self) -> None:
-        """Close every kept-alive connection."""
-        for pool in self._pools.values():
-            pool.close()
-        self._pools.clear()
-
-    def _pool(self, scheme: str, host: str, port: int) -> HTTPConnectionPool:
-        key = (scheme, host, port)
-        if key not in self._pools:
-            if scheme == "https":
-                self._pools[key] = _HTTPSPool(host, port, maxsize=1, retries=False, ca_certs=certifi.where(),
-                                              policy=self.policy)  # fmt: skip
-            else:
-                self._pools[key] = _HTTPPool(host, port, maxsize=1, retries=False, policy=self.policy)
-        return self._pools[key]
+        """Close every kept-alive connection and stop the watchdog."""
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+        self._watchdog.close()
 
     def post(self, url: str, data: bytes | None = None, headers: Mapping | None = None, timeout: float = 10.0) -> Reply:
         """POST data to url within timeout seconds; EndpointRefused, DeadlineExceeded or TransportError otherwise."""
-        self.policy.check_url(url)
-        parts = parse_url(url)  # the parser urllib3 connects by: both must agree the host is allowed
-        scheme, host = (parts.scheme or "").lower(), parts.host or ""
-        port = parts.port or (443 if scheme == "https" else 80)
-        self.policy.check_host(scheme, host, port)
-        pool = self._pool(scheme, host, port)
-        send_headers = {**dict(headers or {}), "Accept-Encoding": "identity"}
-        with _Watchdog(timeout) as watchdog:
-            try:
-                response = pool.urlopen("POST", parts.request_uri, body=data, headers=send_headers, redirect=False,
-                                        retries=False, preload_content=False, decode_content=False,
-                                        timeout=Timeout(connect=timeout, read=timeout))  # fmt: skip
-                whole = False
-                try:
-                    content = response.read(self.reply_max_bytes + 1, decode_content=False)
-                    whole = len(content) <= self.reply_max_bytes and response.read(1, decode_content=False) == b""
-                finally:
-                    if not whole:
-                        response.close()  # the rest is never read: the connection cannot be reused
-                    response.release_conn()
-            except EndpointRefused:
-                raise
-            except (HTTPError, OSError) as exc:
-                # urllib3's NewConnectionError is a ConnectTimeoutError by inheritance only: a refusal, not a wait.
-                timed_out = isinstance(exc, TimeoutError | Urllib3Timeout) and not isinstance(exc, NewConnectionError)
-                if watchdog.fired or timed_out:
-                    raise DeadlineExceeded(f"no complete answer within {timeout:g} s") from exc
-                raise TransportError(f"{type(exc).__name__}: {exc}") from exc
-        if watchdog.fired:
+        scheme, host, port = self.policy.check_url(url)
+        parts = urlsplit(url)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        key = (scheme, host, port or _DEFAULT_PORTS[scheme])
+        send = {**dict(headers or {}), "Accept-Encoding": "identity"}
+        reused = key in self._conns
+        try:
+            return self._exchange(key, path, data or b"", send, timeout)
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            if not reused:
+                raise TransportError("the endpoint closed the connection without an answer") from None
+            # A kept-alive connection the endpoint closed while idle: once more on a fresh one (a rare
+            # duplicate at worst, and a webhook carries the same webhook-id).
+            return self._exchange(key, path, data or b"", send, timeout)
+
+    def _exchange(self, key, path: str, body: bytes, headers: Mapping, timeout: float) -> Reply:
+        conn = self._conns.pop(key, None)
+        watchdog = self._watchdog
+        watchdog.arm(timeout)
+        try:
+            if conn is None:
+                conn = self._connect(*key, timeout)
+            watchdog.watch(conn.sock)
+            conn.request("POST", path, body=body, headers=headers)  # headers and a bytes body in one send
+            response = conn.getresponse()
+            content = response.read(self.reply_max_bytes + 1)
+            whole = len(content) <= self.reply_max_bytes and (response.isclosed() or response.read(1) == b"")
+            fired = watchdog.disarm()
+        except EndpointRefused:
+            watchdog.disarm()
+            if conn is not None:
+                conn.close()
+            raise
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            fired = watchdog.disarm()
+            if conn is not None:
+                conn.close()
+            if fired:
+                raise DeadlineExceeded(f"no complete answer within {timeout:g} s") from None
+            raise
+        except (OSError, http.client.HTTPException, ssl.SSLError) as exc:
+            fired = watchdog.disarm()
+            if conn is not None:
+                conn.close()
+            if fired or isinstance(exc, TimeoutError):
+                raise DeadlineExceeded(f"no complete answer within {timeout:g} s") from exc
+            raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+        if fired:
+            conn.close()
             raise DeadlineExceeded(f"no complete answer within {timeout:g} s")
+        if whole and not response.will_close:
+            self._conns[key] = conn  # kept alive for the next request to this host
+        else:
+            conn.close()
         return Reply(response.status, response.headers, content[: self.reply_max_bytes])
+
+    def _connect(self, scheme: str, host: str, port: int, timeout: float) -> http.client.HTTPConnection:
+        policy = self.policy
+        try:
+            infos = policy.resolve(host, port)
+        except socket.gaierror as exc:
+            raise TransportError(f"the name {host} does not resolve: {exc}") from exc
+        failure: OSError | None = None
+        for family, kind, proto, _, address in infos:
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.settimeout(timeout)
+                self._watchdog.watch(sock)
+                sock.connect(address)
+                policy.check_address(sock.getpeername()[0])  # the peer we really reached
+                break
+            except EndpointRefused:
+                sock.close()
+                raise
+            except TimeoutError:
+                sock.close()
+                raise
+            except OSError as exc:
+                sock.close()
+                failure = exc
+        else:
+            raise TransportError(f"could not connect to {host}:{port}: {failure}")
+        if scheme == "https":
+            if self._tls is None:
+                self._tls = ssl.create_default_context(cafile=certifi.where())
+            sock = self._tls.wrap_socket(sock, server_hostname=host)
+            conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=self._tls)
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        conn.sock = sock
+        return conn

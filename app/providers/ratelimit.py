@@ -80,8 +80,14 @@ class TokenBucket:
         return self.wait_of(self.take_on(self.client))
 
     def take_on(self, client):
-        """Run (or, on a pipeline, queue) take()'s script; wait_of() reads its answer."""
+        """Run take()'s script (on a pipeline: queue it by its hash, see Router); wait_of() reads its answer."""
+        if hasattr(client, "execute"):  # a pipeline: no SCRIPT EXISTS round trip (the caller loads on NOSCRIPT)
+            return client.evalsha(self._script.sha, 2, *self.keys, self.limit.rate, self.limit.burst)
         return self._script(keys=self.keys, args=[self.limit.rate, self.limit.burst], client=client)
+
+    def load_script(self) -> None:
+        """Load the script into Redis (after a NOSCRIPT)."""
+        self.client.script_load(self._script.script)
 
     @staticmethod
     def wait_of(answer) -> float:

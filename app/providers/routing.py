@@ -4,7 +4,10 @@ route() answers which provider sends the next message: the first whose breaker l
 once its bucket gives a token. A short wait for a token (up to RATE_LIMIT_MAX_WAIT_SECONDS) is slept
 here; a longer one, or every breaker open, comes back as "wait until": the engine then returns the
 rows to pending for that time without counting an attempt. If Redis does not answer, routing fails
-open (first provider, unlimited) and says so in the log: the ledger still guards every row.
+open (first provider, unlimited) and says so in the log: the ledger still guards every row. A provider
+with no rate whose breaker was closed at the last look is routed to without asking Redis again for
+ROUTE_RECHECK_SECONDS (a failure this router sees asks at once): another worker's failures reach it
+within that, as they would between two batches.
 
 A provider that sends one message to several targets run by different parties (Web Push: each
 subscription's push service) names each target's scope (`scope_of`, host:port). Each scope has its
@@ -23,13 +26,17 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from app.providers import Provider, TargetOutcome
 from app.providers.breaker import CircuitBreaker, Permit, Settings
 from app.providers.ratelimit import TokenBucket, limit_for
 
 log = logging.getLogger(__name__)
+
+# How long a provider without a rate, whose breaker was closed at the last look, is routed to without asking
+# Redis (a Redis round trip per message was most of a webhook's cost in the engine).
+ROUTE_RECHECK_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -74,9 +81,9 @@ class Router:
         self.providers = providers
         self.clock = clock
         self.sleep = sleep
-        self.max_wait = float(config.get("RATE_LIMIT_MAX_WAIT_SECONDS", 1.0))
+        self.max_wait = float(config["RATE_LIMIT_MAX_WAIT_SECONDS"])
         # No pause lasts longer than the longest retry delay, whatever a provider's Retry-After says.
-        self.cap = float(config.get("RETRY_CAP_SECONDS", 600))
+        self.cap = float(config["RETRY_CAP_SECONDS"])
         self.client = client
         self.settings = settings = Settings.from_config(config)
         self._gates: dict[tuple[str, str], Gate] = {}
@@ -86,13 +93,15 @@ class Router:
         self._open: set[str] = set()
         # Providers whose breaker is owed a success() (see report()): sent with the next route().
         self._owed: list[str] = []
+        # Provider name -> until when (the router's clock) it may be routed to without asking Redis.
+        self._clear_until: dict[str, float] = {}
 
     def __enter__(self) -> Router:
         return self
 
     def __exit__(self, *exc_info) -> None:
         try:
-            self._guard(self._pay_owed, None)
+            self.guard(self._pay_owed, None)
         finally:
             self._stack.close()
 
@@ -100,14 +109,18 @@ class Router:
         """Pick the provider for the next send and take its token (see the module docstring)."""
         retry_at: list[float] = []
         for provider in self.providers:
+            if self._clear_until.get(provider.name, 0.0) > self.clock():
+                return Route(self._enter(provider))
             bucket = self.buckets[provider.name]
-            permit, wait = self._guard(partial(self._allow_and_take, provider.name), (Permit(True), 0.0))
+            permit, wait = self.guard(partial(self._allow_and_take, provider.name), (Permit(True), 0.0))
+            if permit.closed and not bucket.limit.rate and wait == 0:
+                self._clear_until[provider.name] = self.clock() + ROUTE_RECHECK_SECONDS
             if not permit.allowed:
                 retry_at.append(permit.retry_at)
                 continue
             while 0 < wait <= self.max_wait:
                 self.sleep(wait)
-                wait = self._guard(bucket.take, 0.0)
+                wait = self.guard(bucket.take, 0.0)
             if wait > 0:
                 spacing = 1 / bucket.limit.rate if bucket.limit.rate else 0.0
                 return Route(None, self.clock() + wait, spacing)
@@ -125,11 +138,35 @@ class Router:
         for target in targets:
             scope = scope_of(target)
             if scope not in verdicts:
-                verdicts[scope] = self._guard(self._gate(provider.name, scope).held_until, 0.0)
+                verdicts[scope] = self.gate_held_until(self.gate(provider.name, scope))
             if not verdicts[scope]:
                 admitted.append(target)
         held = [until for until in verdicts.values() if until]
-        return tuple(admitted), min(min(held), self.clock() + self.cap) if held else 0.0
+        return tuple(admitted), min(held) if held else 0.0
+
+    def gate(self, provider: str, scope: str) -> Gate:
+        """The gate of one scope of provider (made once per router; call from the router's own thread)."""
+        key = (provider, scope)
+        if key not in self._gates:
+            self._gates[key] = Gate(self.client, provider, scope, self.settings, self.clock)
+        return self._gates[key]
+
+    def gate_held_until(self, gate: Gate) -> float:
+        """0.0 when gate's scope may be sent to now, else when to ask again, at most RETRY_CAP_SECONDS ahead.
+
+        Safe from a send lane's thread: it reads the router's settings only.
+        """
+        until = self.guard(gate.held_until, 0.0)
+        return min(until, self.clock() + self.cap) if until else 0.0
+
+    def report_gate(self, gate: Gate, outcome: str, retry_after: float | None = None) -> None:
+        """Tell gate's scope how a send to it went (safe from a send lane's thread, as gate_held_until)."""
+        if outcome == "sent":
+            self.guard(gate.breaker.success, None)
+        elif retry_after:
+            self.guard(lambda: gate.bucket.pause(min(retry_after, self.cap)), None)
+        elif outcome == "transient":
+            self.guard(gate.breaker.failure, None)
 
     def report(
         self,
@@ -141,6 +178,8 @@ class Router:
         """Tell the breaker and bucket how a send went (outcome sent | transient | permanent); with
         targets (each target's own outcome), each answer goes to its own scope's gate instead."""
         breaker = self.breakers[provider.name]
+        if outcome != "sent":
+            self._clear_until.pop(provider.name, None)  # ask Redis again before the next send
         if targets:
             for target in targets:
                 self._report_scope(provider.name, target)
@@ -150,9 +189,9 @@ class Router:
             self._owe_success(provider.name)
         elif retry_after:
             # "Slow down" is not an outage: pause the bucket for everyone, leave the breaker alone.
-            self._guard(lambda: self.buckets[provider.name].pause(min(retry_after, self.cap)), None)
+            self.guard(lambda: self.buckets[provider.name].pause(min(retry_after, self.cap)), None)
         elif outcome == "transient":
-            self._guard(breaker.failure, None)
+            self.guard(breaker.failure, None)
 
     def _owe_success(self, name: str) -> None:
         # A success rides on the next route()'s round trip (or the batch's end): it still reaches the
@@ -174,30 +213,27 @@ class Router:
         """
         owed, self._owed = self._owed, []
         breaker, bucket = self.breakers[name], self.buckets[name]
-        pipe = self.client.pipeline(transaction=False)
-        for owed_name in owed:
-            self.breakers[owed_name].success_on(pipe)
-        breaker.allow_on(pipe)
-        bucket.take_on(pipe)
-        answers = pipe.execute()
+        for attempt in (1, 2):
+            pipe = self.client.pipeline(transaction=False)
+            for owed_name in owed:
+                self.breakers[owed_name].success_on(pipe)
+            breaker.allow_on(pipe)
+            bucket.take_on(pipe)
+            try:
+                answers = pipe.execute()
+                break
+            except NoScriptError:
+                if attempt == 2:
+                    raise
+                for each in (*(self.breakers[o] for o in owed), breaker):  # a Redis that forgot the scripts
+                    each.load_scripts()
+                bucket.load_script()
         for owed_name, transition in zip(owed, answers, strict=False):
             self.breakers[owed_name].noted(transition)
         return breaker.permit(answers[-2]), bucket.wait_of(answers[-1])
 
     def _report_scope(self, provider: str, target: TargetOutcome) -> None:
-        gate = self._gate(provider, target.scope)
-        if target.outcome == "sent":
-            self._guard(gate.breaker.success, None)
-        elif target.retry_after:
-            self._guard(lambda: gate.bucket.pause(min(target.retry_after, self.cap)), None)
-        elif target.outcome == "transient":
-            self._guard(gate.breaker.failure, None)
-
-    def _gate(self, provider: str, scope: str) -> Gate:
-        key = (provider, scope)
-        if key not in self._gates:
-            self._gates[key] = Gate(self.client, provider, scope, self.settings, self.clock)
-        return self._gates[key]
+        self.report_gate(self.gate(provider, target.scope), target.outcome, target.retry_after)
 
     def _enter(self, provider: Provider) -> Provider:
         if provider.name not in self._open:
@@ -206,7 +242,8 @@ class Router:
         return provider
 
     @staticmethod
-    def _guard(call, default):
+    def guard(call, default):
+        """call(), or default (logged) when Redis does not answer: routing fails open."""
         try:
             return call()
         except RedisError as exc:

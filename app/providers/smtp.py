@@ -196,7 +196,7 @@ class SmtpProvider:
         """Build from SMTP_URL (or setting) / MAIL_FROM / SMTP_TIMEOUT / BASE_URL; None when the URL is empty."""
         if not config.get(setting):
             return None
-        host = urlsplit(config.get("BASE_URL", "")).hostname or "localhost"
+        host = urlsplit(config["BASE_URL"]).hostname or "localhost"
         return cls(config[setting], config["MAIL_FROM"], float(config["SMTP_TIMEOUT"]), host, name)
 
     def __enter__(self) -> SmtpProvider:

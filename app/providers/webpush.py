@@ -96,13 +96,13 @@ class WebPushProvider:
 
     name = "webpush"
 
-    def __init__(self, private_key: str, subject: str, timeout: float, retry_cap: float = 600.0,
-                 policy: EndpointPolicy | None = None, batch_seconds: float | None = None) -> None:  # fmt: skip
+    def __init__(self, private_key: str, subject: str, timeout: float, retry_cap: float,
+                 policy: EndpointPolicy, batch_seconds: float | None = None) -> None:  # fmt: skip
         self.vapid = Vapid.from_string(private_key)
         self.subject = subject
         self.timeout = timeout  # one target's whole exchange (PUSH_TIMEOUT)
         self.retry_cap = retry_cap  # the longest Retry-After we honour (RETRY_CAP_SECONDS)
-        self.policy = policy or EndpointPolicy.from_config({})
+        self.policy = policy
         self.batch_seconds = batch_seconds  # all sends of one batch (`with provider:`), None: unbounded
         self.deadline = float("inf")
         self.session: GuardedSession | None = None
@@ -115,13 +115,13 @@ class WebPushProvider:
             return None
         return cls(
             config["VAPID_PRIVATE_KEY"],
-            config.get("VAPID_SUBJECT") or "mailto:ops@localhost",
-            float(config.get("PUSH_TIMEOUT", 10)),
-            float(config.get("RETRY_CAP_SECONDS", 600)),
+            config["VAPID_SUBJECT"],
+            float(config["PUSH_TIMEOUT"]),
+            float(config["RETRY_CAP_SECONDS"]),
             EndpointPolicy.from_config(config),
             # The engine stops taking rows LEASE_MARGIN_SECONDS before its lease ends; a batch's sends stop
             # then too, so a lease never runs out under a slow push service.
-            float(config.get("DELIVERY_LEASE_SECONDS", 120)) - float(config.get("LEASE_MARGIN_SECONDS", 5)),
+            float(config["DELIVERY_LEASE_SECONDS"]) - float(config["LEASE_MARGIN_SECONDS"]),
         )
 
     def __enter__(self) -> WebPushProvider:

@@ -70,7 +70,7 @@ def unsubscribe():
 @bp.get("/push/vapid-public-key")
 def vapid_public_key():
     """The application server key browsers subscribe with."""
-    key = current_app.config.get("VAPID_PUBLIC_KEY") or ""
+    key = current_app.config["VAPID_PUBLIC_KEY"]
     if not key:
         return problem(404, gettext("Web Push is not configured on this server."))
     return jsonify({"publicKey": key})

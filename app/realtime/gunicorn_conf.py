@@ -9,7 +9,6 @@ otherwise each keep a cache of freed memory (measured: 66 vs 57 KB per socket at
 
 from __future__ import annotations
 
-import os
 import selectors
 import signal
 import threading
@@ -18,20 +17,24 @@ from functools import partial
 
 from gunicorn.workers.gthread import ThreadWorker
 
+from app.config import Config
+
+_settings = Config()  # the WEB_* settings, declared with the others in app/config.py SETTINGS
+
 # Sockets one process is sized for, plus threads left over for ordinary page requests.
-_sockets = int(os.environ.get("WEB_MAX_SOCKETS", "1000"))
-_headroom = int(os.environ.get("WEB_REQUEST_THREADS", "32"))
+_sockets = _settings.WEB_MAX_SOCKETS
+_headroom = _settings.WEB_REQUEST_THREADS
 
 # "gthread" is gunicorn's, minus its per-event scan of every open socket (SocketThreadWorker below).
-worker_class = os.environ.get("WEB_WORKER_CLASS", "gthread")
+worker_class = _settings.WEB_WORKER_CLASS
 if worker_class == "gthread":
     worker_class = "app.realtime.gunicorn_conf.SocketThreadWorker"
-workers = int(os.environ.get("WEB_WORKERS", "2"))
+workers = _settings.WEB_WORKERS
 threads = _sockets + _headroom
 # More connections than threads, so idle keep-alive HTTP connections can wait without holding a thread.
 worker_connections = threads + 100
 # Sockets are closed with 1001 at SIGTERM, so in-flight requests are all that the grace period waits for.
-graceful_timeout = int(os.environ.get("WEB_GRACEFUL_TIMEOUT", "10"))
+graceful_timeout = _settings.WEB_GRACEFUL_TIMEOUT
 
 
 def _in_background(func) -> None:

@@ -76,9 +76,6 @@ CLOSE_ECHO_SECONDS = 1.0
 
 
 DEFAULTS = {
-    "REALTIME_COALESCE_SECONDS": 0.1,
-    "REALTIME_FLUSH_THREADS": 2,
-    "PRESENCE_TTL_SECONDS": presence.DEFAULT_TTL_SECONDS,
     # Sockets are pinged every 25 s and dropped when the pong does not come back in time; one shared
     # thread reads them all (app/realtime/connection.py SharedReader).
     "SOCK_SERVER_OPTIONS": {"ping_interval": 25, "max_message_size": 4096, "thread_class": reader_thread_class()},
@@ -492,7 +489,7 @@ class Hub:
         return float(self.app.config["PRESENCE_TTL_SECONDS"])
 
     def _max_sockets(self) -> int:
-        return max(1, int(self.app.config.get("WS_MAX_SOCKETS_PER_USER", sockets.DEFAULT_MAX_PER_USER)))
+        return max(1, int(self.app.config["WS_MAX_SOCKETS_PER_USER"]))
 
 
 def hub_for(app: Flask) -> Hub:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from urllib.parse import urlsplit
 
 from flask import Blueprint, abort, current_app, request
 from flask_babel import gettext
@@ -13,30 +12,16 @@ from app import user_tokens
 from app.auth import sessions
 from app.extensions import db, limiter, sock
 from app.i18n import language_or_default
+from app.links import origin_of
 from app.live.publish import CLOSE_SIGNED_OUT
 from app.realtime import connection
 from app.realtime import hub as hub_module
 from app.users.queries import session_version
+from app.web.documented import documented
 from app.web.i18n import current_language
 
 bp = Blueprint("realtime", __name__)
 bp.record_once(lambda state: hub_module.init_app(state.app))
-
-DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
-
-
-def origin_of(url: str) -> str:
-    """Return scheme://host[:port] of url, lower-cased, without a default port."""
-    parts = urlsplit(url.strip())
-    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
-    if not scheme or not host:
-        return ""
-    try:
-        port = parts.port
-    except ValueError:
-        return ""
-    host = f"[{host}]" if ":" in host else host
-    return f"{scheme}://{host}" if port in (None, DEFAULT_PORTS.get(scheme)) else f"{scheme}://{host}:{port}"
 
 
 def origin_allowed(origin: str | None) -> bool:
@@ -44,7 +29,7 @@ def origin_allowed(origin: str | None) -> bool:
     if not origin:
         return False
     allowed = {origin_of(current_app.config["BASE_URL"])}
-    allowed.update(origin_of(o) for o in current_app.config.get("WS_ALLOWED_ORIGINS", ()))
+    allowed.update(origin_of(o) for o in current_app.config["WS_ALLOWED_ORIGINS"])
     allowed.discard("")
     return origin_of(origin) in allowed
 
@@ -55,7 +40,7 @@ def _connect_key() -> str:
 
 
 def _connect_limit() -> str:
-    return current_app.config.get("WS_CONNECT_RATE_LIMIT", "120 per minute")
+    return current_app.config["WS_CONNECT_RATE_LIMIT"]
 
 
 # A blueprint limit is checked in the limiter's before_request, i.e. before the handshake completes.
@@ -160,6 +145,19 @@ def _reauthenticate(conn, raw) -> None:
 
 
 @sock.route("/v1/feed/socket", bp=feed_bp)
+@documented(
+    "feedSocket",
+    "The member's counts, live (a WebSocket)",
+    {101: None},
+    errors=(400, 403, 429),
+    tags=("feed",),
+    auth=None,
+    description="Open a WebSocket from a page of FEED_ALLOWED_ORIGINS (anything but a WebSocket upgrade: 400), "
+    'then send `{"type": "auth", "token": <user token>, "lang": <optional language>}` within '
+    f"{FEED_AUTH_SECONDS:.0f} seconds (at most {FEED_MESSAGE_MAX:,} bytes). The server sends the counts as JSON "
+    "whenever they change; a fresh auth message before the token expires keeps the socket open. Handshakes "
+    "are limited per client address (FEED_CONNECT_RATE_LIMIT).",
+)
 def feed_socket(ws):
     """Read the user token from the first message, then serve JSON counts like /ws until expiry or close."""
     try:

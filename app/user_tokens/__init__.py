@@ -13,7 +13,6 @@ import hashlib
 import hmac
 import time
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 import jwt
 import sqlalchemy as sa
@@ -21,6 +20,7 @@ from flask import current_app
 
 from app.api_keys.service import ApiKeyIdentity
 from app.extensions import db
+from app.links import origin_of
 
 ALGORITHM = "HS256"
 SCOPE = "feed:issue"
@@ -121,24 +121,7 @@ def verify(token: str) -> FeedUser:
     return FeedUser(user_id, external_id, int(claims["exp"]), prefix)
 
 
-DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def _origin(url: str) -> str:
-    """Return scheme://host[:port] of url, lower-cased, without a default port ("" if it is not one)."""
-    parts = urlsplit(url.strip())
-    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
-    if scheme not in DEFAULT_PORTS or not host:
-        return ""
-    try:
-        port = parts.port
-    except ValueError:
-        return ""
-    host = f"[{host}]" if ":" in host else host
-    return f"{scheme}://{host}" if port in (None, DEFAULT_PORTS[scheme]) else f"{scheme}://{host}:{port}"
-
-
 def feed_origin_allowed(origin: str | None) -> bool:
     """Return whether a page of this origin may call the feed API and open its socket (FEED_ALLOWED_ORIGINS)."""
-    wanted = _origin(origin or "")
-    return bool(wanted) and wanted in {_origin(o) for o in current_app.config.get("FEED_ALLOWED_ORIGINS", ())}
+    wanted = origin_of(origin or "")
+    return bool(wanted) and wanted in {origin_of(o) for o in current_app.config["FEED_ALLOWED_ORIGINS"]}

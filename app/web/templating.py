@@ -17,10 +17,10 @@ from markupsafe import Markup
 from app import i18n
 from app.announcements.markdown import announcement_html
 from app.audit.queries import changed_fields
+from app.delivery.channels import channel_labels, member_channels
 from app.inbox import queries as inbox_queries
 from app.links import same_site_path
-from app.models import CHANNELS
-from app.preferences.queries import CHANNEL_LABELS, SOURCE_LABELS
+from app.preferences.queries import SOURCE_LABELS
 from app.timezones import user_zone
 from app.web.i18n import current_language
 
@@ -112,8 +112,9 @@ def page_globals() -> dict:
     values = {
         "nav_endpoints": current_app.view_functions.keys(),
         "oob": False,
-        "channels": CHANNELS,
-        "channel_labels": CHANNEL_LABELS,
+        # Only the channels this installation can send on get a column (app/delivery/channels).
+        "channels": [channel.name for channel in member_channels(current_app.config)],
+        "channel_labels": channel_labels(),
         "source_labels": SOURCE_LABELS,
     }
     if has_request_context() and current_user.is_authenticated:

@@ -109,13 +109,14 @@ SELECT id, endpoint_id, started_at, duration_ms, outcome, code, error FROM d
 """
 )
 
-# Held back (open breaker, disabled endpoint) without a try; held_since keeps when that began.
+# Held back (open breaker, disabled endpoint, paused channel) without a try; held_since keeps when that began.
 POSTPONE_SQL = sa.text(
     """
-UPDATE webhook_deliveries
-SET status = 'pending', next_attempt_at = GREATEST(:until, now() + interval '10 milliseconds'),
-    locked_until = NULL, updated_at = now(), held_since = COALESCE(held_since, now())
-WHERE id = ANY(CAST(:ids AS bigint[])) AND status = 'sending' AND locked_until = :lease
+UPDATE webhook_deliveries w
+SET status = 'pending', next_attempt_at = GREATEST(v.until, now() + interval '10 milliseconds'),
+    locked_until = NULL, updated_at = now(), held_since = COALESCE(w.held_since, now())
+FROM unnest(CAST(:ids AS bigint[]), CAST(:untils AS timestamptz[])) AS v(id, until)
+WHERE w.id = v.id AND w.status = 'sending' AND w.locked_until = :lease
 """
 )
 
@@ -338,20 +339,12 @@ def replay_failed(endpoint_id: int, limit: int = 10_000) -> int:
     return len(ids)
 
 
-@dataclass(frozen=True)
-class Claim:
-    """The rows one job claimed and their lease (also the fencing token)."""
-
-    ids: list[int]
-    lease: datetime
-
-
-def claim(ids: list[int], lease_seconds: float) -> Claim | None:
-    """Mark due pending rows of ids as sending under a lease (SKIP LOCKED); None if none were free."""
+def claim(ids: list[int], lease_seconds: float) -> tuple[list[int], datetime] | None:
+    """Mark due pending rows of ids as sending under a lease (SKIP LOCKED): (their ids, the lease), or None."""
     rows = db.session.execute(CLAIM_SQL, {"ids": ids, "lease": lease_seconds}).all()
     if not rows:
         return None
-    return Claim(sorted(r.id for r in rows), rows[0].locked_until)
+    return sorted(r.id for r in rows), rows[0].locked_until
 
 
 def claimed_batch(ids: list[int]) -> list:
@@ -359,35 +352,25 @@ def claimed_batch(ids: list[int]) -> list:
     return db.session.execute(BATCH_SQL, {"ids": ids}).all()
 
 
-@dataclass(frozen=True)
-class Tried:
-    """One try, as the send loop keeps it until its group is recorded."""
-
-    id: int
-    status: str
-    delay: float
-    error_kind: str | None
-    outcome: object  # the transport's Outcome
-    started_at: datetime
-
-
-def record_many(conn, tries: list[Tried], lease: datetime) -> None:
-    """Write a group of tries on conn in one statement (each row fenced by the lease)."""
+def record_many(conn, tries: list, lease: datetime) -> None:
+    """Write a group of tries (app/delivery/source.py Try) on conn in one statement (each row fenced by the lease)."""
     if not tries:
         return
+    results = [t.result for t in tries]
     conn.execute(RECORD_MANY_SQL, {
-        "lease": lease, "ids": [t.id for t in tries], "statuses": [t.status for t in tries],
-        "delays": [t.delay for t in tries], "errors": [t.outcome.error for t in tries],
-        "kinds": [t.error_kind for t in tries], "codes": [t.outcome.response_code for t in tries],
-        "starts": [t.started_at for t in tries], "durations": [t.outcome.duration_ms for t in tries],
-        "outcomes": [t.outcome.outcome for t in tries],
+        "lease": lease, "ids": [r.row.id for r in results], "statuses": [t.status for t in tries],
+        "delays": [t.delay for t in tries], "errors": [r.error for r in results],
+        "kinds": [t.error_kind for t in tries], "codes": [r.response_code for r in results],
+        "starts": [r.started_at for r in results], "durations": [r.duration_ms for r in results],
+        "outcomes": [r.outcome for r in results],
     })  # fmt: skip
 
 
-def postpone(conn, ids: list[int], until: datetime, lease: datetime) -> None:
-    """Return claimed rows to pending until `until` without a try."""
-    if ids:
-        conn.execute(POSTPONE_SQL, {"ids": ids, "until": until, "lease": lease})
+def postpone(conn, waits: list[tuple[int, datetime]], lease: datetime) -> None:
+    """Return claimed rows to pending until their times without a try (on conn, or the session)."""
+    if waits:
+        ids, untils = zip(*waits, strict=True)
+        conn.execute(POSTPONE_SQL, {"ids": list(ids), "untils": list(untils), "lease": lease})
 
 
 def release(conn, ids: list[int], lease: datetime) -> None:

@@ -1,4 +1,4 @@
-"""Standard Webhooks signatures and the endpoint secrets they need, sealed at rest.
+"""Standard Webhooks signatures, made by the standardwebhooks package, and the endpoint secrets they need, sealed.
 
 A secret is `whsec_` + base64 of 32 random bytes (the form the standardwebhooks package reads). It
 has to be recoverable, because signing needs the secret itself (a hash could only verify), so it is
@@ -9,14 +9,14 @@ associated data (a sealed secret copied to another row does not open). See SECUR
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import os
 import secrets
+from datetime import UTC, datetime
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from standardwebhooks.webhooks import Webhook
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 - the form of a secret, not one
 SEALED_PREFIX = "v1:"
@@ -33,9 +33,8 @@ def secret_bytes(secret: str) -> bytes:
 
 
 def signature(key: bytes, webhook_id: str, timestamp: int, body: bytes) -> str:
-    """The webhook-signature header value: `v1,` + base64 HMAC-SHA256 of "id.timestamp.body"."""
-    mac = hmac.new(key, b"%s.%d.%s" % (webhook_id.encode(), timestamp, body), hashlib.sha256).digest()
-    return "v1," + base64.b64encode(mac).decode()
+    """The webhook-signature header value (`v1,` + base64 HMAC-SHA256 of "id.timestamp.body"), by the package."""
+    return Webhook(key).sign(webhook_id, datetime.fromtimestamp(timestamp, UTC), body.decode())
 
 
 def headers(key: bytes, webhook_id: str, timestamp: int, body: bytes) -> dict[str, str]:

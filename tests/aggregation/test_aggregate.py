@@ -209,20 +209,6 @@ def test_auto_dedupe_key_tells_actors_apart(api, likes):  # noqa: F811
     assert rows(author.id)[0].event_count == 2
 
 
-@pytest.fixture
-def statements(app):
-    """The SQL statements the code under test sends."""
-    sent: list[str] = []
-
-    def record(conn, cursor, statement, parameters, context, executemany):
-        sent.append(statement)
-
-    engine = db.engine if isinstance(db.engine, sa.engine.Engine) else db.engine.engine
-    sa.event.listen(engine, "before_cursor_execute", record)
-    yield sent
-    sa.event.remove(engine, "before_cursor_execute", record)
-
-
 def test_statements_one_without_a_window_three_with_one(likes, statements):
     NotificationTypeFactory(type="comment")
     author = UserFactory()

@@ -13,12 +13,14 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from rq import Worker
 from rq.serializers import JSONSerializer
 
+from app import backpressure
 from app.console import charts
 from app.extensions import db, redis
 from app.providers import breaker
 from app.queueing import enqueue_deliveries, get_queue
 from app.web.templating import duration
 from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
+from tests.support.backpressure import forget_measurements, queued_job
 from tests.support.html import attrs, first, one, parse, table_rows, texts
 
 
@@ -59,10 +61,11 @@ def test_the_page_shows_windows_latency_dlq_and_a_chart(client, operator, ledger
         ["sending", "0", "0"],
         ["pending", "1", "1"],
         ["skipped", "0", "0"],
+        ["passed over", "0", "0"],
         ["failed", "0", "1"],
     ]
     assert attrs(page, "#status-windows tbody th .tag", "class") == [
-        f"tag tag--{status}" for status in ("sent", "sending", "pending", "skipped", "failed")
+        f"tag tag--{status}" for status in ("sent", "sending", "pending", "skipped", "passed", "failed")
     ]
     # p50/p95 of 1 s, 3 s and 9 s (the last hour's sent rows).
     assert texts(page, "#stat-p50") == ["3.0 s"] and texts(page, "#stat-p95") == ["8.4 s"]
@@ -107,6 +110,36 @@ def test_without_workers_or_redis_the_page_says_so(client, operator, monkeypatch
     monkeypatch.setattr("app.queueing.get_queue", down)
     page = client.get("/console/dashboard/live").get_data(as_text=True)
     assert "Redis does not answer" in page and one(page, "#stat-dlq")
+
+
+def test_backpressure_is_shown_with_the_high_lag_its_start_and_the_worker_kept_free(client, operator, app, monkeypatch):
+    forget_measurements(monkeypatch)
+    monkeypatch.setitem(app.config, "BACKPRESSURE_HIGH_LAG_SECONDS", 2.0)
+
+    def panel():
+        page = client.get("/console/dashboard/live").get_data(as_text=True)
+        return one(page, "#backpressure")["data-held"], " ".join(texts(page, "#backpressure p"))
+
+    held, text = panel()
+    assert held == "false" and "the high queue's oldest work has waited 0 ms" in text and "0 holds so far" in text
+
+    job_id = queued_job("high", waited=90)
+    backpressure.keep_free_after_interactive("worker-one")
+    held, text = panel()
+    assert held == "true" and re.search(r"is held since \d{4}-\d\d-\d\d \d\d:\d\d JST", text)
+    assert "has waited 1 min 30 s, longer than 2.0 s" in text and "1 hold so far" in text
+    assert "Kept free of low-priority work for interactive work: worker-one." in text
+    queues = {row[0]: row[1:] for row in table_rows(client.get("/console/dashboard/live").get_data(as_text=True),
+                                                     "#queues")}  # fmt: skip
+    assert queues["high"][:2] == ["1", "1 min 30 s"]
+
+    get_queue("high").remove(job_id)  # drained
+    held, text = panel()
+    assert held == "false" and "1 hold so far" in text
+
+    monkeypatch.setitem(app.config, "BACKPRESSURE_HIGH_LAG_SECONDS", 0)
+    held, text = panel()
+    assert held == "false" and text.startswith("Backpressure is off")
 
 
 def _providers(client) -> list[list[str]]:

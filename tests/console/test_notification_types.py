@@ -217,3 +217,29 @@ def test_timing_edit_needs_csrf(client, operator):
     response = client.post("/console/types/chat/edit", data={**FORM, **TIMING, "key": "chat"})
     assert response.status_code in (400, 403)
     assert timing_of("chat") == (None, "read", False, None, None)
+
+
+def test_the_channel_order_and_mode_are_edited_in_the_console(client, csrf, operator, audit_rows):
+    page = client.get("/console/types/new").get_data(as_text=True)
+    assert 'name="channels-0"' in page and 'name="channels-1"' in page and 'name="channel_mode"' in page
+
+    data = {**FORM, "key": "reply", "channels-0": "push", "channels-1": "email", "channel_mode": "first"}
+    assert client.post("/console/types/new", headers=csrf(), data=data).status_code == 302
+
+    db.session.expire_all()
+    item = db.session.get(NotificationType, "reply")
+    assert (item.channels, item.channel_mode) == (["push", "email"], "first")
+    edit = client.get("/console/types/reply/edit").get_data(as_text=True)
+    assert '<option selected value="push">' in edit.replace('value="push" selected', 'selected value="push"')
+
+
+def test_no_order_means_every_channel_and_a_repeated_channel_is_refused(client, csrf, operator):
+    client.post("/console/types/new", headers=csrf(), data={**FORM, "key": "plain_order"})
+    db.session.expire_all()
+    item = db.session.get(NotificationType, "plain_order")
+    assert (item.channels, item.channel_mode) == (None, "all")
+
+    data = {**FORM, "key": "twice", "channels-0": "email", "channels-1": "email"}
+    response = client.post("/console/types/new", headers=csrf(), data=data)
+    assert response.status_code == 422 and "Choose each channel once" in response.get_data(as_text=True)
+    assert db.session.get(NotificationType, "twice") is None

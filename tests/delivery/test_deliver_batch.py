@@ -29,7 +29,7 @@ def test_real_email_content_and_headers(app, smtp_sink, make_delivery):
     user = UserFactory(email="Ada@Example.com", display_name="Ada Lovelace")
     delivery = make_delivery(user=user, title="Your report is ready", body="Line one\nLine <two>")
 
-    assert deliver_batch("email", [delivery.id]) == {"claimed": 1, "skipped": 0, "deferred": 0, "sent": 1}
+    assert deliver_batch("email", [delivery.id]) == {"claimed": 1, "sent": 1}
 
     [received] = smtp_sink.messages
     msg = received.message
@@ -93,7 +93,7 @@ def test_concurrent_sends_keep_one_message_sent_and_unrecorded_at_most(app, smtp
     monkeypatch.setitem(app.config, "DELIVERY_SEND_CONCURRENCY", 4)
     ids = [make_delivery().id for _ in range(40)]
 
-    assert deliver_batch("email", ids) == {"claimed": 40, "skipped": 0, "deferred": 0, "sent": 40}
+    assert deliver_batch("email", ids) == {"claimed": 40, "sent": 40}
     ids_sent = sorted(m.message["Message-ID"] for m in smtp_sink.messages)
     assert ids_sent == sorted(f"<delivery-{i}@hato.127.0.0.1>" for i in ids)  # each once
     assert 1 < len({m.peer for m in smtp_sink.messages}) <= 4  # several connections, one per lane at most
@@ -339,8 +339,8 @@ def test_rows_left_when_the_lease_runs_out_go_back_untried(app, fake_provider, m
 
 def test_a_stale_lease_cannot_overwrite_a_newer_claim(app, fake_provider, make_delivery):
     from app.delivery import queries, service
-    from app.delivery.policy import Backoff
     from app.delivery.sending import Result
+    from app.delivery.source import Try
 
     delivery = make_delivery()
     claim = service.claim("email", [delivery.id], 60)
@@ -348,7 +348,7 @@ def test_a_stale_lease_cannot_overwrite_a_newer_claim(app, fake_provider, make_d
     stale = claim.lease - timedelta(seconds=30)
     result = Result(row, "sent", "fake", datetime.now(UTC), 1, message_id="<x>")
 
-    service.record_result(result, stale, Backoff(1, 1, 3), db.session)
+    service.record_result(Try(result, "sent"), stale, db.session)
 
     assert reload(delivery).status == "sending" and attempts_of(delivery) == []
 

@@ -259,3 +259,29 @@ def test_the_sweeper_step_opens_due_runs_and_enqueues_their_job(app, hourly_type
     [job] = get_queue(DIGEST_QUEUE).get_jobs()
     assert job.func_name == DIGEST_JOB and sorted(job.args[0]) == run_ids()
     assert sweep(app.config, datetime.now(UTC))["enqueued"] == 0  # its job is waiting: not enqueued twice
+
+
+def test_a_digest_carries_one_click_unsubscribe_that_stops_that_kind_of_digest(app, fake_provider, hourly_type,
+                                                                               daily_type, waiting):  # fmt: skip
+    user = UserFactory()
+    earlier = NOW - timedelta(minutes=20)
+    waiting(user, hourly_type, earlier)
+    db.session.commit()
+    open_due(NOW, app.config)
+    send_digests(run_ids())
+
+    [mail] = fake_provider.sent
+    assert mail.headers["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    link = mail.headers["List-Unsubscribe"][1:-1]
+    path = link.removeprefix(app.config["BASE_URL"])
+    client = app.test_client()
+    assert "hourly digest" in client.get(path).get_data(as_text=True)
+
+    answer = client.post(path)  # what a mail client sends for the user: no cookie, no CSRF token
+
+    assert answer.status_code == 200
+    db.session.rollback()
+    prefs = db.session.execute(
+        sa.text("SELECT type, channel, enabled FROM notification_preferences WHERE user_id = :u"), {"u": user.id}
+    ).all()
+    assert [tuple(p) for p in prefs] == [("like", "email", False)]  # the daily type's e-mail is left alone

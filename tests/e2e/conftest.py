@@ -50,3 +50,15 @@ def workers(processes, sink):
     env = dict(SMTP_URL=f"smtp://127.0.0.1:{sink[0]}", EMAIL_PROVIDER="smtp", SWEEP_INTERVAL_SECONDS=0.5)
     for command in ("worker", "sweep"):
         processes(command, **env)
+
+
+@pytest.fixture
+def push_configured(live_server):
+    """Web Push configured (VAPID keys) on the live server, so the preference screen has its push column."""
+    from app.cli.vapid import generate_keys
+
+    public, private = generate_keys()
+    saved = {name: live_server.config[name] for name in ("VAPID_PUBLIC_KEY", "VAPID_PRIVATE_KEY")}
+    live_server.config.update(VAPID_PUBLIC_KEY=public, VAPID_PRIVATE_KEY=private)
+    yield public
+    live_server.config.update(saved)

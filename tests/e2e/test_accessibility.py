@@ -113,6 +113,7 @@ def _console_pages(w: dict, lang: str) -> list[str]:
         "/console/deliveries",
         f"/console/deliveries/{w['delivery']}",
         "/console/dlq",
+        "/console/channels",
         "/console/suppressions",
         "/console/api-keys",
         "/console/webhooks",

@@ -55,7 +55,7 @@ def _visible_text(page: Page) -> str:
     return page.locator("body").inner_text()
 
 
-def test_japanese_everywhere_then_english_without_a_restart(page, live_server, workers, sink, hanako):
+def test_japanese_everywhere_then_english_without_a_restart(page, live_server, workers, sink, hanako, push_configured):
     # Signing in: the browser asks for English, so the form is English; the inbox is the saved language.
     sign_in(page, EMAIL)
     open_inbox(page, live_server.base_url + "/inbox")

@@ -9,7 +9,7 @@ from app.extensions import db
 from tests.e2e.test_inbox import _sign_in
 from tests.factories import NotificationTypeFactory, UserFactory
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("push_configured")]
 
 
 @pytest.fixture

@@ -258,3 +258,54 @@ def test_a_preflight_or_call_from_another_origin_is_refused(client, issuer, memb
 def test_with_no_allowed_origins_every_cross_origin_call_is_refused(client, issuer, member):
     call = _feed(client, _token(issuer), path="/counts", headers={"Origin": HOST})
     assert call.status_code == 403
+
+
+# --- input: pydantic models, problem+json naming the field, in the reader's language ----------------------
+
+JA = {"Accept-Language": "ja"}
+
+
+def test_a_preference_change_of_the_wrong_shape_names_the_field_in_both_languages(client, issuer, member):
+    NotificationTypeFactory(type="comment")
+    token = _token(issuer)
+    body = {"type": "comment", "channel": "email", "enabled": "yes"}
+    english = _feed(client, token, "PUT", "/preferences", json=body)
+    japanese = _feed(client, token, "PUT", "/preferences", json=body, headers=JA)
+    assert english.status_code == japanese.status_code == 422
+    assert english.mimetype == "application/problem+json"
+    assert english.get_json()["errors"] == [{"field": "enabled", "message": "Input should be a valid boolean"}]
+    (in_japanese,) = japanese.get_json()["errors"]
+    assert in_japanese["field"] == "enabled" and in_japanese["message"] == "true か false にしてください"
+    channel = _feed(client, token, "PUT", "/preferences", json={**body, "channel": "fax", "enabled": True})
+    assert [e["field"] for e in channel.get_json()["errors"]] == ["channel"]
+    unknown = _feed(client, token, "PUT", "/preferences", json={**body, "type": "nope", "enabled": True})
+    assert unknown.status_code == 422 and [e["field"] for e in unknown.get_json()["errors"]] == ["type"]
+
+
+def test_the_page_refuses_what_its_document_does_not_allow(client, issuer, member):
+    token = _token(issuer)
+    for query, field in (({"limit": 51}, "limit"), ({"filter": "starred"}, "filter"), ({"page": 2}, "page"),
+                         ({"cursor": "not-a-cursor"}, "cursor")):  # fmt: skip
+        response = _feed(client, token, query_string=query)
+        assert response.status_code == 422, query
+        assert [e["field"] for e in response.get_json()["errors"]] == [field]
+
+
+def test_a_snooze_time_that_cannot_be_used_names_until(client, issuer, member):
+    row = NotificationFactory(user_id=member.id)
+    token = _token(issuer)
+    past = _feed(client, token, "POST", f"/notifications/{row.id}/snooze", json={"until": "2001-01-01T09:00"})
+    assert past.status_code == 422 and [e["field"] for e in past.get_json()["errors"]] == ["until"]
+    shape = _feed(client, token, "POST", f"/notifications/{row.id}/snooze", json={"until": "tomorrow at 9"})
+    assert shape.get_json()["errors"] == [
+        {"field": "until", "message": "must be a local date and time such as 2026-12-01T09:00"}
+    ]
+
+
+def test_a_feed_body_over_the_api_limit_is_413_unread(app, client, issuer, member, monkeypatch):
+    token = _token(issuer)
+    monkeypatch.setitem(app.config, "API_MAX_BODY_BYTES", 1024)
+    body = {"type": "comment", "channel": "email", "enabled": True, "pad": "x" * 2000}
+    response = _feed(client, token, "PUT", "/preferences", json=body)
+    assert response.status_code == 413 and response.mimetype == "application/problem+json"
+    assert response.get_json()["detail"] == "The body is larger than 1024 bytes."

@@ -92,6 +92,27 @@ def test_a_bad_signature_is_refused_before_the_body_is_read(client, sendgrid):
     assert client.post(SENDGRID, data=body, headers=sendgrid.headers(body)).status_code == 400
 
 
+@pytest.mark.parametrize(
+    ("body", "field", "english"),
+    [
+        (b'{"event": "delivered"}', "body", "Input should be a valid list"),
+        (b'[{"event": "delivered"}, 7]', "1", "Input should be an object"),  # the second event
+    ],
+)
+def test_a_signed_body_of_another_shape_names_the_field_in_the_readers_language(client, sendgrid, body, field, english):
+    before = snapshot()
+    answers = [
+        client.post(SENDGRID, data=body, headers={**sendgrid.headers(body), "Accept-Language": language})
+        for language in ("en", "ja")
+    ]
+    for response in answers:
+        assert_refused(response, 400, before)
+    (in_english,), (in_japanese,) = (response.get_json()["errors"] for response in answers)
+    assert in_english["field"] == in_japanese["field"] == field
+    assert in_english["message"] == english
+    assert in_japanese["message"] not in ("", english)  # the same rule, said in Japanese
+
+
 # --- Mailgun ----------------------------------------------------------------------------------------
 
 

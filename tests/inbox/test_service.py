@@ -38,6 +38,19 @@ def test_mark_read_with_another_users_id_changes_nothing(member):
     assert state(theirs.id) == (None, None)
 
 
+def test_the_one_row_action_handler_acts_only_on_the_users_own_rows(member):
+    mine, theirs = NotificationFactory(user_id=member.id), NotificationFactory(user_id=UserFactory().id)
+    for action in ("read", "archive", "unarchive"):
+        assert service.act_on(member.id, theirs.id, action) is None  # not theirs: nothing found, nothing done
+    assert state(theirs.id) == (None, None)
+    before = service.act_on(member.id, mine.id, "archive")
+    assert before["id"] == mine.id and before["archived_at"] is None  # the row as it was
+    assert state(mine.id).archived_at is not None
+    assert service.act_on(member.id, mine.id, "unarchive")["archived_at"] is not None  # as it was: archived
+    read_at, archived_at = state(mine.id)
+    assert read_at is not None and archived_at is None
+
+
 def test_archive_reads_the_row_and_is_idempotent(member):
     row = NotificationFactory(user_id=member.id)
     assert service.archive(member.id, row.id) == 1

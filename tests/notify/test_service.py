@@ -33,20 +33,6 @@ def news():
     return NotificationTypeFactory(type="news", default_email=True, default_push=True, priority="low")
 
 
-@pytest.fixture
-def statements(app):
-    """The SQL statements the code under test sends (to prove it is one, whatever the recipient count)."""
-    sent: list[str] = []
-
-    def record(conn, cursor, statement, parameters, context, executemany):
-        sent.append(statement)
-
-    engine = db.engine if isinstance(db.engine, sa.engine.Engine) else db.engine.engine
-    sa.event.listen(engine, "before_cursor_execute", record)
-    yield sent
-    sa.event.remove(engine, "before_cursor_execute", record)
-
-
 def test_each_channel_follows_defaults_preferences_and_addresses(news):
     plain, muted, no_address, subscribed = UserFactory.create_batch(4)
     no_address.email = None

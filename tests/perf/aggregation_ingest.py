@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 
 from tests.perf.bench_ingest import Result, Server, drive
-from tests.support.databases import bench_urls, recreate_database
+from tests.support.databases import bench_urls, fresh_bench_database
 
 BENCH_DB = "hato_bench_aggregation"
 BENCH_REDIS_DB = 13
@@ -42,9 +42,7 @@ WORKERS, THREADS = 2, 16
 
 def _prepare(db_url: str, redis_url: str, keys: int) -> str:
     """Migrate, load the two types and `keys` recipients and an API key; return the key."""
-    os.environ.update(DATABASE_URL=db_url, REDIS_URL=redis_url)
-    os.environ.setdefault("SECRET_KEY", "bench-secret")
-    recreate_database(db_url)
+    fresh_bench_database(db_url, redis_url)
     import sqlalchemy as sa
     from flask_migrate import upgrade
 

@@ -30,7 +30,7 @@ import time
 from datetime import UTC
 from pathlib import Path
 
-from tests.support.databases import bench_urls, recreate_database
+from tests.support.databases import bench_urls, fresh_bench_database
 
 BENCH_DB = "hato_bench_delivery"
 BENCH_REDIS_DB = 8
@@ -64,9 +64,7 @@ class Bench:
         self.count = count
         self.workdir = workdir
         self.db_url, self.redis_url = bench_urls(database, redis_db)
-        os.environ.update(DATABASE_URL=self.db_url, REDIS_URL=self.redis_url)
-        os.environ.setdefault("SECRET_KEY", "bench-secret")
-        recreate_database(self.db_url)
+        fresh_bench_database(self.db_url, self.redis_url)
         from flask_migrate import upgrade
 
         from app import create_app

@@ -1,6 +1,10 @@
 """Digest throughput: N users each with 5 unread e-mails waiting for the same hourly digest, to a local sink.
 
-    python -m tests.perf.bench_digest [--users 100000]
+    python -m tests.perf.bench_digest [--full] [--users N] [--agg-events N]
+
+By default 20,000 users and 5,000 aggregation events per scenario (a few minutes); --full runs the
+issue's size, 100,000 users and 20,000 events (about 25 minutes on the 2-vCPU machine). Each ratio is
+measured against its baseline in the same run, at the same size.
 
 Uses its own database `hato_bench_digest` (dropped, created and migrated here) on the server of
 DATABASE_URL, and Redis database 12 on the server of REDIS_URL. The sink runs in its own process. Phases:
@@ -30,11 +34,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.perf import aggregation_ingest
-from tests.support.databases import bench_urls, recreate_database
+from tests.support.databases import bench_urls, fresh_bench_database
 
 BENCH_DB = "hato_bench_digest"
 BENCH_REDIS_DB = 12
 ITEMS_PER_USER = 5
+# (users, aggregation events per scenario): the default finishes in minutes, --full is the issue's size.
+DEFAULT_SIZE, FULL_SIZE = (20_000, 5_000), (100_000, 20_000)
 TIME_LIMIT_SECONDS = 1800
 
 SEED_SQL = [
@@ -72,9 +78,7 @@ class Bench:
         self.users = users
         self.workdir = workdir
         self.db_url, self.redis_url = bench_urls(BENCH_DB, BENCH_REDIS_DB)
-        os.environ.update(DATABASE_URL=self.db_url, REDIS_URL=self.redis_url)
-        os.environ.setdefault("SECRET_KEY", "bench-secret")
-        recreate_database(self.db_url)
+        fresh_bench_database(self.db_url, self.redis_url)
         from flask_migrate import upgrade
 
         from app import create_app
@@ -201,9 +205,17 @@ class Bench:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--users", type=int, default=100_000)
-    parser.add_argument("--agg-events", type=int, default=20_000, help="aggregation ingest: events per scenario")
+    parser.add_argument(
+        "--full", action="store_true", help=f"the full size: {FULL_SIZE[0]:,} users, {FULL_SIZE[1]:,} events"
+    )
+    parser.add_argument("--users", type=int, help=f"users with a digest (default {DEFAULT_SIZE[0]:,})")
+    parser.add_argument(
+        "--agg-events", type=int, help=f"aggregation ingest: events per scenario (default {DEFAULT_SIZE[1]:,})"
+    )
     args = parser.parse_args(argv)
+    size = FULL_SIZE if args.full else DEFAULT_SIZE
+    args.users = args.users or size[0]
+    args.agg_events = args.agg_events or size[1]
     with tempfile.TemporaryDirectory(prefix="hato-bench-") as tmp:
         bench = Bench(args.users, Path(tmp))
         try:

@@ -37,10 +37,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 
-from tests.support.databases import bench_urls, drop_database, recreate_database, row_counts, run_outside_transaction
+from tests.support.databases import (
+    bench_urls,
+    drop_database,
+    fresh_bench_database,
+    row_counts,
+    run_outside_transaction,
+)
 
 BENCH_DB = "hato_bench_fanout"
 BENCH_REDIS_DB = 3
@@ -250,9 +255,7 @@ def main() -> None:
     parser.add_argument("--redis-db", type=int, default=BENCH_REDIS_DB, help="Redis database number (flushed).")
     args = parser.parse_args()
     db_url, redis_url = bench_urls(args.database, args.redis_db)
-    os.environ.update(DATABASE_URL=db_url, REDIS_URL=redis_url)
-    os.environ.setdefault("SECRET_KEY", "bench-secret")
-    recreate_database(db_url)
+    fresh_bench_database(db_url, redis_url)
     try:
         figures = run(args.users, args.batch, max(args.rounds, 1))
     finally:

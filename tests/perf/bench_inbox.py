@@ -32,7 +32,7 @@ import statistics
 import time
 
 from tests.inbox.seed_dataset import SEED_NOTIFICATIONS_SQL, SEED_TYPES_SQL
-from tests.support.databases import bench_urls, database_name, recreate_database
+from tests.support.databases import bench_urls, database_name, fresh_bench_database
 
 BENCH_DB = "hato_bench_inbox"
 SEED_USER = 42
@@ -294,8 +294,7 @@ def main() -> None:
     started = time.monotonic()
     own = database_name(os.environ.get("DATABASE_URL", ""))
     url, _ = bench_urls(own if "_bench" in own else BENCH_DB, 0)
-    os.environ.setdefault("SECRET_KEY", "bench-secret")
-    recreate_database(url)
+    fresh_bench_database(url)  # EXPLAIN only: no Redis
     from app import create_app
     from app.config import sqlalchemy_url
     from app.extensions import db

@@ -51,7 +51,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.databases import bench_urls, drop_database, recreate_database
+from tests.support.databases import bench_urls, drop_database, fresh_bench_database
 
 BENCH_DB = "hato_bench_ingest"
 BENCH_REDIS_DB = 9
@@ -69,9 +69,7 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 def _prepare(db_url: str, redis_url: str) -> str:
     """Migrate, load a type, USERS recipients and an API key; return the key."""
-    os.environ.update(DATABASE_URL=db_url, REDIS_URL=redis_url)
-    os.environ.setdefault("SECRET_KEY", "bench-secret")
-    recreate_database(db_url)
+    fresh_bench_database(db_url, redis_url)
     import sqlalchemy as sa
     from flask_migrate import upgrade
 

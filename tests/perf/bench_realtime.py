@@ -50,7 +50,7 @@ import sqlalchemy as sa
 from websockets.asyncio.client import connect
 
 from app import keyspace
-from tests.support.databases import recreate_database
+from tests.support.databases import fresh_bench_database
 from tests.support.load import insert_users
 
 DB_NAME = os.environ.get("BENCH_REALTIME_DB", "hato_bench_realtime")
@@ -97,7 +97,6 @@ def bench_env(malloc_tcache: bool = False) -> dict:
         **tunables,
         "DATABASE_URL": urlunsplit(db._replace(path=f"/{DB_NAME}")),
         "REDIS_URL": urlunsplit(cache),
-        "SECRET_KEY": "bench-realtime-secret-0123456789abcdef",
         "API_RATE_LIMIT": "100000 per minute",
         "FEED_ALLOWED_ORIGINS": FEED_ORIGIN,
         # Every feed socket comes from this one client address.
@@ -114,7 +113,7 @@ def prepare_database(env: dict, users: int):
     Returns (app, {user id: external id}, API key).
     """
     os.environ.update(env)
-    recreate_database(env["DATABASE_URL"])
+    fresh_bench_database(env["DATABASE_URL"], env["REDIS_URL"])  # a secret of this run's own; the catalogs compiled
     from flask_migrate import upgrade
 
     from app import create_app

@@ -27,11 +27,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 
-from tests.support.databases import bench_urls, drop_database, recreate_database, row_counts, run_outside_transaction
+from tests.support.databases import (
+    bench_urls,
+    drop_database,
+    fresh_bench_database,
+    row_counts,
+    run_outside_transaction,
+)
 
 BENCH_DB = "hato_bench_scheduler"
 BENCH_REDIS_DB = 2
@@ -244,9 +249,7 @@ def main() -> None:
     args = parser.parse_args()
     args.rounds = max(args.rounds, 1)
     db_url, redis_url = bench_urls(BENCH_DB, BENCH_REDIS_DB)
-    os.environ.update(DATABASE_URL=db_url, REDIS_URL=redis_url)
-    os.environ.setdefault("SECRET_KEY", "bench-secret")
-    recreate_database(db_url)
+    fresh_bench_database(db_url, redis_url)
     try:
         figures = run(args)
     finally:

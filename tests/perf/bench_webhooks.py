@@ -11,7 +11,7 @@ request with the standardwebhooks package and stores each webhook-id once. Phase
   1 worker           the events are in the outbox already; deliver_batch jobs (100 rows each) enqueued, one
                      `flask worker --simple` claims, signs, posts and records them; timed from enqueue until
                      the receiver has every webhook-id and every row is `sent`; run first and last
-  engine in-process  the same rows through app.webhooks.engine.deliver_batch in this process (no RQ)
+  engine in-process  the same rows through app.delivery.engine.deliver_batch in this process (no RQ)
 
 Prints a table, then one JSON line: events, raw_per_s, webhook_per_s (1 worker, the better run), ratio.
 """
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.support.databases import bench_urls, recreate_database
+from tests.support.databases import bench_urls, fresh_bench_database
 
 BATCH = 100
 TIME_LIMIT_SECONDS = 300
@@ -42,9 +42,7 @@ class Bench:
         self.count = count
         self.workdir = workdir
         self.db_url, self.redis_url = bench_urls(db_name, redis_db)
-        os.environ.update(DATABASE_URL=self.db_url, REDIS_URL=self.redis_url)
-        os.environ.setdefault("SECRET_KEY", "bench-secret")
-        recreate_database(self.db_url)
+        fresh_bench_database(self.db_url, self.redis_url)
         from flask_migrate import upgrade
 
         from app import create_app
@@ -197,12 +195,12 @@ class Bench:
         """Deliver the outbox through the engine in this process, batch after batch; return events/s."""
         from flask import current_app
 
-        from app.webhooks import engine
+        from app.delivery import engine
 
         ids = self.emit()
         started = time.perf_counter()
         for start in range(0, len(ids), BATCH):
-            engine.deliver_batch(ids[start : start + BATCH], current_app.config)
+            engine.deliver_batch("webhook", ids[start : start + BATCH], current_app.config)
         elapsed = time.perf_counter() - started
         self._check(ids, "engine in-process")
         return len(ids) / elapsed

@@ -37,7 +37,7 @@ from redis import Redis
 from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
 
 from app.api.idempotency import CLAIM_SQL, COMPLETE_SQL
-from app.notify.service import NOTIFY_SQL
+from app.notify.service import notify_sql
 
 
 def _as_psycopg(statement) -> str:
@@ -53,9 +53,9 @@ def _as_psycopg(statement) -> str:
 STATEMENTS = {
     # app/api/idempotency.py claim(): advisory lock + INSERT … ON CONFLICT (api_key_id, key) … RETURNING id
     "claim": _as_psycopg(CLAIM_SQL),
-    # app/notify/service.py notify(): NOTIFY_SQL["external_id"], the notification row
+    # app/notify/service.py notify(): notify_sql("external_id"), the notification row
     # (ON CONFLICT (user_id, dedupe_key) DO NOTHING RETURNING) and its deliveries, one statement
-    "notify": _as_psycopg(NOTIFY_SQL["external_id"]),
+    "notify": _as_psycopg(notify_sql("external_id")),
     # app/api/idempotency.py store(): the response kept for replays
     "complete": _as_psycopg(COMPLETE_SQL),
 }
@@ -109,6 +109,8 @@ def _ingest(raw: bytes, idempotency_key: str) -> tuple[int, bytes]:
             "api_key_id": api_key_id,
             "group_key": None,
             "cancellation_key": None,
+            "route": None,
+            "mode": None,
         }
         rows = conn.execute(STATEMENTS["notify"], params).fetchall()
         notification_id = rows[0][4]

@@ -9,6 +9,16 @@ from app.extensions import db
 from tests.factories import NotificationTypeFactory, UserFactory
 
 
+@pytest.fixture(autouse=True)
+def push_configured(app, monkeypatch):
+    """Web Push configured (VAPID keys), so the screen has its push column (a channel not configured has none)."""
+    from app.cli.vapid import generate_keys
+
+    public, private = generate_keys()
+    monkeypatch.setitem(app.config, "VAPID_PRIVATE_KEY", private)
+    monkeypatch.setitem(app.config, "VAPID_PUBLIC_KEY", public)
+
+
 @pytest.fixture
 def seed_types():
     """The seed's types: approved (in-app, email, push), remind (in-app, push), comment, security (mandatory)."""

@@ -178,3 +178,12 @@ def test_inbox_times_follow_the_new_time_zone(client, member, csrf):
     _schedule(client, csrf(), timezone="Europe/London", quiet="off")
     html = client.get("/inbox").get_data(as_text=True)
     assert " JST" not in html and re.fullmatch(r".+ (GMT|BST)", one(html, "time[data-relative]")["title"])
+
+
+def test_a_channel_this_installation_cannot_send_on_gets_no_column(app, client, member, monkeypatch):
+    monkeypatch.setitem(app.config, "VAPID_PRIVATE_KEY", "")  # Web Push not configured
+    html = client.get("/preferences").get_data(as_text=True)
+
+    headers = [th.get_text(strip=True) for th in parse(html).select(".pref-table thead th")]
+    assert headers[1:] == ["In-app", "E-mail"]
+    assert 'id="switch-comment-push"' not in html and 'id="switch-comment-email"' in html

@@ -15,7 +15,7 @@ from app.models import DeliveryAttempt, EmailSuppression
 from app.providers import TargetOutcome, TransientError, register
 from app.providers.breaker import CircuitBreaker, Settings
 from app.providers.fake import FakeProvider
-from app.providers.routing import Router
+from app.providers.routing import ROUTE_RECHECK_SECONDS, Router
 from jobs.delivery import deliver_batch
 from tests.factories import UserFactory
 from tests.support.delivery import reload
@@ -44,15 +44,19 @@ def attempts_of(delivery):
 
 def test_router_skips_an_open_provider_and_reports_when_none_is_left(app, fake_provider):
     primary, backup = fake_provider, BACKUP.reset()
+    now = [time.time()]
     with app.app_context():
-        router = Router([primary, backup], app.config, redis.client())
+        router = Router([primary, backup], app.config, redis.client(), clock=lambda: now[0])
         assert router.route().provider is primary
-        open_breaker(app, "fake")
+        open_breaker(app, "fake")  # another worker's failures: this router sees them at its next look
+        assert router.route().provider is primary
+        now[0] += ROUTE_RECHECK_SECONDS
         assert router.route().provider is backup
         open_breaker(app, "fake_backup")
+        now[0] += ROUTE_RECHECK_SECONDS
         route = router.route()
         assert route.provider is None
-        assert abs(route.wait_until - (time.time() + app.config["BREAKER_COOLDOWN_SECONDS"])) < 2
+        assert abs(route.wait_until - (now[0] + app.config["BREAKER_COOLDOWN_SECONDS"])) < 2
 
 
 @pytest.mark.committed  # the engine records on its own connection: real commits
@@ -213,3 +217,23 @@ def test_a_target_scopes_pause_and_breaker_hold_back_only_its_own_targets(app, m
         assert CircuitBreaker(redis.client(), "scoped", Settings()).state() == "closed"
         assert CircuitBreaker(redis.client(), "scoped", Settings(), scope="b:1").state() == "open"
         assert router.admit(provider, ("c:1/w",)) == (("c:1/w",), 0.0)
+
+
+def test_a_failure_this_router_sees_makes_it_ask_again_at_once(app, fake_provider):
+    primary, backup = fake_provider, BACKUP.reset()
+    with app.app_context():
+        router = Router([primary, backup], app.config, redis.client())
+        assert router.route().provider is primary
+        for _ in range(app.config["BREAKER_FAILURES"]):
+            router.report(primary, "transient")
+
+        assert router.route().provider is backup  # no waiting out the recheck window
+
+
+def test_a_redis_that_forgot_the_scripts_still_routes(app, fake_provider):
+    with app.app_context():
+        router = Router([fake_provider], app.config, redis.client())
+        assert router.route().provider is fake_provider
+        redis.client().script_flush()
+        router._clear_until.clear()
+        assert router.route().provider is fake_provider

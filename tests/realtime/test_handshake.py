@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from simple_websocket import ConnectionError as HandshakeError
 
-from app.realtime.views import origin_allowed, origin_of
+from app.links import origin_of
+from app.realtime.views import origin_allowed
 from tests.realtime.helpers import close_quietly, connect, frame_count, server_thread, session_cookie, session_data
 from tests.support.waiting import free_port
 

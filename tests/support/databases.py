@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import secrets
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+
+from app.config import KNOWN_SECRETS, SECRET_MIN_BYTES
+from app.i18n import compile_stale_catalogs
 
 
 def maintenance_conninfo(url: str) -> str:
@@ -25,6 +29,28 @@ def bench_urls(db_name: str, redis_db: int) -> tuple[str, str]:
     else:
         redis_url = urlunsplit((redis.scheme, redis.netloc, f"/{redis_db}", "", ""))
     return urlunsplit((db.scheme, db.netloc, f"/{db_name}", db.query, "")), redis_url
+
+
+def bench_environment(db_url: str, redis_url: str | None = None) -> None:
+    """Point this process, and every process it starts, at a benchmark's services; ready them as `make bench` does.
+
+    A benchmark runs as `python -m tests.perf.<name>` from a plain shell, so the workers and web processes it
+    starts pass the production start-up check (wsgi.py): a SECRET_KEY of its own for this run (random, 48
+    bytes) unless the shell holds a real one, and the catalogs compiled.
+    """
+    os.environ["DATABASE_URL"] = db_url
+    if redis_url is not None:
+        os.environ["REDIS_URL"] = redis_url
+    key = os.environ.get("SECRET_KEY", "")
+    if len(key.encode()) < SECRET_MIN_BYTES or key.strip().lower() in KNOWN_SECRETS:
+        os.environ["SECRET_KEY"] = secrets.token_urlsafe(48)
+    compile_stale_catalogs()
+
+
+def fresh_bench_database(db_url: str, redis_url: str | None = None) -> None:
+    """A benchmark's start: its environment (bench_environment), then its scratch database, empty."""
+    bench_environment(db_url, redis_url)
+    recreate_database(db_url)
 
 
 # Only databases whose names say they are scratch space may be dropped by the suite or a benchmark.
@@ -82,9 +108,7 @@ def bench_database(db_name: str, redis_db: int, reuse_own: bool = False):
     own = os.environ.get("DATABASE_URL", "")
     if reuse_own and own and "_bench" in database_name(own):
         db_url = own
-    os.environ.update(DATABASE_URL=db_url, REDIS_URL=redis_url)
-    os.environ.setdefault("SECRET_KEY", "bench-secret")
-    recreate_database(db_url)
+    fresh_bench_database(db_url, redis_url)
     try:
         yield db_url
     finally:

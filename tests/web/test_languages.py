@@ -76,7 +76,10 @@ def test_action_statuses_are_translated(client, csrf, japanese):
     assert texts(html, ".menu__toggle") == ["その他"]
 
 
-def test_preferences_in_japanese(client, japanese):
+def test_preferences_in_japanese(app, client, japanese, monkeypatch):
+    from app.cli.vapid import generate_keys
+
+    monkeypatch.setitem(app.config, "VAPID_PRIVATE_KEY", generate_keys()[1])  # push configured: its column shows
     NotificationTypeFactory(type="comment", label="Comments", default_email=True)
     html = client.get("/preferences").get_data(as_text=True)
     assert _lang(html) == "ja"

@@ -5,9 +5,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 from flask import current_app
 
+from app.delivery import engine
 from app.extensions import db
 from app.unitofwork import commit
-from app.webhooks import engine, service
+from app.webhooks import service
 from app.webhooks.events import EVENT_TYPES
 
 
@@ -38,5 +39,5 @@ def drain(rounds: int = 10, *, force_due: bool = True) -> list[dict]:
         ids = [r.id for r in rows("status = 'pending' AND next_attempt_at <= now()")]
         if not ids:
             break
-        results.append(engine.deliver_batch(ids, current_app.config))
+        results.append(engine.deliver_batch("webhook", ids, current_app.config))
     return results

@@ -9,10 +9,11 @@ import pytest
 import sqlalchemy as sa
 from flask import current_app
 
+from app.delivery import engine
 from app.extensions import db, redis
 from app.refusal import Refused
 from app.unitofwork import commit
-from app.webhooks import engine, service
+from app.webhooks import service
 from tests.webhooks.helpers import drain, register, rows
 from tests.webhooks.receiver import Receiver
 
@@ -100,7 +101,7 @@ def test_a_failing_endpoint_is_broken_alone_and_a_slow_one_delays_no_other(app, 
         commit()
         ids = [r.id for r in rows()]
         started = time.monotonic()
-        counts = engine.deliver_batch(ids, current_app.config)
+        counts = engine.deliver_batch("webhook", ids, current_app.config)
         assert len(good.store) == 10
         assert good.arrivals[-1] - started < 1.0  # not behind the slow endpoint's ~5 s of timeouts
         assert bad.wire.total() == 3  # the breaker opened after 3 failures: the rest wait without a try
@@ -199,7 +200,7 @@ def test_parallel_workers_send_each_row_once(app, local_webhooks, receiver):
 
     def work():
         with app.app_context():
-            engine.deliver_batch(ids, app.config)
+            engine.deliver_batch("webhook", ids, app.config)
 
     threads = [threading.Thread(target=work) for _ in range(4)]
     for t in threads:

@@ -24,6 +24,14 @@ def test_our_signature_is_the_package_s_and_verifies():
     assert package.verify(body.encode(), headers)["data"]["notification_id"] == 7
 
 
+def test_the_signature_matches_the_standard_webhooks_published_example():
+    # The example of the Standard Webhooks specification (secret, id, timestamp, body → signature).
+    key = signing.secret_bytes("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+    headers = signing.headers(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, b'{"test": 2432232314}')
+    assert headers["webhook-signature"] == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+    assert headers["webhook-timestamp"] == "1614265330" and headers["webhook-id"] == "msg_p5jXN8AQM9LWM0D4loKWxJek"
+
+
 def test_the_package_refuses_a_changed_body_or_another_secret():
     secret = signing.new_secret()
     headers = signing.headers(signing.secret_bytes(secret), "msg_abc", int(time.time()), b'{"a":1}')

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from flask_babel import lazy_pgettext
+
 from app.delivery import rendering
 from app.delivery.channels.base import Channel
+from app.delivery.ledger import LEDGER
 from app.delivery.queries import BatchRow, Template
 from app.delivery.unsubscribe import unsubscribe_url
 from app.locales import locale_chain
@@ -14,12 +17,20 @@ from app.suppressions.service import suppress_bounce
 
 
 class EmailChannel(Channel):
-    """One message per row to the user's address, in their locale's template, with RFC 8058 unsubscribe."""
+    """One message per row to the user's address, in their locale's template, with RFC 8058 unsubscribe.
+
+    Every e-mail, a digest too, is put in its envelope by envelope(), so each carries List-Unsubscribe.
+    """
 
     name = "email"
+    label = lazy_pgettext("channel", "E-mail")
+    order = 20
+    source = LEDGER
     concurrent_sends = True
+    template_parts = ("subject", "body_text", "body_html")
+    born_skip = ("coalesce(c.email, '') = ''", "no_email_address")
 
-    def skip_reason(self, row: BatchRow) -> str | None:
+    def skip_reason(self, row) -> str | None:
         """No address, or an address on the suppression list (that holds for mandatory types too)."""
         if not (row.email or "").strip():
             return "no_address"
@@ -34,11 +45,19 @@ class EmailChannel(Channel):
         unsubscribe = unsubscribe_url(base_url, row.user_id, row.type)
         template = rendering.pick_template(templates, row.type, locale_chain(row.locale, config["DEFAULT_LOCALE"]))
         rendered = rendering.render_email(row, template, base_url, unsubscribe)
+        return self.envelope(row.id, row.email, row.display_name, rendered, unsubscribe)
+
+    def envelope(self, message_id: int, address: str | None, name: str, rendered: rendering.Rendered,
+                 unsubscribe: str) -> Message:  # fmt: skip
+        """The Message for a rendered e-mail to address, with RFC 8058 one-click unsubscribe at unsubscribe."""
         headers = {"List-Unsubscribe": f"<{unsubscribe}>", "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}
-        return Message(delivery_id=row.id, channel=row.channel, to=(row.email or "").strip(), to_name=row.display_name,
+        return Message(delivery_id=message_id, channel=self.name, to=(address or "").strip(), to_name=name,
                        subject=rendered.subject, text=rendered.text, html=rendered.html, headers=headers)  # fmt: skip
 
     def record_outcome(self, conn, result) -> None:
         """A hard bounce (a 5xx for the recipient) stops e-mail to the address."""
         if result.kind == "bounce" and (result.row.email or "").strip():
             suppress_bounce(conn, result.row.email, (result.error or "")[:500])
+
+
+CHANNEL = EmailChannel()

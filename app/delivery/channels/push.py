@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+
+from flask_babel import lazy_pgettext
 
 from app.delivery import rendering
 from app.delivery.channels.base import Channel
+from app.delivery.ledger import LEDGER
 from app.delivery.queries import BatchRow, Template
 from app.delivery.unsubscribe import unsubscribe_url
 from app.locales import locale_chain
@@ -19,11 +22,24 @@ class PushChannel(Channel):
     """One message per row to all of the user's browsers; a user with none is skipped (no_subscription)."""
 
     name = "push"
+    label = lazy_pgettext("channel", "Push")
+    order = 30
+    source = LEDGER
     no_target_reason = "no_subscription"
+    born_skip = (
+        "NOT EXISTS (SELECT 1 FROM push_subscriptions ps WHERE ps.user_id = i.user_id AND ps.invalidated_at IS NULL)",
+        "no_push_subscription",
+    )
 
-    def targets(self, user_ids: set[int]) -> dict[int, tuple]:
-        """The active subscriptions of the batch's users (one statement)."""
-        return push_queries.active_targets(user_ids)
+    def configured(self, config: Mapping) -> bool:
+        """Web Push needs the VAPID keys."""
+        return bool(config["VAPID_PRIVATE_KEY"]) and super().configured(config)
+
+    def targets(self, rows: Iterable) -> dict[int, tuple]:
+        """The active subscriptions of each row's user (one statement for the batch)."""
+        rows = list(rows)
+        by_user = push_queries.active_targets({row.user_id for row in rows})
+        return {row.id: by_user[row.user_id] for row in rows if by_user.get(row.user_id)}
 
     def build_message(self, row: BatchRow, templates: dict[tuple[str, str], Template], config: Mapping,
                       targets: tuple = ()) -> Message:  # fmt: skip
@@ -48,3 +64,6 @@ class PushChannel(Channel):
         """Stamp the subscriptions that took the message; invalidate the ones the push service says are gone."""
         if result.reached or result.invalidated:
             push_service.record_outcome(conn, result.reached, result.invalidated)
+
+
+CHANNEL = PushChannel()

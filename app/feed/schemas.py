@@ -1,0 +1,116 @@
+"""What the feed takes and answers: its views validate and serialize with these; the OpenAPI document reads them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from flask_babel import lazy_gettext
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+from app.delivery.channels import member_channels
+from app.inbox.queries import FILTERS
+from app.inbox.snooze import CHOICES, MAX_DAYS
+from app.web.bodies import JsonBody, absent_by_default, text
+
+PAGE_LIMIT_MAX = 50
+CURSOR_MAX = 200
+# What <input type="datetime-local"> sends (seconds optional), or a date alone (its first minute).
+LOCAL_TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2})?)?$"
+
+
+class FeedPageQuery(JsonBody):
+    """GET /v1/feed: which list, where it continues, how many rows."""
+
+    filter: Literal[tuple(FILTERS)] = "all"
+    cursor: text(1, CURSOR_MAX) | None = Field(None, description="The `next_cursor` of the page before.")
+    limit: int = Field(20, ge=1, le=PAGE_LIMIT_MAX, description="Rows per page.")
+
+
+class SnoozeIn(JsonBody):
+    """POST /v1/feed/notifications/{notification_id}/snooze: a menu choice, or a time to sleep until."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [{"required": ["choice"]}, {"required": ["until"]}],
+            "examples": [{"choice": "tomorrow"}, {"until": "2026-12-01T09:00"}],
+        }
+    )
+    messages = {
+        **JsonBody.messages,
+        LOCAL_TIME_PATTERN: lazy_gettext("must be a local date and time such as 2026-12-01T09:00"),
+    }
+
+    choice: Literal[tuple(CHOICES)] = Field(
+        None, description="A menu choice (it wins over `until`).", json_schema_extra=absent_by_default
+    )
+    until: text(10, 19, LOCAL_TIME_PATTERN) = Field(
+        None,
+        description=f"A date-time in the member's time zone, in the future and at most {MAX_DAYS} days ahead.",
+        json_schema_extra=absent_by_default,
+    )
+
+
+class FeedPreferenceIn(JsonBody):
+    """PUT /v1/feed/preferences: turn one (type, channel) on or off."""
+
+    type: text(1, 100)
+    channel: Literal[tuple(c.name for c in member_channels())]
+    enabled: StrictBool
+
+
+class FeedCountsOut(BaseModel):
+    unread: int
+    unseen: int
+    badge: int = Field(description="The one the server's BADGE_COUNTS shows.")
+
+
+class FeedNotificationOut(BaseModel):
+    id: int
+    type: str
+    title: str
+    body: str | None
+    link: str | None
+    unread: bool
+    seen: bool
+    read_at: datetime | None
+    archived_at: datetime | None
+    snoozed_until: datetime | None
+    created_at: datetime
+    mutable: bool
+    muted: bool
+
+
+class FeedAnnouncementOut(BaseModel):
+    id: int
+    title: str
+    body: str
+    body_format: str
+    unread: bool
+    seen: bool
+    published_at: datetime | None
+
+
+class FeedPageOut(BaseModel):
+    notifications: list[FeedNotificationOut]
+    announcements: list[FeedAnnouncementOut] = Field(description="Active announcements, on the first page only.")
+    next_cursor: str | None
+    counts: FeedCountsOut
+
+
+class FeedChangeOut(BaseModel):
+    counts: FeedCountsOut
+    notification: FeedNotificationOut | None = None
+    changed: bool | None = None
+
+
+class FeedPreferenceOut(BaseModel):
+    type: str
+    label: str
+    description: str | None
+    mandatory: bool = Field(description="Mandatory types cannot be changed (422).")
+    channels: dict[str, bool]
+
+
+class FeedPreferencesOut(BaseModel):
+    types: list[FeedPreferenceOut]

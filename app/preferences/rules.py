@@ -1,0 +1,35 @@
+"""The seed's preference rule as SQL fragments, shared by the screen, the API, the ingest and the workers.
+
+Kept apart from queries.py (and free of imports) so the statements of every layer that resolves a
+preference can build on it, the delivery engine's included.
+"""
+
+from __future__ import annotations
+
+# The seed's per-channel default columns of notification_types; any other channel is on by default when the
+# type lists it in default_channels (a channel module adds no column). notification_types.default_on, a
+# generated column (migration 0018), is the channels on by default: the seed's columns and default_channels.
+SEED_DEFAULT_COLUMNS = {"in_app": "default_in_app", "email": "default_email", "push": "default_push"}
+
+# The type's default for channel c (the seed's CASE over its columns, as one array).
+TYPE_DEFAULT_SQL = "c.channel = ANY(t.default_on)"
+
+
+def type_default_sql(channel: str) -> str:
+    """The SQL of a type `t`'s default for one channel named in advance."""
+    return f"'{channel}' = ANY(t.default_on)"
+
+
+def effective_send_sql(default: str = TYPE_DEFAULT_SQL, enabled: str = "p.enabled") -> str:
+    """The seed's rule as SQL: the type's row is `t`; default and the stored preference are SQL."""
+    # Mandatory types ignore any stored deviation, so even a row written straight into the table cannot
+    # turn them off: the rule lives in the SQL, not only in the UI. (The default is written once: the ingest's
+    # statement must stay under psycopg's 4 KB parse cache, tests/notify/test_statement_size.py.)
+    return f"COALESCE(CASE WHEN NOT t.mandatory THEN {enabled} END, {default})"
+
+
+EFFECTIVE_SEND_SQL = effective_send_sql()
+
+SOURCE_SQL = """CASE WHEN t.mandatory THEN 'mandatory'
+            WHEN p.enabled IS NULL THEN 'default'
+            ELSE 'user' END"""
