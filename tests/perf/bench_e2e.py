@@ -21,11 +21,14 @@ frame or no e-mail by then is lost; a late one counts in the latencies.
 
 Latencies run from the 202 (time.perf_counter for frames, time.time for e-mails: same machine).
 Besides the two targets the table shows where the time goes: "badge floor" is the 202 to the badge
-event reaching a bare Redis subscriber in this process (what the web processes add is the rest);
+event reaching a bare Redis subscriber in this process, "web part of badge" what the web processes add (each
+event's frame arrival minus its floor arrival);
 "mail queue" is the 202 to the worker starting the SMTP send (after commit enqueue, RQ pick-up,
 claim, preference re-check, render), "mail smtp" the send itself as the ledger recorded it; a CPU
-line gives each process's CPU seconds over the paced phase (against the wall time: a process that
-used little CPU yet was slow was waiting on another). --profile-worker FILE runs the worker under
+line gives each process's CPU seconds over the paced phase and their share of the machine (against the
+wall time: a process that used little CPU yet was slow was waiting on another; measured, the badge's
+tail is CPU contention: its web part grows with the share of the two cores in use, p99 11 ms at a
+quarter of the maximum rate, 32-42 ms at half). --profile-worker FILE runs the worker under
 cProfile and prints the top of its profile.
 Prints a table, then one JSON line.
 """
@@ -39,6 +42,7 @@ import json
 import os
 import random
 import re
+import resource
 import secrets
 import signal
 import sys
@@ -176,7 +180,7 @@ def prepare(env: dict, users: int):
 
 
 def cpu_snapshot(pids: dict[str, list[int]], db_url: str) -> dict[str, dict[int, float]]:
-    """CPU seconds so far of each process by role, PostgreSQL's backends on our database included."""
+    """CPU seconds so far of each role's processes, PostgreSQL's backends and this load generator included."""
     with psycopg.connect(db_url) as conn:
         backends = conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
@@ -188,6 +192,9 @@ def cpu_snapshot(pids: dict[str, list[int]], db_url: str) -> dict[str, dict[int,
             with contextlib.suppress(psutil.Error):
                 times = psutil.Process(pid).cpu_times()
                 snapshot[role][pid] = times.user + times.system
+    # This process and its finished children: the load generator runs in one, the sockets' clients here.
+    mine, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    snapshot["bench"] = {0: mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime}
     return snapshot
 
 
@@ -349,6 +356,8 @@ async def measure(stack: Stack, app, users: dict[int, str], key: str, db_url: st
     n = len(accepted)
     badge_ms = [(badges[s] - a.at_monotonic) * 1000 for s, a in accepted.items() if s in badges]
     floor_ms = [(floor.arrivals[s] - a.at_monotonic) * 1000 for s, a in accepted.items() if s in floor.arrivals]
+    # What the web processes add, event by event: the frame's arrival after the bare subscriber's.
+    web_ms = [(badges[s] - floor.arrivals[s]) * 1000 for s in accepted if s in badges and s in floor.arrivals]
     mail_ms = [(mails[s] - a.at_wall) * 1000 for s, a in accepted.items() if s in mails]
     queue_ms = [
         (attempts[a.notification_id][0] - a.at_wall) * 1000 for a in accepted.values() if a.notification_id in attempts
@@ -372,6 +381,7 @@ async def measure(stack: Stack, app, users: dict[int, str], key: str, db_url: st
         "rows": {
             "badge (socket frame)": stats(badge_ms, n),
             "badge floor (Redis)": stats(floor_ms, n),
+            "web part of badge": stats(web_ms, n),
             "mail (sink receipt)": stats(mail_ms, n),
             "mail queue (to send)": stats(queue_ms, n),
             "mail smtp (ledger)": stats(smtp_ms, n),
@@ -388,6 +398,11 @@ async def measure_until_stopped(*measure_args) -> dict:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, task.cancel)
     return await measure(*measure_args)
+
+
+def busy_share(result: dict) -> float:
+    """The share of the machine's CPUs the stack and the load generator used over the paced phase."""
+    return sum(result["cpu"].values()) / (result["cpu_wall_s"] * (os.cpu_count() or 1))
 
 
 def report(result: dict, args) -> dict:
@@ -425,6 +440,7 @@ def report(result: dict, args) -> dict:
     print(
         f"CPU s over the paced phase and drain ({result['cpu_wall_s']:.1f} s wall): "
         + ", ".join(f"{role} {seconds:.1f}" for role, seconds in cpu.items())
+        + f" ({busy_share(result):.0%} of the {os.cpu_count()} CPUs)"
         + f"; per request: web {cpu['web'] / max(len(paced.accepted), 1) * 1000:.1f} ms, "
         f"PostgreSQL {cpu['postgres'] / max(len(paced.accepted), 1) * 1000:.1f} ms; "
         f"worker per e-mail {cpu['worker'] / max(result['mails'], 1) * 1000:.1f} ms"
@@ -456,6 +472,7 @@ def report(result: dict, args) -> dict:
         "duplicates": result["duplicates"],
         "api_errors": burst.errors + paced.errors,
         "badge_floor_p99_ms": round(rows["badge floor (Redis)"]["p99_ms"], 1),
+        "badge_web_p99_ms": round(rows["web part of badge"]["p99_ms"], 1),
         "mail_queue_p99_ms": round(rows["mail queue (to send)"]["p99_ms"], 1),
         "mail_smtp_p99_ms": round(rows["mail smtp (ledger)"]["p99_ms"], 1),
         "ingest_p99_ms": round(percentile([a.latency_ms for a in paced.accepted.values()], 99), 1),
@@ -464,6 +481,7 @@ def report(result: dict, args) -> dict:
         "worker_cpu_ms_per_email": round(result["cpu"]["worker"] / max(result["mails"], 1) * 1000, 1),
         "web_cpu_ms_per_request": round(result["cpu"]["web"] / max(len(paced.accepted), 1) * 1000, 1),
         "load_avg_1m": round(result["load_avg"], 2),
+        "cpu_busy_share": round(busy_share(result), 2),
     }
 
 
