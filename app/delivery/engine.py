@@ -26,6 +26,7 @@ after DELIVERY_DRAIN_SECONDS, or as soon as a higher-priority queue has work.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -135,7 +136,9 @@ def _send_all(source: Source, channel: Channel, batch: Batch, rows: list, router
         recorder = _Recorder(source, conn, claim.lease, backoff, channel)
         # A lane stops taking its queued rows when one more send could outlast the lease.
         stop_at = deadline - channel.send_timeout(config)
-        lanes = _Lanes(width, recorder, router, states, fences, stop_at) if (width > 1 or scoped) else None
+        # One scope in the batch (a single webhook endpoint, say) needs no second thread: its lane runs here.
+        inline = scoped and len({channel.scope_of(row) for row in rows}) == 1
+        lanes = _Lanes(width, recorder, router, states, fences, stop_at, inline) if (width > 1 or scoped) else None
         try:
             for index, row in enumerate(rows):
                 if time.monotonic() > deadline or backpressure.low_work_held():  # lease ending, or high work waits
@@ -267,17 +270,24 @@ class _Lanes:
     """
 
     def __init__(self, width: int, recorder: _Recorder, router: Router, states: dict[str, int], fences: bool,
-                 stop_at: float) -> None:  # fmt: skip
+                 stop_at: float, inline: bool = False) -> None:  # fmt: skip
         self.width, self.recorder, self.router, self.states, self.stop_at = width, recorder, router, states, stop_at
         self.app = current_app._get_current_object()
         self.fence = Fence() if fences else None
-        self.pool = _send_pool(width)
+        self.inline = inline  # run each lane in this thread (a batch with one key: nothing to overlap)
+        self.pool = None if inline else _send_pool(width)
         self.running: dict[Future, object] = {}
         self.queues: dict[object, deque] = {}  # key -> rows waiting behind the lane running for that key
         self.queues_lock = threading.Lock()
+        self.checked_at: dict[object, float | None] = {}  # key -> when its gate was last asked (within this batch)
 
     def submit(self, key, row, work: _Send, prepared: sending.Prepared | None = None) -> None:
         """Send row on the lane of key (None: a lane of its own) once the lane is free."""
+        if self.inline:
+            done: Future = Future()
+            done.set_result(self._lane(key, row, work, prepared))
+            self._settle({done})
+            return
         with self.queues_lock:
             if key is not None and key in self.queues:
                 self.queues[key].append((row, work, prepared))
@@ -327,8 +337,8 @@ class _Lanes:
     def _lane(self, key, row, work: _Send, prepared) -> list:
         """Run row, then every row queued behind it for key; return (provider, result, state, gated) per row."""
         finished = []
-        with self.app.app_context():
-            checked_at = None
+        with contextlib.nullcontext() if self.inline else self.app.app_context():
+            checked_at = self.checked_at.get(key)
             while True:
                 if time.monotonic() > self.stop_at:
                     finished += self._end_lane(key, row, None)
@@ -340,14 +350,14 @@ class _Lanes:
                         finished += self._end_lane(key, row, until)
                         return finished
                     if fresh:
-                        checked_at = time.monotonic()
+                        checked_at = self.checked_at[key] = time.monotonic()
                 result, state = self._one(row, work, prepared)
                 if work.gate is not None and (result.outcome != "sent" or fresh):
                     # A success right after a look may be a half-open breaker's probe: it closes it. The ones
                     # after it change nothing, so they cost no round trip.
                     self.router.report_gate(work.gate, result.outcome, result.retry_after)
                 if result.outcome != "sent":
-                    checked_at = None  # after a failure, ask the gate again before the next send
+                    checked_at = self.checked_at[key] = None  # after a failure, ask the gate again before the next
                 finished.append((work.provider, result, state, work.gate is not None))
                 with self.queues_lock:
                     queue = self.queues.get(key)
