@@ -133,7 +133,7 @@ def _record(held: bool) -> None:
         if not held:
             if client.delete(since):
                 log.warning("backpressure: the high queue's lag is back under %.1f s; low work resumes", _threshold())
-        elif client.set(since, f"{time.time():.3f}", nx=True):
+        elif client.set(since, f"{time.time():.6f}", nx=True):  # to the µs: ms rounding could land after now()
             client.incr(activations)
             log.warning("backpressure: the high queue lags over %.1f s; low work is held", _threshold())
         _cache.recorded = held
