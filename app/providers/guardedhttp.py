@@ -60,7 +60,11 @@ class _Watchdog:
     """Shuts the current exchange's socket when its deadline passes (a blocked read then returns).
 
     One daemon thread per session, started on the session's first exchange, not one per request: an
-    endpoint gets a stream of small requests. A session runs one exchange at a time.
+    endpoint gets a stream of small requests. A session runs one exchange at a time. The thread is woken
+    only when a deadline comes before the time it sleeps until, and between exchanges it sleeps one
+    deadline's length: a stream of millisecond exchanges under a deadline of seconds then costs no thread
+    switch per request (waking it on every request cost a webhook a tenth of its time). It sleeps until
+    woken only after a deadline's length with no exchange.
     """
 
     def __init__(self) -> None:
@@ -71,6 +75,9 @@ class _Watchdog:
         self._wake = threading.Event()
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._sleeps_until: float | None = None  # when the thread wakes by itself (None: not before it is woken)
+        self._arms = 0  # exchanges started, so the thread knows whether any came while it slept
+        self._span = 0.0  # the latest exchange's time limit: how long the thread sleeps between exchanges
 
     def arm(self, seconds: float) -> None:
         """Start an exchange that must be over within seconds."""
@@ -78,8 +85,12 @@ class _Watchdog:
             self._thread = threading.Thread(target=self._watch, name="http-deadline", daemon=True)
             self._thread.start()
         with self._lock:
-            self._deadline, self._sock, self.fired = time.monotonic() + max(seconds, 0.0), None, False
-        self._wake.set()
+            self._span = max(seconds, 0.0)
+            self._deadline, self._sock, self.fired = time.monotonic() + self._span, None, False
+            self._arms += 1
+            wake = self._sleeps_until is None or self._deadline < self._sleeps_until
+        if wake:
+            self._wake.set()
 
     def watch(self, sock: socket.socket) -> None:
         """Make sock the one to shut at the deadline; TimeoutError when the deadline passed already."""
@@ -101,11 +112,17 @@ class _Watchdog:
         self._wake.set()
 
     def _watch(self) -> None:
+        arms_seen = 0
         while not self._closed:
             self._wake.clear()  # before reading the state: a change after this wakes the wait below
             with self._lock:
-                wait = None if self._deadline is None else self._deadline - time.monotonic()
-                if wait is not None and wait <= 0:
+                now = time.monotonic()
+                if self._deadline is None:
+                    # Between exchanges: while they keep coming, sleep a deadline's length; else until woken.
+                    wait = self._span if self._arms != arms_seen else None
+                elif self._deadline > now:
+                    wait = self._deadline - now
+                else:
                     self.fired, self._deadline, wait = True, None, None
                     if self._sock is not None:
                         try:
@@ -114,6 +131,8 @@ class _Watchdog:
                             socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
                         except OSError:
                             pass  # already closed: nothing left to stop
+                arms_seen = self._arms
+                self._sleeps_until = None if wait is None else now + wait
             self._wake.wait(wait)
 
 
