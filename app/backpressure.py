@@ -6,7 +6,7 @@ delivery batch (DELIVERY_BATCH_SIZE e-mails) or its fanout (FANOUT_BATCH_SIZE us
 So, first, after interactive work one worker is kept free of low work (RESERVE_SECONDS, renewed by each
 high job it runs) while another worker listens on low; second, while interactive work flows on busy CPUs
 a low delivery batch sends one e-mail at a time (send_width); and while the high queue's lag
-(app/queueing.py queue_lags: how long its oldest work nobody is doing yet has waited) is over
+(app/queue_state.py queue_lags: how long its oldest work nobody is doing yet has waited) is over
 BACKPRESSURE_HIGH_LAG_SECONDS:
 
 - a worker takes no job from `low` (app/cli/worker.py);
@@ -51,7 +51,7 @@ from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
 from app import keyspace
 from app.extensions import redis
-from app.queueing import queue_lags
+from app.queue_state import queue_lags
 
 log = logging.getLogger(__name__)
 

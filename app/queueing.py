@@ -23,15 +23,13 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 
 from flask import current_app
 from redis.exceptions import RedisError
-from rq import Queue, Worker
+from rq import Queue
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
-from rq.utils import get_call_string, utcparse
 
 from app import keyspace
 from app.extensions import redis
@@ -122,7 +120,8 @@ def enqueue_deliveries(queue_name: str, channel: str, delivery_ids: Sequence[int
     return True
 
 
-def _drain_keys(queue_name: str, channel: str) -> tuple[str, str]:
+def drain_keys(queue_name: str, channel: str) -> tuple[str, str]:
+    """The (queue, channel) drain list's key and its wake flag's key."""
     return keyspace.key("drain", queue_name, channel), keyspace.key("drain-wake", queue_name, channel)
 
 
@@ -138,7 +137,8 @@ DRAIN_CHANNELS_CACHE_SECONDS = 10.0
 _drain_channels_seen: tuple[float, frozenset[str]] = (float("-inf"), frozenset())
 
 
-def _drain_channels(client, max_age: float = 0.0) -> list[str]:
+def drain_channels(client, max_age: float = 0.0) -> list[str]:
+    """The channels that have drain lists, read afresh unless this process read them under max_age ago."""
     global _drain_channels_seen
     at, known = _drain_channels_seen
     if time.monotonic() - at >= max_age:
@@ -157,7 +157,7 @@ def coalesce_deliveries(queue_name: str, channel: str, delivery_ids: Sequence[in
     if not delivery_ids:
         return True
     queue_name = queue_name if queue_name in QUEUE_NAMES else "default"
-    items, flag = _drain_keys(queue_name, channel)
+    items, flag = drain_keys(queue_name, channel)
     try:
         with redis.client().pipeline() as pipe:
             # The push comes first: a drain that clears the flag after this will see these ids.
@@ -194,7 +194,7 @@ def _enqueue_drain(queue_name: str, channel: str, flag: str) -> None:
 
 def wake_drain(queue_name: str, channel: str) -> bool:
     """Enqueue a drain job for (queue, channel) unless its wake flag says one is waiting; True if enqueued."""
-    flag = _drain_keys(queue_name, channel)[1]
+    flag = drain_keys(queue_name, channel)[1]
     if not redis.client().set(flag, 1, nx=True, ex=DRAIN_WAKE_TTL_SECONDS):
         return False
     _enqueue_drain(queue_name, channel, flag)
@@ -203,23 +203,23 @@ def wake_drain(queue_name: str, channel: str) -> bool:
 
 def start_drain(queue_name: str, channel: str) -> None:
     """Clear the wake flag: from now on a new commit wakes another drain (call before taking ids)."""
-    redis.client().delete(_drain_keys(queue_name, channel)[1])
+    redis.client().delete(drain_keys(queue_name, channel)[1])
 
 
 def take_coalesced(queue_name: str, channel: str, count: int) -> list[int]:
     """Take up to count ids off the (queue, channel) drain list, oldest first."""
-    taken = redis.client().lpop(_drain_keys(queue_name, channel)[0], count)
+    taken = redis.client().lpop(drain_keys(queue_name, channel)[0], count)
     return [int(i) for i in taken or ()]
 
 
 def coalesced_waiting(queue_names: Sequence[str] = QUEUE_NAMES) -> dict[str, int]:
     """Ids waiting on the drain lists, per queue (raises RedisError)."""
     client = redis.client()
-    channels = _drain_channels(client)
+    channels = drain_channels(client)
     with client.pipeline(transaction=False) as pipe:
         for name in queue_names:
             for channel in channels:
-                pipe.llen(_drain_keys(name, channel)[0])
+                pipe.llen(drain_keys(name, channel)[0])
         lengths = iter(pipe.execute())
     return {name: sum(next(lengths) for _ in channels) for name in queue_names}
 
@@ -227,10 +227,10 @@ def coalesced_waiting(queue_names: Sequence[str] = QUEUE_NAMES) -> dict[str, int
 def wake_orphaned_drains() -> int:
     """Wake a drain for every non-empty drain list without one (its drain died mid-list); return how many."""
     client = redis.client()
-    lists = [(name, channel) for name in QUEUE_NAMES for channel in _drain_channels(client)]
+    lists = [(name, channel) for name in QUEUE_NAMES for channel in drain_channels(client)]
     with client.pipeline(transaction=False) as pipe:
         for name, channel in lists:
-            pipe.llen(_drain_keys(name, channel)[0])
+            pipe.llen(drain_keys(name, channel)[0])
         lengths = pipe.execute()
     waiting = [pair for pair, length in zip(lists, lengths, strict=True) if length]
     return sum(1 for name, channel in waiting if wake_drain(name, channel))
@@ -383,159 +383,3 @@ def bulk_operation_job(operation_id: int) -> EnqueueRowJob:
     """The job of a bulk DLQ operation (one live job per operation)."""
     return EnqueueRowJob(OPERATIONS_QUEUE, BULK_OPERATION_JOB, "bulk", int(operation_id), BULK_TIMEOUT_SECONDS,
                          f"bulk operation {operation_id}")  # fmt: skip
-
-
-# --- what the console's dashboard and /metrics read about the queues --------------------------------
-
-
-@dataclass(frozen=True)
-class QueueState:
-    """One RQ queue: jobs waiting (each a batch of deliveries), how long its oldest work has waited, crashes."""
-
-    name: str
-    depth: int
-    oldest_age: float | None
-    failed_jobs: int
-    running_jobs: int
-
-
-@dataclass(frozen=True)
-class WorkerState:
-    """One live RQ worker."""
-
-    name: str
-    state: str
-    queues: list[str]
-    current_job: str | None
-    last_heartbeat: datetime | None
-    successful: int
-    failed: int
-
-
-@dataclass
-class RedisState:
-    """What Redis told us about the queues and workers (up=False when it did not answer)."""
-
-    up: bool = True
-    queues: list[QueueState] = field(default_factory=list)
-    workers: list[WorkerState] = field(default_factory=list)
-
-
-# Per queue, how long its oldest work that nobody is doing yet has waited, in one round trip (job hashes are
-# named by ids only the server knows). A queued drain job for a list that a running drain is already taking
-# from waits for nothing (that drain takes the ids the queued one was woken for), so it is passed over, and so
-# is that list's wake flag. KEYS, per queue: its list, its started-job registry, then per channel its drain
-# list and wake flag. ARGV: the job key prefix, channels per queue, head jobs to look at, then per queue and
-# channel the description of its drain job. Returns per queue the enqueued_at to count from ('' for none),
-# then per channel the wake flag's ms to live (-1 when it does not count).
-OLDEST_WORK_LUA = """
-local prefix, channels, look = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local per_queue = 2 + 2 * channels
-local now = redis.call('TIME')[1]
-local result = {}
-for q = 0, #KEYS / per_queue - 1 do
-  local base = q * per_queue
-  local running = {}
-  -- Entries are scored by when they expire: one left behind by a killed worker stops counting then.
-  for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[base + 2], now, '+inf')) do
-    local description = redis.call('HGET', prefix .. (string.match(member, '^(.*):[^:]*$') or member), 'description')
-    if description then running[description] = true end
-  end
-  local draining = {}
-  for c = 1, channels do
-    local description = ARGV[3 + q * channels + c]
-    draining[description] = running[description] == true
-  end
-  local stamp = ''
-  for _, id in ipairs(redis.call('LRANGE', KEYS[base + 1], 0, look - 1)) do
-    local job = redis.call('HMGET', prefix .. id, 'enqueued_at', 'description')
-    if job[1] and not (job[2] and draining[job[2]]) then
-      stamp = job[1]
-      break
-    end
-  end
-  result[#result + 1] = stamp
-  for c = 1, channels do
-    local ttl = -1
-    if not draining[ARGV[3 + q * channels + c]] and redis.call('LLEN', KEYS[base + 1 + 2 * c]) > 0 then
-      ttl = redis.call('PTTL', KEYS[base + 2 + 2 * c])
-    end
-    result[#result + 1] = ttl
-  end
-end
-return result
-"""
-HEAD_JOBS_LOOKED_AT = 10  # queued drain jobs passed over before the oldest real work: a few at most
-
-
-def _drain_description(queue_name: str, channel: str) -> str:
-    """The description RQ gives a drain job of (queue, channel), as it computes it when the job is created."""
-    return get_call_string(DRAIN_JOB, (queue_name, channel), {}, max_length=75)
-
-
-def queue_lags(queue_names: Sequence[str] = QUEUE_NAMES) -> dict[str, float]:
-    """Seconds the oldest work nobody is doing yet has waited in each queue, 0.0 when none (one round trip).
-
-    That work is the queue's first job, or ids coalesced on one of its drain lists while no drain of that
-    list runs (their wake flag is set by the first push after the last drain started, so its age is
-    theirs). A drain job queued behind a running drain of the same list is passed over: the running one
-    takes those ids. Ids on a list with no flag belong to a drain that is running. Raises RedisError.
-    """
-    client = redis.client()
-    channels = _drain_channels(client, DRAIN_CHANNELS_CACHE_SECONDS)
-    keys, descriptions = [], []
-    for name in queue_names:
-        queue = get_queue(name, client)
-        keys += [queue.key, queue.started_job_registry.key]
-        for channel in channels:
-            keys += list(_drain_keys(name, channel))
-            descriptions.append(_drain_description(name, channel))
-    args = [Job.redis_job_namespace_prefix, len(channels), HEAD_JOBS_LOOKED_AT, *descriptions]
-    replies = iter(client.eval(OLDEST_WORK_LUA, len(keys), *keys, *args))
-    now = datetime.now(UTC)
-    lags = {}
-    for name in queue_names:
-        stamp = next(replies)
-        stamp = stamp.decode() if isinstance(stamp, bytes) else stamp
-        lag = max((now - utcparse(stamp)).total_seconds(), 0.0) if stamp else 0.0
-        for ttl_ms in (next(replies) for _ in channels):
-            if ttl_ms > 0:
-                lag = max(lag, DRAIN_WAKE_TTL_SECONDS - ttl_ms / 1000)
-        lags[name] = lag
-    return lags
-
-
-def queue_depths() -> dict[str, int]:
-    """Jobs waiting per queue (raises RedisError)."""
-    return {name: get_queue(name).count for name in QUEUE_NAMES}
-
-
-def redis_state() -> RedisState:
-    """Queue depths and lag, and the live workers; up=False when Redis does not answer."""
-    try:
-        connection = redis.client()
-        queues = []
-        ours: dict[str, Worker] = {}
-        lags = queue_lags()
-        for name in QUEUE_NAMES:
-            queue = get_queue(name, connection)
-            queues.append(QueueState(name, queue.count, lags[name] or None, queue.failed_job_registry.count,
-                                     queue.started_job_registry.count))  # fmt: skip
-            # Only the workers listening on this installation's queues (a shared Redis has others).
-            ours.update((w.name, w) for w in Worker.all(queue=queue, serializer=JSONSerializer))
-        workers = [
-            WorkerState(
-                w.name,
-                str(w.get_state()),
-                [logical_queue_name(q) for q in w.queue_names()],
-                w.get_current_job_id(),
-                w.last_heartbeat,
-                w.successful_job_count,
-                w.failed_job_count,
-            )  # fmt: skip
-            for w in ours.values()
-        ]
-    except RedisError as exc:
-        log.warning("queue state unavailable: %s", exc)
-        return RedisState(up=False)
-    return RedisState(queues=queues, workers=sorted(workers, key=lambda w: w.name))

@@ -15,7 +15,8 @@ from app.delivery import engine
 from app.extensions import db, redis
 from app.keyspace import key
 from app.providers.fake import FAKE
-from app.queueing import coalesce_deliveries, enqueue_deliveries, get_queue, queue_lags
+from app.queue_state import queue_lags
+from app.queueing import coalesce_deliveries, enqueue_deliveries, get_queue
 from tests.factories import NotificationTypeFactory
 from tests.support.backpressure import age, forget_measurements, queued_job
 

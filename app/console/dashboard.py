@@ -15,7 +15,7 @@ from app.delivery import stats, switches
 from app.delivery.channels import all_channels
 from app.extensions import db
 from app.providers.status import provider_states
-from app.queueing import redis_state
+from app.queue_state import redis_state
 
 
 def _figures() -> dict:

@@ -32,7 +32,8 @@ from app import backpressure
 from app.delivery import stats, switches
 from app.extensions import db, redis
 from app.providers import breaker
-from app.queueing import QUEUE_NAMES, get_queue, queue_lags
+from app.queue_state import queue_lags
+from app.queueing import QUEUE_NAMES, get_queue
 from app.retention import service as retention
 
 log = logging.getLogger(__name__)

@@ -107,7 +107,7 @@ def test_without_workers_or_redis_the_page_says_so(client, operator, monkeypatch
     def down(*args, **kwargs):
         raise RedisConnectionError("connection refused")
 
-    monkeypatch.setattr("app.queueing.get_queue", down)
+    monkeypatch.setattr("app.queue_state.get_queue", down)
     page = client.get("/console/dashboard/live").get_data(as_text=True)
     assert "Redis does not answer" in page and one(page, "#stat-dlq")
 

@@ -71,7 +71,7 @@ def test_drain_hands_over_when_its_time_is_up(app, smtp_sink, make_delivery, mon
 
 
 def test_the_sweeper_wakes_a_list_whose_drain_died(app, redis_client):
-    list_key = queueing._drain_keys("default", "email")[0]
+    list_key = queueing.drain_keys("default", "email")[0]
     redis_client.rpush(list_key, 7, 8)  # ids pushed, then the drain that cleared the flag was killed
     redis_client.sadd(queueing._drain_channels_key(), "email")  # as coalesce_deliveries records the list
 
@@ -82,7 +82,7 @@ def test_the_sweeper_wakes_a_list_whose_drain_died(app, redis_client):
 def test_coalesced_ids_count_against_an_idle_queue(app, redis_client, monkeypatch):
     monkeypatch.setitem(app.config, "DELIVERY_BATCH_SIZE", 10)
     assert "low" in idle_queues()
-    redis_client.rpush(queueing._drain_keys("low", "push")[0], *range(111))  # 12 batches' worth
+    redis_client.rpush(queueing.drain_keys("low", "push")[0], *range(111))  # 12 batches' worth
     redis_client.sadd(queueing._drain_channels_key(), "push")
 
     assert "low" not in idle_queues() and "default" in idle_queues()
@@ -94,6 +94,6 @@ def test_any_channel_coalesces_and_the_sweeper_finds_its_list(app, redis_client)
     [job] = get_queue("default").jobs
     assert job.func_name == queueing.DRAIN_JOB and job.args == ["default", "webhook"]
     assert queueing.coalesced_waiting(["default"]) == {"default": 1}
-    redis_client.delete(queueing._drain_keys("default", "webhook")[1])  # its drain died before it started
+    redis_client.delete(queueing.drain_keys("default", "webhook")[1])  # its drain died before it started
     get_queue("default").empty()
     assert wake_drains() == 1
