@@ -133,7 +133,7 @@ def _send_all(source: Source, channel: Channel, batch: Batch, rows: list, router
     scoped = channel.scoped_rows
     commit()  # end the read transaction: the send loop holds no locks while it waits on a provider
     with router, service.send_ledger() as conn:
-        recorder = _Recorder(source, conn, claim.lease, backoff, channel)
+        recorder = _Recorder(source, conn, claim.lease, backoff, channel, hasattr(rows[0], "expires_at"))
         # A lane stops taking its queued rows when one more send could outlast the lease.
         stop_at = deadline - channel.send_timeout(config)
         # One scope in the batch (a single webhook endpoint, say) needs no second thread: its lane runs here.
@@ -154,9 +154,9 @@ def _send_all(source: Source, channel: Channel, batch: Batch, rows: list, router
                     break
                 row_targets = targets.get(row.id, ())
                 if scoped:  # one target, in one scope: its lane asks the scope's gate before each send
-                    gate = router.gate(route.provider.name, channel.scope_of(row))
-                    lanes.submit(channel.scope_of(row), row, _Send(source, batch, channel, route.provider, row_targets,
-                                                                   config, gate))  # fmt: skip
+                    scope = channel.scope_of(row)
+                    gate = router.gate(route.provider.name, scope)
+                    lanes.submit(scope, row, _Send(source, batch, channel, route.provider, row_targets, config, gate))
                     continue
                 open_targets, held_until = router.admit(route.provider, row_targets)
                 if held_until and not open_targets:  # all of the user's push services paused or failing: no try
@@ -205,8 +205,10 @@ class _Recorder:
     anything but sends (a failure must reach the DLQ or its retry time promptly) and when the batch ends.
     """
 
-    def __init__(self, source: Source, conn, lease: datetime, backoff: policy.Backoff, channel: Channel) -> None:
+    def __init__(self, source: Source, conn, lease: datetime, backoff: policy.Backoff, channel: Channel,
+                 expiring: bool = True) -> None:  # fmt: skip
         self.source, self.conn, self.lease, self.backoff, self.channel = source, conn, lease, backoff, channel
+        self.expiring = expiring  # whether the batch's rows have an expires_at (a missing column is slow to ask)
         self.lock = threading.RLock()
         self.pending: list[Try] = []
 
@@ -214,7 +216,7 @@ class _Recorder:
         """Decide the row's next state, write it (now, or with its group), and return the state."""
         status, kind, delay = policy.next_state(result.outcome, result.kind, result.retry_after,
                                                 result.row.attempts + 1, self.backoff,
-                                                getattr(result.row, "expires_at", None))  # fmt: skip
+                                                result.row.expires_at if self.expiring else None)  # fmt: skip
         attempt = Try(result, status, kind, delay)
         with self.lock:
             self.pending.append(attempt)
@@ -284,9 +286,7 @@ class _Lanes:
     def submit(self, key, row, work: _Send, prepared: sending.Prepared | None = None) -> None:
         """Send row on the lane of key (None: a lane of its own) once the lane is free."""
         if self.inline:
-            done: Future = Future()
-            done.set_result(self._lane(key, row, work, prepared))
-            self._settle({done})
+            self._count(self._lane(key, row, work, prepared))
             return
         with self.queues_lock:
             if key is not None and key in self.queues:
@@ -321,18 +321,22 @@ class _Lanes:
             done = done | rest
         for future in done:
             if future.exception() is None:
-                for provider, result, state, gated in future.result():
-                    if result is None:  # held (the scope was paused or failing) or released: no try spent
-                        self.states[state] = self.states.get(state, 0) + 1
-                        continue
-                    if gated:  # the lane told the scope itself: the provider only hears that it works
-                        if result.outcome == "sent":
-                            self.router.report(provider, "sent")
-                    else:
-                        self.router.report(provider, result.outcome, result.retry_after, result.outcomes)
-                    self.states[state] = self.states.get(state, 0) + 1
+                self._count(future.result())
         if errors:
             raise errors[0]
+
+    def _count(self, finished: list) -> None:
+        """Count a lane's rows and tell the router how their sends went."""
+        for provider, result, state, gated in finished:
+            if result is None:  # held (the scope was paused or failing) or released: no try spent
+                self.states[state] = self.states.get(state, 0) + 1
+                continue
+            if gated:  # the lane told the scope itself: the provider only hears that it works
+                if result.outcome == "sent":
+                    self.router.report(provider, "sent")
+            else:
+                self.router.report(provider, result.outcome, result.retry_after, result.outcomes)
+            self.states[state] = self.states.get(state, 0) + 1
 
     def _lane(self, key, row, work: _Send, prepared) -> list:
         """Run row, then every row queued behind it for key; return (provider, result, state, gated) per row."""
