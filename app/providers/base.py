@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from app.providers.mobile import MobilePush
+
 
 @dataclass(frozen=True)
 class Message:
@@ -21,8 +23,11 @@ class Message:
     html: str | None = None
     to_name: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
-    # Web Push: the recipient's active subscriptions (PushTarget), all of which get the message.
+    # Web Push: the recipient's active subscriptions (PushTarget), all of which get the message; phones:
+    # their DeviceTarget (app/providers/mobile.py).
     targets: tuple = ()
+    # The phone part of a push message (app/providers/mobile.py MobilePush); None for every other message.
+    mobile: MobilePush | None = None
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,9 @@ class TargetOutcome:
     scope: str  # who answered (Web Push: the push service's host:port), see Router.admit
     outcome: str  # sent | transient | permanent
     retry_after: float | None = None
+    target: str = ""  # which target (a phone's token), when the channel records something per target
+    invalid: str | None = None  # why the target is gone for good (Unregistered, BadDeviceToken…); None: it is not
+    invalid_since: float | None = None  # APNs 410: since when (epoch seconds) the token has been invalid
 
 
 @dataclass(frozen=True)
