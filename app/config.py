@@ -177,6 +177,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PUSH_ALLOWED_HOSTS", PUBLIC_PUSH_SERVICES, "str", help="push services subscriptions may point at (comma list, *. wildcards)"),
     Setting("PUSH_ALLOW_PRIVATE_ADDRESSES", False, "bool", help="allow loopback/private push endpoint addresses (local testing only)"),
     Setting("PUSH_MAX_SUBSCRIPTIONS_PER_USER", 10, "int", 1, 1000, "push subscriptions kept per user (the oldest goes)"),
+    Setting("DEVICES_MAX_PER_USER", 20, "int", 1, 1000, "phones kept per member (beyond it, refused ones go first, then the least recently seen)"),
     Setting("PUSH_SUBSCRIBE_RATE_LIMIT", "20 per hour", "rate", help="subscribe calls per user"),
     Setting("BREAKER_FAILURES", 5, "int", 1, 1_000_000, "transient failures in the window that open a provider's breaker"),
     Setting("BREAKER_WINDOW_SECONDS", 30.0, "float", 0.1, DAY, "the breaker's failure window"),

@@ -34,6 +34,8 @@ DISTRIBUTED = {
     "campaign_recipients",
     # Events no delivery matched carry user_id 0 (no user has it): they share one shard, pruned by age.
     "provider_events",
+    # A phone's token moves between users under an advisory lock on it (app/devices/service.py), not a global key.
+    "devices",
 }
 
 REFERENCE = {

@@ -31,8 +31,10 @@ from app.api import responses as answers
 from app.api.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
 from app.api_keys.scopes import SCOPES
 from app.i18n import LANGUAGES
+from app.limits import DEVICE_TOKEN_MAX
 from app.pagination import MAX_ID
 from app.web.bodies import too_large
+from app.web.devices import TOKEN_PATTERN
 from app.web.documented import Doc
 from app.web.errors import MESSAGES
 
@@ -84,6 +86,10 @@ def _path_parameters() -> dict[str, dict]:
             "schema": TypeAdapter(schemas.Key).json_schema(),
             "description": "The `cancellation_key` sent with the notifications.",
             "example": "order:42",
+        },
+        "token": {
+            "schema": {"type": "string", "minLength": 1, "maxLength": DEVICE_TOKEN_MAX, "pattern": TOKEN_PATTERN},
+            "description": "The phone's push token, as registered.",
         },
     }
 

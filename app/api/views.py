@@ -22,6 +22,8 @@ from app.api.idempotency import Withheld, idempotent, json_response, store
 from app.api.schemas import ApiError
 from app.auth import links
 from app.clock import db_now
+from app.devices import queries as device_queries
+from app.devices import service as device_service
 from app.extensions import csrf, limiter
 from app.inbox.queries import member_badge_counts
 from app.notify.queries import notification_with_deliveries
@@ -31,6 +33,7 @@ from app.unitofwork import commit
 from app.users import export
 from app.users import service as users
 from app.web import bodies
+from app.web.devices import DeviceIn, DeviceListOut, DeviceOut
 from app.web.documented import documented
 from app.web.errors import problem
 
@@ -339,6 +342,69 @@ def export_user(external_id: str):
         mimetype="application/json",
         headers={"Content-Disposition": 'attachment; filename="hato-export.json"'},
     )
+
+
+@bp.put("/users/<external_id>/devices")
+@documented(
+    "putUserDevice",
+    "Register a member's phone, or refresh it",
+    {200: DeviceOut, 201: DeviceOut},
+    errors=(404, 422),
+    tags=("devices",),
+    description="Call it at each start of the app: it refreshes last_seen_at and clears the push service's "
+    "older verdict on the token. A token another member registered moves to this one (the phone changed "
+    "hands). Fields left out keep their value. A member keeps at most DEVICES_MAX_PER_USER phones: beyond "
+    "it, the ones the push service refused go first, then the least recently seen.",
+)
+@auth.requires("users:write")
+@idempotent(DeviceIn)
+def put_user_device(external_id: str, payload: DeviceIn):
+    """Register or refresh a member's phone (201 when it is new to them)."""
+    user_id = export.member_id(schemas.validate_path_id(external_id))
+    registered = device_service.register(user_id, payload.fields())
+    device = next(d for d in device_queries.for_user(user_id) if d.id == registered.device_id)
+    response = store(json_response(201 if registered.created else 200, DeviceOut.of(device)))
+    commit()
+    return response
+
+
+@bp.get("/users/<external_id>/devices")
+@documented(
+    "listUserDevices",
+    "A member's phones",
+    {200: DeviceListOut},
+    errors=(404, 422),
+    tags=("devices",),
+    description="The most recently seen first, with whether the member turned each off and whether its "
+    "push service refused its token.",
+)
+@auth.requires("users:read")
+def list_user_devices(external_id: str):
+    """The member's phones."""
+    user_id = export.member_id(schemas.validate_path_id(external_id))
+    devices = [DeviceOut.of(row) for row in device_queries.for_user(user_id)]
+    return json_response(200, DeviceListOut(devices=devices))
+
+
+@bp.delete("/users/<external_id>/devices/<token>")
+@documented(
+    "deleteUserDevice",
+    "Forget a member's phone",
+    {204: None},
+    errors=(404, 422),
+    tags=("devices",),
+    description="When the member signs out in the app. 404 when the member has no phone with this token.",
+)
+@auth.requires("users:write")
+@idempotent()
+def delete_user_device(external_id: str, token: str):
+    """Forget the member's phone with this token."""
+    user_id = export.member_id(schemas.validate_path_id(external_id))
+    if not device_service.remove(user_id, token):
+        raise ApiError(404, gettext("This user has no device with this token."))
+    response = store(json_response(204))
+    commit()
+    return response
 
 
 @bp.post("/users/<external_id>/login-links")

@@ -15,6 +15,8 @@ from werkzeug.exceptions import HTTPException
 
 from app import timezones, user_tokens
 from app.clock import db_now
+from app.devices import queries as device_queries
+from app.devices import service as device_service
 from app.extensions import csrf, limiter
 from app.feed.schemas import (
     FeedAnnouncementOut,
@@ -36,13 +38,14 @@ from app.preferences import service as preference_service
 from app.unitofwork import commit
 from app.users.queries import user_by_id
 from app.web import bodies
+from app.web.devices import DeviceIn, DeviceOut
 from app.web.documented import documented
 from app.web.errors import problem
 
 bp = Blueprint("feed", __name__, url_prefix="/v1/feed")
 csrf.exempt(bp)
 
-CORS_METHODS = "GET, POST, PUT, OPTIONS"
+CORS_METHODS = "GET, POST, PUT, DELETE, OPTIONS"
 CORS_HEADERS = "Authorization, Content-Type, Accept-Language"
 CORS_MAX_AGE = "600"
 INVALID_USER_TOKEN = "urn:hato:problem:invalid_user_token"  # noqa: S105 - a problem type URI, not a secret
@@ -344,6 +347,41 @@ def _preferences() -> Response:
 def preferences():
     """The member's type × channel matrix (mandatory types are shown, locked)."""
     return _preferences()
+
+
+@bp.post("/devices")
+@_documented(
+    "feedRegisterDevice",
+    "Register this phone for the member's pushes, or refresh it (at each start of the app)",
+    DeviceOut,
+    422,
+    description="The same rules as PUT /v1/users/{external_id}/devices: a token another member registered "
+    "moves to this one; registering again clears the push service's older verdict.",
+)
+@bodies.takes_json(DeviceIn)
+def register_device(payload: DeviceIn):
+    """Register or refresh the member's phone."""
+    registered = device_service.register(_user_id(), payload.fields())
+    commit()
+    device = next(d for d in device_queries.for_user(_user_id()) if d.id == registered.device_id)
+    return _json(DeviceOut.of(device))
+
+
+@bp.delete("/devices/<token>")
+@documented(
+    "feedForgetDevice",
+    "Forget this phone (when the member signs out in the app)",
+    {204: None},
+    errors=(404,),
+    tags=("feed",),
+    auth="userToken",
+)
+def forget_device(token: str):
+    """Forget the member's phone with this token."""
+    if not device_service.remove(_user_id(), token):
+        _refuse(404, gettext("You have no device with this token."))
+    commit()
+    return Response(status=204)
 
 
 @bp.put("/preferences")

@@ -23,6 +23,7 @@ from app.models.delivery import (
     ProviderEvent,
     PushSubscription,
 )
+from app.models.devices import DEVICE_PLATFORMS, Device
 from app.models.digests import DIGEST_KINDS, FREQUENCIES, DigestPreference, DigestRun, DigestTemplate
 from app.models.notifications import (
     CHANNEL_MODES,
@@ -67,6 +68,8 @@ __all__ = [
     "EmailSuppression",
     "MessageTemplate",
     "PushSubscription",
+    "DEVICE_PLATFORMS",
+    "Device",
     "ROLES",
     "User",
     "CHANNEL_MODES",

@@ -1,0 +1,1 @@
+"""The device registry: members' phones (app/models/devices.py), registered by the product or by its app."""

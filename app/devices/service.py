@@ -1,0 +1,124 @@
+"""Device writes: register (or refresh, or move) a phone, remove it, turn it off, and what push services said.
+
+A token is one phone's. When another member registers it (the phone changed hands, or the account
+did), it moves to them: registrations of one token are serialised by an advisory lock on it, so two
+members never both hold it, though the table is keyed by user (docs/scaling.md). Registering again
+refreshes last_seen_at and clears an invalidation (the push service's verdict is older than the
+registration); a phone the member turned off stays off. One member keeps at most DEVICES_MAX_PER_USER
+phones: beyond it, the ones the push service refused go first, then the least recently seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from flask import current_app
+
+from app.extensions import db
+
+# One token's registrations one at a time (it may move between users, whose rows live apart).
+LOCK_TOKEN_SQL = sa.text("SELECT pg_advisory_xact_lock(hashtextextended('device:' || :platform || ':' || :token, 0))")
+# One user's registrations one at a time, so two at once cannot both keep the user under the cap. NO KEY
+# UPDATE: inserts elsewhere that reference the user (their FK check) are not held up.
+LOCK_USER_SQL = sa.text("SELECT 1 FROM users WHERE id = :user_id FOR NO KEY UPDATE")
+
+MOVE_SQL = sa.text(
+    "DELETE FROM devices WHERE platform = :platform AND token = :token AND user_id <> :user_id RETURNING user_id"
+)
+
+# Fields left out keep their value; a new registration clears the push service's older verdict.
+UPSERT_SQL = sa.text(
+    """
+INSERT INTO devices (user_id, platform, token, app_id, app_version, locale, timezone)
+VALUES (:user_id, :platform, :token, :app_id, :app_version, :locale, :timezone)
+ON CONFLICT (user_id, platform, token) DO UPDATE
+SET app_id = coalesce(EXCLUDED.app_id, devices.app_id),
+    app_version = coalesce(EXCLUDED.app_version, devices.app_version),
+    locale = coalesce(EXCLUDED.locale, devices.locale),
+    timezone = coalesce(EXCLUDED.timezone, devices.timezone),
+    last_seen_at = now(), invalidated_at = NULL, invalid_reason = NULL
+RETURNING id, (xmax = 0) AS created
+"""
+)
+
+# Beyond the cap, the refused phones go first, then the least recently seen.
+TRIM_SQL = sa.text(
+    """
+DELETE FROM devices WHERE user_id = :user_id AND id IN (
+  SELECT id FROM devices WHERE user_id = :user_id
+  ORDER BY invalidated_at IS NULL DESC, last_seen_at DESC, id DESC
+  OFFSET :keep
+)
+"""
+)
+
+# APNs tokens are kept in lower case (case-insensitive hex); FCM tokens are case-sensitive.
+REMOVE_SQL = sa.text(
+    "DELETE FROM devices WHERE user_id = :user_id AND (token = :token OR (platform = 'ios' AND token = lower(:token)))"
+)
+
+SWITCH_SQL = sa.text(
+    """
+UPDATE devices SET disabled_at = CASE WHEN :enabled THEN NULL ELSE coalesce(disabled_at, now()) END
+WHERE user_id = :user_id AND id = :device_id
+RETURNING id
+"""
+)
+
+# A verdict older than the phone's latest registration is about a token the app has since re-registered.
+INVALIDATE_SQL = sa.text(
+    """
+UPDATE devices SET invalidated_at = now(), invalid_reason = :reason
+WHERE id = :device_id AND invalidated_at IS NULL
+  AND (CAST(:since AS double precision) IS NULL OR last_seen_at < to_timestamp(CAST(:since AS double precision)))
+"""
+)
+
+SENT_SQL = sa.text("UPDATE devices SET last_sent_at = now() WHERE id = ANY(CAST(:ids AS bigint[]))")
+
+
+@dataclass(frozen=True)
+class Registered:
+    """The outcome of a registration: the device's id, whether it is new to this user, who it moved from."""
+
+    device_id: int
+    created: bool
+    moved_from: tuple[int, ...] = ()
+
+
+def register(user_id: int, fields: Mapping) -> Registered:
+    """Register or refresh the phone of fields (platform, token, and optional app_id, app_version, locale,
+    timezone) for user_id, taking it from any other user; trim the user's phones to the cap."""
+    params = {"user_id": user_id, "app_id": None, "app_version": None, "locale": None, "timezone": None}
+    params.update({key: value for key, value in fields.items() if value is not None})
+    db.session.execute(LOCK_TOKEN_SQL, params)
+    db.session.execute(LOCK_USER_SQL, params)
+    moved = tuple(db.session.execute(MOVE_SQL, params).scalars())
+    row = db.session.execute(UPSERT_SQL, params).one()
+    db.session.execute(TRIM_SQL, {"user_id": user_id, "keep": int(current_app.config["DEVICES_MAX_PER_USER"])})
+    return Registered(row.id, bool(row.created), moved)
+
+
+def remove(user_id: int, token: str) -> bool:
+    """Forget the user's phone with this token; False when the user has none."""
+    return db.session.execute(REMOVE_SQL, {"user_id": user_id, "token": token}).rowcount > 0
+
+
+def set_enabled(user_id: int, device_id: int, enabled: bool) -> bool:
+    """Turn pushes to the user's phone on or off; False when the user has no such phone."""
+    params = {"user_id": user_id, "device_id": device_id, "enabled": enabled}
+    return db.session.execute(SWITCH_SQL, params).first() is not None
+
+
+def record_outcome(conn, reached: Iterable[int], invalid: Iterable[tuple[int, str, float | None]]) -> None:
+    """Stamp the phones that took a push; invalidate those the push service refused for good, on conn.
+
+    invalid holds (device id, reason, since): since (epoch seconds, APNs' 410 timestamp) or None.
+    """
+    reached = sorted(set(reached))
+    if reached:
+        conn.execute(SENT_SQL, {"ids": reached})
+    for device_id, reason, since in invalid:
+        conn.execute(INVALIDATE_SQL, {"device_id": device_id, "reason": reason, "since": since})
