@@ -10,6 +10,7 @@ setting and what it accepts.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -179,6 +180,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PUSH_MAX_SUBSCRIPTIONS_PER_USER", 10, "int", 1, 1000, "push subscriptions kept per user (the oldest goes)"),
     Setting("DEVICES_MAX_PER_USER", 20, "int", 1, 1000, "phones kept per member (beyond it, refused ones go first, then the least recently seen)"),
     Setting("PUSH_SUBSCRIBE_RATE_LIMIT", "20 per hour", "rate", help="subscribe calls per user"),
+    # Mobile push: APNs
+    Setting("APNS_KEY_FILE", "", "str", help="path of the APNs token signing key (.p8, EC P-256) Apple gave you; empty: APNs is off"),
+    Setting("APNS_KEY_ID", "", "str", help="the 10-character Key ID of APNS_KEY_FILE (the JWT's kid)"),
+    Setting("APNS_TEAM_ID", "", "str", help="your 10-character Apple Team ID (the JWT's iss)"),
+    Setting("APNS_TOPIC", "", "str", help="the iOS app's bundle id (apns-topic) for devices registered without their own"),
+    Setting("APNS_ENDPOINT", "https://api.push.apple.com", "str", help="APNs server (the sandbox is https://api.sandbox.push.apple.com); http:// only for a loopback host"),
+    Setting("APNS_CA_FILE", "", "str", help="PEM bundle of CAs to trust for APNS_ENDPOINT instead of the system's (a local stand-in in tests and staging)"),
+    Setting("APNS_CONCURRENCY", 20, "int", 1, 1000, "APNs requests in flight at once for one message's devices (streams on one HTTP/2 connection)"),
+    Setting("APNS_TIMEOUT", 10.0, "float", 0.1, 300, "seconds APNs may take to connect, and to answer one request"),
     Setting("BREAKER_FAILURES", 5, "int", 1, 1_000_000, "transient failures in the window that open a provider's breaker"),
     Setting("BREAKER_WINDOW_SECONDS", 30.0, "float", 0.1, DAY, "the breaker's failure window"),
     Setting("BREAKER_COOLDOWN_SECONDS", 30.0, "float", 0.1, DAY, "wait before the half-open probe"),
@@ -355,6 +365,7 @@ def _value_problems(config: Mapping) -> list[str]:
     if config.get("METRICS_TOKEN") and len(config["METRICS_TOKEN"]) < 16:
         problems.append("METRICS_TOKEN is shorter than 16 characters: use a random token")
     problems += _hook_problems(config)
+    problems += _apns_problems(config)
     return [p for p in problems if p]
 
 
@@ -378,6 +389,64 @@ def load_p256_public_key(text: str):
     if not isinstance(key, ec.EllipticCurvePublicKey) or not isinstance(key.curve, ec.SECP256R1):
         return None
     return key
+
+
+def load_p256_private_key(path: str):
+    """The EC P-256 private key in the PEM file at path (an APNs .p8 key); raises ValueError saying what is wrong."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    try:
+        with open(path, "rb") as file:
+            data = file.read(64 * 1024)
+    except OSError as exc:
+        raise ValueError(f"cannot be read ({exc.strerror or exc})") from exc
+    try:
+        key = load_pem_private_key(data, password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+        raise ValueError("is not an unencrypted PEM private key (the .p8 file Apple gives you)") from exc
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or not isinstance(key.curve, ec.SECP256R1):
+        raise ValueError("is not an EC P-256 key (APNs signs its tokens with ES256)")
+    return key
+
+
+def is_loopback_host(host: str | None) -> bool:
+    """Whether host names this machine (localhost, 127.0.0.0/8, ::1): where plain http:// is acceptable."""
+    if not host:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _apns_problems(config: Mapping) -> list[str]:
+    """APNs: an https endpoint (http for loopback only), and with a key file, a usable key and its ids."""
+    problems = []
+    endpoint = config["APNS_ENDPOINT"]
+    parts = urlsplit(endpoint)
+    allowed = parts.scheme == "https" or (parts.scheme == "http" and is_loopback_host(parts.hostname))
+    if not (allowed and parts.hostname):
+        problems.append(
+            f"APNS_ENDPOINT={endpoint!r} is not an https:// URL (http:// is accepted only for a loopback host: "
+            "127.0.0.1, ::1, localhost)"
+        )
+    if config["APNS_CA_FILE"] and not os.path.isfile(config["APNS_CA_FILE"]):
+        problems.append(f"APNS_CA_FILE={config['APNS_CA_FILE']!r} is not a file (a PEM bundle of CA certificates)")
+    if not config["APNS_KEY_FILE"]:
+        return problems
+    try:
+        load_p256_private_key(config["APNS_KEY_FILE"])
+    except ValueError as exc:
+        problems.append(f"APNS_KEY_FILE={config['APNS_KEY_FILE']!r} {exc}")
+    missing = [name for name in ("APNS_KEY_ID", "APNS_TEAM_ID", "APNS_TOPIC") if not str(config[name]).strip()]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        problems.append(f"APNS_KEY_FILE is set but {', '.join(missing)} {verb} not: APNs needs all of them")
+    return problems
 
 
 def _hook_problems(config: Mapping) -> list[str]:
@@ -413,6 +482,8 @@ def _combination_problems(config: Mapping) -> list[str]:
         timeouts = {"SMTP_TIMEOUT": config["SMTP_TIMEOUT"]}
         if config["VAPID_PRIVATE_KEY"]:
             timeouts["PUSH_TIMEOUT"] = config["PUSH_TIMEOUT"]
+        if config["APNS_KEY_FILE"]:
+            timeouts["APNS_TIMEOUT"] = config["APNS_TIMEOUT"]
         name, slowest = max(timeouts.items(), key=lambda item: item[1])
         if lease - margin < slowest:
             problems.append(
