@@ -11,6 +11,7 @@ setting and what it accepts.
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ KNOWN_SECRETS = {
     "supersecret",
 }
 SECRET_MIN_BYTES = 32
+# What a Google service-account key needs for FCM's token request (google-auth reads the same fields).
+SERVICE_ACCOUNT_KEYS = ("project_id", "private_key", "client_email", "token_uri")
 
 
 class ConfigError(Exception):
@@ -100,6 +103,9 @@ def _num(value: float) -> str:
 
 PUBLIC_PUSH_SERVICES = "fcm.googleapis.com,updates.push.services.mozilla.com,web.push.apple.com,*.notify.windows.com"
 DAY = 86_400.0
+FCM_API = "https://fcm.googleapis.com"
+# Hosts an http:// URL may name (a local stand-in); anything else must be https.
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("HATO_DEV", False, "bool", help="dev mode (set by make run/test/bench): demo seed allowed, dev secrets accepted", key="DEV_MODE"),
@@ -189,6 +195,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("APNS_CA_FILE", "", "str", help="PEM bundle of CAs to trust for APNS_ENDPOINT instead of the system's (a local stand-in in tests and staging)"),
     Setting("APNS_CONCURRENCY", 20, "int", 1, 1000, "APNs requests in flight at once for one message's devices (streams on one HTTP/2 connection)"),
     Setting("APNS_TIMEOUT", 10.0, "float", 0.1, 300, "seconds APNs may take to connect, and to answer one request"),
+    # Mobile push: FCM
+    Setting("FCM_CREDENTIALS_FILE", "", "str", help="Google service-account key (JSON) of the Firebase project; empty: FCM is off"),
+    Setting("FCM_API_BASE", FCM_API, "str", help="FCM HTTP v1 origin (https; http only on a loopback host)"),
+    Setting("FCM_CA_FILE", "", "str", help="PEM CA bundle trusted for FCM and its token endpoint instead of the system's (tests, staging)"),
+    Setting("FCM_CONCURRENCY", 20, "int", 1, 1000, "FCM requests in flight at once for one message's devices"),
+    Setting("FCM_TIMEOUT", 10.0, "float", 0.1, 300, "seconds for each step of one FCM request (connect, send, answer), the token request too"),
     Setting("BREAKER_FAILURES", 5, "int", 1, 1_000_000, "transient failures in the window that open a provider's breaker"),
     Setting("BREAKER_WINDOW_SECONDS", 30.0, "float", 0.1, DAY, "the breaker's failure window"),
     Setting("BREAKER_COOLDOWN_SECONDS", 30.0, "float", 0.1, DAY, "wait before the half-open probe"),
@@ -366,6 +378,7 @@ def _value_problems(config: Mapping) -> list[str]:
         problems.append("METRICS_TOKEN is shorter than 16 characters: use a random token")
     problems += _hook_problems(config)
     problems += _apns_problems(config)
+    problems += _fcm_problems(config)
     return [p for p in problems if p]
 
 
@@ -466,6 +479,56 @@ def _hook_problems(config: Mapping) -> list[str]:
     if config.get("MAILGUN_WEBHOOK_SIGNING_KEY") and len(config["MAILGUN_WEBHOOK_SIGNING_KEY"]) < 16:
         problems.append("MAILGUN_WEBHOOK_SIGNING_KEY is shorter than 16 characters: paste the whole signing key")
     return problems
+
+
+def _https_problem(name: str, value: str) -> str | None:
+    parts = urlsplit(value)
+    if parts.hostname and (parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS)):
+        return None
+    return f"{name}={value!r} is not an https:// URL (http:// only on 127.0.0.1, ::1 or localhost)"
+
+
+def _fcm_problems(config: Mapping) -> list[str]:
+    """FCM: an https origin, and a readable service-account key with what the token request needs."""
+    problems = [_https_problem("FCM_API_BASE", config["FCM_API_BASE"])]
+    path = config["FCM_CREDENTIALS_FILE"]
+    if not path:
+        return problems
+    if config["FCM_CA_FILE"] and not os.path.isfile(config["FCM_CA_FILE"]):
+        problems.append(f"FCM_CA_FILE={config['FCM_CA_FILE']!r} is not a file")
+    try:
+        with open(path, encoding="utf-8") as file:
+            info = json.load(file)
+    except OSError as exc:
+        return [*problems, f"FCM_CREDENTIALS_FILE={path!r} cannot be read: {exc.strerror or exc}"]
+    except ValueError:
+        return [*problems, f"FCM_CREDENTIALS_FILE={path!r} is not JSON: download the key again"]
+    if not isinstance(info, dict) or info.get("type") != "service_account":
+        return [*problems, f"FCM_CREDENTIALS_FILE={path!r} is not a service-account key (type service_account): "
+                           "Firebase console → Project settings → Service accounts → Generate new private key"]  # fmt: skip
+    missing = [key for key in SERVICE_ACCOUNT_KEYS if not isinstance(info.get(key), str) or not info[key].strip()]
+    if missing:
+        return [*problems, f"FCM_CREDENTIALS_FILE={path!r} has no {', '.join(missing)}: download the key again"]
+    if not _is_private_key(info["private_key"]):
+        problems.append(f"FCM_CREDENTIALS_FILE={path!r}: its private_key is not a PEM private key")
+    problems.append(_https_problem(f"token_uri in FCM_CREDENTIALS_FILE={path!r}", info["token_uri"]))
+    lease, margin = config["DELIVERY_LEASE_SECONDS"], config["LEASE_MARGIN_SECONDS"]
+    if margin < lease < margin + config["FCM_TIMEOUT"]:  # at or below the margin: reported on its own
+        problems.append(
+            f"DELIVERY_LEASE_SECONDS={_num(lease)} leaves {_num(lease - margin)} s per batch after LEASE_MARGIN_SECONDS, "
+            f"less than one FCM request may take (FCM_TIMEOUT={_num(config['FCM_TIMEOUT'])}): a row could be sent twice"
+        )
+    return problems
+
+
+def _is_private_key(pem: str) -> bool:
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    try:
+        load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError):
+        return False
+    return True
 
 
 def _combination_problems(config: Mapping) -> list[str]:

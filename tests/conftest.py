@@ -47,6 +47,7 @@ TEST_CONFIG = {
 pytest_plugins = [
     "tests.support.smtp",
     "tests.support.push",
+    "tests.support.fcm_server",
     "tests.support.delivery",
     "tests.support.redis_watch",
     "tests.support.websockets",
