@@ -67,16 +67,18 @@ RETURNING id
 """
 )
 
-# A verdict older than the phone's latest registration is about a token the app has since re-registered.
+# A verdict older than the phone's latest registration is about a token the app has since registered again.
 INVALIDATE_SQL = sa.text(
     """
 UPDATE devices SET invalidated_at = now(), invalid_reason = :reason
-WHERE id = :device_id AND invalidated_at IS NULL
+WHERE user_id = :user_id AND token = :token AND invalidated_at IS NULL
   AND (CAST(:since AS double precision) IS NULL OR last_seen_at < to_timestamp(CAST(:since AS double precision)))
 """
 )
 
-SENT_SQL = sa.text("UPDATE devices SET last_sent_at = now() WHERE id = ANY(CAST(:ids AS bigint[]))")
+SENT_SQL = sa.text(
+    "UPDATE devices SET last_sent_at = now() WHERE user_id = :user_id AND token = ANY(CAST(:tokens AS text[]))"
+)
 
 
 @dataclass(frozen=True)
@@ -112,13 +114,13 @@ def set_enabled(user_id: int, device_id: int, enabled: bool) -> bool:
     return db.session.execute(SWITCH_SQL, params).first() is not None
 
 
-def record_outcome(conn, reached: Iterable[int], invalid: Iterable[tuple[int, str, float | None]]) -> None:
-    """Stamp the phones that took a push; invalidate those the push service refused for good, on conn.
+def record_outcome(conn, user_id: int, reached: Iterable[str], gone: Iterable[tuple[str, str, float | None]]) -> None:
+    """Stamp the user's phones that took a push; invalidate those the push service refused for good, on conn.
 
-    invalid holds (device id, reason, since): since (epoch seconds, APNs' 410 timestamp) or None.
+    gone holds (token, reason, since): since (epoch seconds, APNs' 410 timestamp) or None.
     """
     reached = sorted(set(reached))
     if reached:
-        conn.execute(SENT_SQL, {"ids": reached})
-    for device_id, reason, since in invalid:
-        conn.execute(INVALIDATE_SQL, {"device_id": device_id, "reason": reason, "since": since})
+        conn.execute(SENT_SQL, {"user_id": user_id, "tokens": reached})
+    for token, reason, since in gone:
+        conn.execute(INVALIDATE_SQL, {"user_id": user_id, "token": token, "reason": reason, "since": since})
