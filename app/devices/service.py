@@ -55,16 +55,24 @@ DELETE FROM devices WHERE user_id = :user_id AND id IN (
 )
 
 # APNs tokens are kept in lower case (case-insensitive hex); FCM tokens are case-sensitive.
-REMOVE_SQL = sa.text(
-    "DELETE FROM devices WHERE user_id = :user_id AND (token = :token OR (platform = 'ios' AND token = lower(:token)))"
-)
+REMOVE_BY_ID_SQL = {
+    "phone": sa.text("DELETE FROM devices WHERE user_id = :user_id AND id = :id"),
+    "browser": sa.text("DELETE FROM push_subscriptions WHERE user_id = :user_id AND id = :id"),
+}
 
-SWITCH_SQL = sa.text(
-    """
-UPDATE devices SET disabled_at = CASE WHEN :enabled THEN NULL ELSE coalesce(disabled_at, now()) END
-WHERE user_id = :user_id AND id = :device_id
+SWITCH_BY_ID_SQL = {
+    table_kind: sa.text(
+        f"""
+UPDATE {table} SET disabled_at = CASE WHEN :enabled THEN NULL ELSE coalesce(disabled_at, now()) END
+WHERE user_id = :user_id AND id = :id
 RETURNING id
 """
+    )
+    for table_kind, table in (("phone", "devices"), ("browser", "push_subscriptions"))
+}
+
+REMOVE_SQL = sa.text(
+    "DELETE FROM devices WHERE user_id = :user_id AND (token = :token OR (platform = 'ios' AND token = lower(:token)))"
 )
 
 # A verdict older than the phone's latest registration is about a token the app has since registered again.
@@ -108,10 +116,16 @@ def remove(user_id: int, token: str) -> bool:
     return db.session.execute(REMOVE_SQL, {"user_id": user_id, "token": token}).rowcount > 0
 
 
-def set_enabled(user_id: int, device_id: int, enabled: bool) -> bool:
-    """Turn pushes to the user's phone on or off; False when the user has no such phone."""
-    params = {"user_id": user_id, "device_id": device_id, "enabled": enabled}
-    return db.session.execute(SWITCH_SQL, params).first() is not None
+def set_enabled(user_id: int, device_id: int, enabled: bool, kind: str = "phone") -> bool:
+    """Turn pushes to the user's phone (or, kind browser, Web Push subscription) on or off; False when the
+    user has no such one."""
+    params = {"user_id": user_id, "id": device_id, "enabled": enabled}
+    return db.session.execute(SWITCH_BY_ID_SQL[kind], params).first() is not None
+
+
+def remove_by_id(user_id: int, receiver_id: int, kind: str) -> bool:
+    """Forget the user's phone (or, kind browser, Web Push subscription) with this id; False when there is none."""
+    return db.session.execute(REMOVE_BY_ID_SQL[kind], {"user_id": user_id, "id": receiver_id}).rowcount > 0
 
 
 def record_outcome(conn, user_id: int, reached: Iterable[str], gone: Iterable[tuple[str, str, float | None]]) -> None:

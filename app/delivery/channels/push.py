@@ -38,7 +38,8 @@ class PushChannel(Channel):
     source = LEDGER
     no_target_reason = "no_subscription"
     born_skip = (
-        "NOT EXISTS (SELECT 1 FROM push_subscriptions ps WHERE ps.user_id = i.user_id AND ps.invalidated_at IS NULL)"
+        "NOT EXISTS (SELECT 1 FROM push_subscriptions ps WHERE ps.user_id = i.user_id AND ps.invalidated_at IS NULL"
+        " AND ps.disabled_at IS NULL)"
         " AND NOT EXISTS (SELECT 1 FROM devices dv WHERE dv.user_id = i.user_id AND dv.disabled_at IS NULL"
         " AND dv.invalidated_at IS NULL)",
         "no_push_subscription",
