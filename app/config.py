@@ -195,6 +195,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("APNS_CA_FILE", "", "str", help="PEM bundle of CAs to trust for APNS_ENDPOINT instead of the system's (a local stand-in in tests and staging)"),
     Setting("APNS_CONCURRENCY", 20, "int", 1, 1000, "APNs requests in flight at once for one message's devices (streams on one HTTP/2 connection)"),
     Setting("APNS_TIMEOUT", 10.0, "float", 0.1, 300, "seconds APNs may take to connect, and to answer one request"),
+    Setting("APNS_BADGE_SYNC_SECONDS", 10.0, "float", 1, 3600, "after a member reads, their iPhones' app badge is updated at most once per this many seconds (coalesced)"),
     # Mobile push: FCM
     Setting("FCM_CREDENTIALS_FILE", "", "str", help="Google service-account key (JSON) of the Firebase project; empty: FCM is off"),
     Setting("FCM_API_BASE", FCM_API, "str", help="FCM HTTP v1 origin (https; http only on a loopback host)"),

@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
 from flask import current_app
 from redis.exceptions import RedisError
@@ -51,6 +52,7 @@ DRAIN_JOB = "jobs.delivery.drain_deliveries"
 FANOUT_JOB = "jobs.fanout.fanout_campaign"
 BULK_OPERATION_JOB = "jobs.bulk.run_bulk_operation"
 DIGEST_JOB = "jobs.digest.send_digests"
+BADGE_SYNC_JOB = "jobs.devices.sync_badges"
 DIGEST_QUEUE = "low"  # a digest is never urgent: live notifications go first
 FANOUT_TIMEOUT_SECONDS = 6 * 3600  # a timeout only ends this run; the next one resumes from the cursor
 BULK_TIMEOUT_SECONDS = 3600
@@ -359,6 +361,46 @@ class EnqueueDigests(Effect):
 
     def count(self, result: object) -> dict[str, int]:
         return {"digests": len(self.ids)} if result else {}
+
+
+@dataclass(frozen=True)
+class EnqueueBadgeSync(Effect):
+    """One badge sync per user per window (app/devices/badge.py): the first change in a window schedules a job
+    at its end, which reads the count then, so the changes after it ride on it."""
+
+    user_ids: frozenset[int]
+    window: float
+
+    def merge_key(self):
+        return ("badge-sync",)
+
+    def merge(self, other: EnqueueBadgeSync) -> EnqueueBadgeSync:
+        return EnqueueBadgeSync(self.user_ids | other.user_ids, self.window)
+
+    def run(self) -> int:
+        client = redis.client()
+        pipe = client.pipeline(transaction=False)
+        users = sorted(self.user_ids)
+        for user_id in users:
+            pipe.set(badge_sync_key(user_id), 1, nx=True, ex=max(int(self.window * 2), 1))
+        due = [user_id for user_id, fresh in zip(users, pipe.execute(), strict=True) if fresh]
+        if due:
+            queue = get_queue("default")
+            queue.enqueue_in(timedelta(seconds=self.window), BADGE_SYNC_JOB, due, description=BADGE_SYNC_JOB)
+        return len(due)
+
+    def count(self, result: object) -> dict[str, int]:
+        return {"badge_syncs": int(result)} if result else {}
+
+
+def badge_sync_key(user_id: int) -> str:
+    """Set while a user's badge sync is scheduled (the job clears it as it starts)."""
+    return keyspace.key("badge-sync", str(user_id))
+
+
+def enqueue_badge_sync_after_commit(user_id: int, window: float) -> None:
+    """Schedule the user's phone badge sync after the commit, unless one is scheduled already."""
+    after_commit(EnqueueBadgeSync(frozenset({user_id}), window))
 
 
 def enqueue_digests_after_commit(ids: Sequence[int]) -> None:

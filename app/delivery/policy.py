@@ -57,6 +57,9 @@ def quiet_until(now: datetime, tz_name: str | None, start: time | None, end: tim
 # Rows held by a kill switch wait "until resumed": resuming the channel or provider makes them due again
 # (app/delivery/switches.py); DELIVERY_MAX_AGE still expires them, counted from when the holding began.
 UNTIL_RESUMED = datetime(9999, 1, 1, tzinfo=UTC)
+# Rows whose every target is on a paused part of a provider (APNs within push) wait until no part of the
+# channel is paused any more: a mark of their own, so that the open channel's release does not take them.
+UNTIL_PART_RESUMED = datetime(9998, 1, 1, tzinfo=UTC)
 
 
 @dataclass

@@ -20,7 +20,7 @@ DIGEST_TARGET = "digest:"
 BATCH_SQL = sa.text(
     f"""
 SELECT d.id, d.channel, d.attempts, d.locked_until, d.route_rank, d.created_at,
-       n.id AS notification_id, n.type, n.title, n.body, n.link_path, n.data,
+       n.id AS notification_id, n.type, n.title, n.body, n.link_path, n.data, n.group_key,
        u.id AS user_id, u.email, u.display_name, u.locale, u.timezone,
        u.quiet_hours_start, u.quiet_hours_end,
        t.label AS type_label, t.priority, t.mandatory,
@@ -85,6 +85,7 @@ class BatchRow:
     skip_when_online: bool = False
     cap_count: int | None = None
     cap_window: int | None = None
+    group_key: str | None = None  # phones collapse a thread's pushes into one (apns-collapse-id, collapse_key)
     frequency: str = "immediate"  # e-mail: immediate | hourly | daily (a digest takes it: app/digests)
     route_rank: int | None = None  # its place in a "first" chain (None: not in one)
     created_at: datetime | None = None

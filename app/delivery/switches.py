@@ -24,7 +24,7 @@ from flask_babel import gettext
 
 from app.audit import service as audit
 from app.delivery.channels import all_channels, channel_names
-from app.delivery.policy import UNTIL_RESUMED
+from app.delivery.policy import UNTIL_PART_RESUMED, UNTIL_RESUMED
 from app.extensions import db
 from app.providers import provider_names
 from app.refusal import Refused
@@ -124,7 +124,7 @@ def forget() -> None:
 def waiting() -> dict[str, int]:
     """How many rows wait on each channel until it (or a provider of it) is resumed."""
     counts: dict[str, int] = {}
-    for channel, n in db.session.execute(WAITING_SQL, {"until": UNTIL_RESUMED, "webhook": WEBHOOK}):
+    for channel, n in db.session.execute(WAITING_SQL, {"until": UNTIL_PART_RESUMED, "webhook": WEBHOOK}):
         counts[channel] = counts.get(channel, 0) + n
     return counts
 
@@ -209,15 +209,20 @@ def release_resumed(config: Mapping) -> int:
 
     In committed batches of SWEEP_LIMIT, all of them in this pass (the sweeper's next step enqueues them).
     """
-    params = {"channels": open_channels(config), "until": UNTIL_RESUMED, "limit": int(config["SWEEP_LIMIT"])}
+    channels, limit = open_channels(config), int(config["SWEEP_LIMIT"])
+    state = read()
+    # Rows held for a paused part (APNs within push) go once no provider of their channel is paused.
+    whole = [c for c in channels if not any(s.provider for s in state.of(c))]
     total = 0
-    for statement in RELEASE_SQL.values():
-        while True:
-            done = db.session.execute(statement, params).rowcount
-            commit()
-            total += done
-            if done < params["limit"]:
-                break
+    for until, names in ((UNTIL_RESUMED, channels), (UNTIL_PART_RESUMED, whole)):
+        params = {"channels": names, "until": until, "limit": limit}
+        for statement in RELEASE_SQL.values():
+            while True:
+                done = db.session.execute(statement, params).rowcount
+                commit()
+                total += done
+                if done < limit:
+                    break
     return total
 
 

@@ -63,3 +63,53 @@ def active_targets(user_ids: Iterable[int]) -> dict[int, tuple[DeviceTarget, ...
             DeviceTarget(row.id, row.platform, row.token, row.app_id, row.locale)
         )
     return {user_id: tuple(devices) for user_id, devices in targets.items()}
+
+
+# What the preferences page lists: the member's phones and browsers, the most recently seen first.
+RECEIVERS_SQL = sa.text(
+    """
+SELECT 'phone' AS kind, id, platform, app_version, '' AS user_agent, last_seen_at AS seen_at,
+       disabled_at IS NULL AS enabled, invalidated_at IS NOT NULL AS refused
+FROM devices WHERE user_id = :user_id
+UNION ALL
+SELECT 'browser', id, NULL, NULL, user_agent, coalesce(last_success_at, created_at),
+       disabled_at IS NULL, invalidated_at IS NOT NULL
+FROM push_subscriptions WHERE user_id = :user_id
+ORDER BY seen_at DESC, kind, id DESC
+"""
+)
+
+# (needle in the user agent, name shown), the first match wins: Edge and Opera say Chrome too, Chrome says Safari.
+BROWSERS = (("Edg/", "Edge"), ("OPR/", "Opera"), ("Firefox/", "Firefox"), ("Chrome/", "Chrome"),
+            ("Safari/", "Safari"))  # fmt: skip
+SYSTEMS = (("Windows", "Windows"), ("Android", "Android"), ("iPhone", "iOS"), ("iPad", "iPadOS"),
+           ("Mac OS X", "macOS"), ("CrOS", "ChromeOS"), ("Linux", "Linux"))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Receiver:
+    """A phone or browser on the preferences page: what it is, when it was last seen, whether pushes go to it."""
+
+    kind: str  # phone | browser
+    id: int
+    platform: str | None  # ios | android (phones)
+    app_version: str | None
+    browser: str | None  # from the browser's user agent (None: not recognised)
+    system: str | None
+    seen_at: datetime
+    enabled: bool
+    refused: bool  # the push service said it is gone
+
+
+def _first(user_agent: str, names: tuple[tuple[str, str], ...]) -> str | None:
+    return next((name for needle, name in names if needle in user_agent), None)
+
+
+def receivers(user_id: int) -> list[Receiver]:
+    """The member's phones and browsers, the most recently seen first."""
+    found = []
+    for row in db.session.execute(RECEIVERS_SQL, {"user_id": user_id}):
+        agent = row.user_agent or ""
+        found.append(Receiver(row.kind, row.id, row.platform, row.app_version, _first(agent, BROWSERS),
+                              _first(agent, SYSTEMS), row.seen_at, row.enabled, row.refused))  # fmt: skip
+    return found

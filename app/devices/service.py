@@ -55,28 +55,38 @@ DELETE FROM devices WHERE user_id = :user_id AND id IN (
 )
 
 # APNs tokens are kept in lower case (case-insensitive hex); FCM tokens are case-sensitive.
+REMOVE_BY_ID_SQL = {
+    "phone": sa.text("DELETE FROM devices WHERE user_id = :user_id AND id = :id"),
+    "browser": sa.text("DELETE FROM push_subscriptions WHERE user_id = :user_id AND id = :id"),
+}
+
+SWITCH_BY_ID_SQL = {
+    table_kind: sa.text(
+        f"""
+UPDATE {table} SET disabled_at = CASE WHEN :enabled THEN NULL ELSE coalesce(disabled_at, now()) END
+WHERE user_id = :user_id AND id = :id
+RETURNING id
+"""
+    )
+    for table_kind, table in (("phone", "devices"), ("browser", "push_subscriptions"))
+}
+
 REMOVE_SQL = sa.text(
     "DELETE FROM devices WHERE user_id = :user_id AND (token = :token OR (platform = 'ios' AND token = lower(:token)))"
 )
 
-SWITCH_SQL = sa.text(
-    """
-UPDATE devices SET disabled_at = CASE WHEN :enabled THEN NULL ELSE coalesce(disabled_at, now()) END
-WHERE user_id = :user_id AND id = :device_id
-RETURNING id
-"""
-)
-
-# A verdict older than the phone's latest registration is about a token the app has since re-registered.
+# A verdict older than the phone's latest registration is about a token the app has since registered again.
 INVALIDATE_SQL = sa.text(
     """
 UPDATE devices SET invalidated_at = now(), invalid_reason = :reason
-WHERE id = :device_id AND invalidated_at IS NULL
+WHERE user_id = :user_id AND token = :token AND invalidated_at IS NULL
   AND (CAST(:since AS double precision) IS NULL OR last_seen_at < to_timestamp(CAST(:since AS double precision)))
 """
 )
 
-SENT_SQL = sa.text("UPDATE devices SET last_sent_at = now() WHERE id = ANY(CAST(:ids AS bigint[]))")
+SENT_SQL = sa.text(
+    "UPDATE devices SET last_sent_at = now() WHERE user_id = :user_id AND token = ANY(CAST(:tokens AS text[]))"
+)
 
 
 @dataclass(frozen=True)
@@ -106,19 +116,25 @@ def remove(user_id: int, token: str) -> bool:
     return db.session.execute(REMOVE_SQL, {"user_id": user_id, "token": token}).rowcount > 0
 
 
-def set_enabled(user_id: int, device_id: int, enabled: bool) -> bool:
-    """Turn pushes to the user's phone on or off; False when the user has no such phone."""
-    params = {"user_id": user_id, "device_id": device_id, "enabled": enabled}
-    return db.session.execute(SWITCH_SQL, params).first() is not None
+def set_enabled(user_id: int, device_id: int, enabled: bool, kind: str = "phone") -> bool:
+    """Turn pushes to the user's phone (or, kind browser, Web Push subscription) on or off; False when the
+    user has no such one."""
+    params = {"user_id": user_id, "id": device_id, "enabled": enabled}
+    return db.session.execute(SWITCH_BY_ID_SQL[kind], params).first() is not None
 
 
-def record_outcome(conn, reached: Iterable[int], invalid: Iterable[tuple[int, str, float | None]]) -> None:
-    """Stamp the phones that took a push; invalidate those the push service refused for good, on conn.
+def remove_by_id(user_id: int, receiver_id: int, kind: str) -> bool:
+    """Forget the user's phone (or, kind browser, Web Push subscription) with this id; False when there is none."""
+    return db.session.execute(REMOVE_BY_ID_SQL[kind], {"user_id": user_id, "id": receiver_id}).rowcount > 0
 
-    invalid holds (device id, reason, since): since (epoch seconds, APNs' 410 timestamp) or None.
+
+def record_outcome(conn, user_id: int, reached: Iterable[str], gone: Iterable[tuple[str, str, float | None]]) -> None:
+    """Stamp the user's phones that took a push; invalidate those the push service refused for good, on conn.
+
+    gone holds (token, reason, since): since (epoch seconds, APNs' 410 timestamp) or None.
     """
     reached = sorted(set(reached))
     if reached:
-        conn.execute(SENT_SQL, {"ids": reached})
-    for device_id, reason, since in invalid:
-        conn.execute(INVALIDATE_SQL, {"device_id": device_id, "reason": reason, "since": since})
+        conn.execute(SENT_SQL, {"user_id": user_id, "tokens": reached})
+    for token, reason, since in gone:
+        conn.execute(INVALIDATE_SQL, {"user_id": user_id, "token": token, "reason": reason, "since": since})

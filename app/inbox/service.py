@@ -16,6 +16,7 @@ from flask import current_app
 from flask_babel import force_locale, gettext, ngettext
 
 from app.announcements.queries import ACTIVE_ANNOUNCEMENT_SQL
+from app.devices import badge as phone_badge
 from app.extensions import db
 from app.i18n import language_or_default
 from app.inbox.queries import badge_mode, notification_for
@@ -79,6 +80,7 @@ def _run(statement: sa.TextClause, **params) -> int:
     changed = db.session.execute(statement, params).rowcount
     if changed:
         badge_after_commit([params["user_id"]])
+        phone_badge.after_change(params["user_id"])  # the iPhones' app icon count follows, coalesced
     return changed
 
 

@@ -142,6 +142,7 @@ class PushSubscription(db.Model):
     created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
     last_success_at: Mapped[datetime | None] = mapped_column(_tz)
     invalidated_at: Mapped[datetime | None] = mapped_column(_tz)
+    disabled_at: Mapped[datetime | None] = mapped_column(_tz)  # the member turned this browser's pushes off
 
 
 class ChannelSwitch(db.Model):

@@ -10,6 +10,8 @@ from flask_babel import gettext
 from flask_login import current_user, login_required
 
 from app import timezones
+from app.devices import queries as device_queries
+from app.devices import service as device_service
 from app.extensions import db
 from app.i18n import LANGUAGES, language_or_default, ui_language
 from app.preferences import queries, service
@@ -18,6 +20,7 @@ from app.web.htmx import is_htmx
 
 bp = Blueprint("preferences", __name__)
 
+RECEIVER_SAVED = ("receiver-off", "receiver-on", "receiver-remove")
 _BOOLEANS = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 
 
@@ -48,6 +51,7 @@ def _page(status: int = 200, **schedule):
         "preferences/index.html",
         rows=queries.matrix(current_user.id),
         mutes=queries.muted_threads(current_user.id),
+        receivers=device_queries.receivers(current_user.id),
         email_choices=queries.email_choices(current_user.id),
         digest_time=queries.digest_time(current_user),
         frequency_labels=queries.FREQUENCY_LABELS,
@@ -62,7 +66,12 @@ def _page(status: int = 200, **schedule):
 def index():
     """Show the type × channel matrix and the quiet-hours form."""
     saved = request.args.get("saved")
-    return _page(saved=saved == "schedule", email_saved=saved == "email", language_saved=saved == "language")
+    return _page(
+        saved=saved == "schedule",
+        email_saved=saved == "email",
+        language_saved=saved == "language",
+        receiver_saved=saved if saved in RECEIVER_SAVED else None,
+    )
 
 
 @bp.post("/preferences")
@@ -137,6 +146,23 @@ def unmute():
     return render_template(
         "preferences/_unmuted.html", group_key=group_key, left=len(queries.muted_threads(current_user.id))
     )
+
+
+@bp.post("/preferences/receivers/<any(phone, browser):kind>/<int:receiver_id>")
+@login_required
+def change_receiver(kind: str, receiver_id: int):
+    """Turn pushes to one of the user's phones or browsers off or on, or forget it (404 for anyone else's)."""
+    action = request.form.get("action", "")
+    if action == "remove":
+        done = device_service.remove_by_id(current_user.id, receiver_id, kind)
+    elif action in ("off", "on"):
+        done = device_service.set_enabled(current_user.id, receiver_id, action == "on", kind)
+    else:
+        abort(422, gettext("Say whether to turn it off, turn it on or remove it."))
+    if not done:
+        abort(404)
+    commit()
+    return redirect(url_for("preferences.index", saved=f"receiver-{action}", _anchor="receivers"), 303)
 
 
 @bp.post("/preferences/email-frequency")

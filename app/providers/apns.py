@@ -416,4 +416,4 @@ def _clean(exc: Exception, token: str) -> str:
     return str(exc).replace(token, token_hint(token))[:300]
 
 
-register("apns")(ApnsProvider.from_config)
+register("apns", joins="push", when="APNS_KEY_FILE")(ApnsProvider.from_config)

@@ -168,15 +168,23 @@ ProviderFactory = Callable[[Mapping], "Provider | None"]
 FACTORIES: dict[str, ProviderFactory] = {}
 # name -> the provider tried next when it is unavailable (smtp → smtp_fallback).
 FALLBACKS: dict[str, str] = {}
+# channel -> [(provider name, the setting that turns it on)]: providers that join a channel beside its
+# configured ones, each for targets of its own (APNs and FCM join push: a member's phones), on exactly
+# when their credentials are set.
+JOINS: dict[str, list[tuple[str, str]]] = {}
 
 
-def register(name: str, fallback: str | None = None) -> Callable[[ProviderFactory], ProviderFactory]:
-    """Register a provider factory under name, optionally with the name of its fallback."""
+def register(name: str, fallback: str | None = None, joins: str | None = None,
+             when: str | None = None) -> Callable[[ProviderFactory], ProviderFactory]:  # fmt: skip
+    """Register a provider factory under name, optionally with the name of its fallback, or as joining the
+    channel `joins` whenever the setting `when` is set."""
 
     def decorator(factory: ProviderFactory) -> ProviderFactory:
         FACTORIES[name] = factory
         if fallback:
             FALLBACKS[name] = fallback
+        if joins and when and (name, when) not in JOINS.setdefault(joins, []):
+            JOINS[joins].append((name, when))
         return factory
 
     return decorator

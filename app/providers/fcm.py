@@ -295,4 +295,4 @@ class FcmProvider:
         raise PermanentError(str(worst), kind=worst.kind, **done)
 
 
-register("fcm")(FcmProvider.from_config)
+register("fcm", joins="push", when="FCM_CREDENTIALS_FILE")(FcmProvider.from_config)

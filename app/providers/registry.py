@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from app.providers.base import FACTORIES, FALLBACKS, Provider
+from app.providers.base import FACTORIES, FALLBACKS, JOINS, Provider
 
 
 def provider_names(channel: str, config: Mapping) -> list[str]:
-    """The channel's provider names in failover order: the configured list, each followed by its fallback."""
+    """The channel's provider names: the configured list in failover order, each followed by its fallback,
+    then the providers that join the channel for targets of their own (APNs, FCM), when they are on."""
     _load_builtin()
     names: list[str] = []
     for name in (config.get(f"{channel.upper()}_PROVIDER") or "").split(","):
         while name and name.strip() not in names:
             names.append(name.strip())
             name = FALLBACKS.get(name.strip(), "")
-    return names
+    return names + [name for name, setting in JOINS.get(channel, ()) if config.get(setting) and name not in names]
 
 
 def providers_for(channel: str, config: Mapping) -> list[Provider]:

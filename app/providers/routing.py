@@ -77,8 +77,11 @@ class Router:
         client,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        paused_parts: Mapping[str, float] | None = None,
     ) -> None:
         self.providers = providers
+        # Parts of a provider (APNs in push) an operator paused -> until when their targets wait (epoch seconds).
+        self.paused_parts = dict(paused_parts or {})
         self.clock = clock
         self.sleep = sleep
         self.max_wait = float(config["RATE_LIMIT_MAX_WAIT_SECONDS"])
@@ -87,6 +90,8 @@ class Router:
         self.client = client
         self.settings = settings = Settings.from_config(config)
         self._gates: dict[tuple[str, str], Gate] = {}
+        # scope -> the provider (or part of one: apns within push) whose gate it is, as admit() saw it.
+        self._scope_owner: dict[str, str] = {}
         self.breakers = {p.name: CircuitBreaker(client, p.name, settings, clock) for p in providers}
         self.buckets = {p.name: TokenBucket(client, p.name, limit_for(p.name, config)) for p in providers}
         self._stack = ExitStack()
@@ -129,16 +134,23 @@ class Router:
 
     def admit(self, provider: Provider, targets: tuple) -> tuple[tuple, float]:
         """The targets whose scope may be sent to now, and, when some are held, the earliest time one
-        of them may be tried again (at most RETRY_CAP_SECONDS ahead; 0.0 when none is held)."""
+        of them may be tried again (at most RETRY_CAP_SECONDS ahead, or the pause's end for a part an operator
+        paused; 0.0 when none is held)."""
         scope_of = getattr(provider, "scope_of", None)
         if scope_of is None:
             return targets, 0.0
+        part_of = getattr(provider, "part_of", None)
         verdicts: dict[str, float] = {}  # one look per scope: a half-open scope's probe covers all its targets
         admitted = []
         for target in targets:
+            part = part_of(target) if part_of is not None else None
+            if part in self.paused_parts:  # paused by an operator: waits without a try until resumed
+                verdicts[f"paused:{part}"] = self.paused_parts[part]
+                continue
             scope = scope_of(target)
+            owner = self._scope_owner.setdefault(scope, part or provider.name)  # the part's gate: its own breaker
             if scope not in verdicts:
-                verdicts[scope] = self.gate_held_until(self.gate(provider.name, scope))
+                verdicts[scope] = self.gate_held_until(self.gate(owner, scope))
             if not verdicts[scope]:
                 admitted.append(target)
         held = [until for until in verdicts.values() if until]
@@ -233,7 +245,8 @@ class Router:
         return breaker.permit(answers[-2]), bucket.wait_of(answers[-1])
 
     def _report_scope(self, provider: str, target: TargetOutcome) -> None:
-        self.report_gate(self.gate(provider, target.scope), target.outcome, target.retry_after)
+        owner = self._scope_owner.get(target.scope, provider)
+        self.report_gate(self.gate(owner, target.scope), target.outcome, target.retry_after)
 
     def _enter(self, provider: Provider) -> Provider:
         if provider.name not in self._open:

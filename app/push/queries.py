@@ -11,7 +11,7 @@ TARGETS_SQL = sa.text(
     """
 SELECT user_id, endpoint, p256dh, auth
 FROM push_subscriptions
-WHERE user_id = ANY(CAST(:user_ids AS bigint[])) AND invalidated_at IS NULL
+WHERE user_id = ANY(CAST(:user_ids AS bigint[])) AND invalidated_at IS NULL AND disabled_at IS NULL
 ORDER BY user_id, id
 """
 )

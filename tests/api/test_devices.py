@@ -159,12 +159,12 @@ def test_turning_a_phone_off_survives_a_new_registration(api, ann):
 
 
 def test_an_apns_410_older_than_the_latest_registration_is_ignored(api, ann):
-    device_id = api.put("/v1/users/ann/devices", {"platform": "ios", "token": IOS}).get_json()["id"]
+    api.put("/v1/users/ann/devices", {"platform": "ios", "token": IOS})
     before = (datetime.now(UTC) - timedelta(hours=1)).timestamp()
-    devices.record_outcome(db.session, [device_id], [(device_id, "Unregistered", before)])
+    devices.record_outcome(db.session, ann.id, [IOS], [(IOS, "Unregistered", before)])
     assert _devices(api)[0]["invalidated_at"] is None and _devices(api)[0]["last_sent_at"] is not None
     later = (datetime.now(UTC) + timedelta(seconds=5)).timestamp()
-    devices.record_outcome(db.session, [], [(device_id, "Unregistered", later)])
+    devices.record_outcome(db.session, ann.id, [], [(IOS, "Unregistered", later)])
     assert _devices(api)[0]["invalid_reason"] == "Unregistered"
 
 

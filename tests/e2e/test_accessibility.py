@@ -15,6 +15,7 @@ import pytest
 
 from app.campaigns.service import create_campaign
 from app.delivery.unsubscribe import make_token
+from app.devices import service as devices
 from app.extensions import db
 from tests.factories import (
     AnnouncementFactory,
@@ -52,6 +53,8 @@ def _world(live_server, lang: str) -> dict:
             ),
         ]
         announcement = AnnouncementFactory(title="Maintenance tonight", body="The site is down 22:00–23:00.")
+        devices.register(member.id, {"platform": "ios", "token": "ab" * 32, "app_version": "4.2.0"})  # preferences
+        devices.register(member.id, {"platform": "android", "token": "fcm-demo-token"})
         DeliveryFactory(notification_id=rows[0].id, channel="email", status="failed", attempts=3)
         campaign = create_campaign(operator, name="Spring", type_="comment", title="Spring is here", body="Hello")
         # A registered webhook endpoint, inserted as is (registration would resolve its host name).

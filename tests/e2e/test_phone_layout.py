@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from app.devices import service as devices
 from app.extensions import db
 from tests.factories import AnnouncementFactory, NotificationFactory, NotificationTypeFactory, UserFactory
 from tests.support.axe import settle, sign_in_any_language
@@ -76,6 +77,9 @@ def _member(live_server, lang: str) -> str:
                 created_at=now - timedelta(minutes=5 + age),
             )
         AnnouncementFactory(title="Maintenance tonight", body="The site is down 22:00–23:00.")
+        # Phones on the preferences page: a long app version must wrap too.
+        devices.register(user.id, {"platform": "ios", "token": "ab" * 32, "app_version": "2026.12.02-build.4711"})
+        devices.register(user.id, {"platform": "android", "token": "fcm-demo-token", "app_version": "1.0"})
         db.session.commit()
         email = user.email
         db.session.remove()

@@ -74,3 +74,31 @@ def test_quiet_hours_save_and_errors_show_in_place(page, live_server, member):
     expect(page.get_by_label("From")).to_have_value("22:00")
     expect(page.get_by_label("Until")).to_have_value("07:00")
     expect(page.get_by_label("Time zone", exact=True)).to_have_value("Europe/Berlin")
+
+
+def test_a_registered_phone_is_listed_and_turning_it_off_stops_its_pushes(page, live_server, member):
+    from app.delivery.channels import channel_for
+    from app.devices import service as devices
+    from app.users.queries import user_by_email
+
+    with live_server.app_context():
+        user_id = user_by_email(member).id
+        devices.register(user_id, {"platform": "ios", "token": "ab" * 32, "app_version": "4.2.0"})
+        db.session.commit()
+        db.session.remove()
+    _sign_in(page, member)
+    page.goto("/preferences")
+    phone = page.locator("#receivers li", has_text="iPhone")
+    expect(phone).to_contain_text("app 4.2.0")
+    expect(phone).to_contain_text("On")
+    phone.get_by_role("button", name="Turn off: iPhone").click()
+    expect(page.locator("#receivers [role=status]")).to_have_text("Pushes to it are off.")
+    expect(page.locator("#receivers li", has_text="iPhone")).to_contain_text("Off")
+
+    class Row:  # what the push channel's targets() reads of a batch row
+        id = 1
+
+    Row.user_id = user_id
+    with live_server.app_context():
+        assert channel_for("push").targets([Row()]) == {}  # no push goes to the phone now
+        db.session.remove()

@@ -108,7 +108,8 @@ class _VisibleText(HTMLParser):
         attributes = dict(attrs)
         for name, value in attrs:
             visible = name in VISIBLE_ATTRIBUTES or (
-                name == "value" and tag in {"input", "button"} and attributes.get("type") in {"submit", "button"}
+                # An input button shows its value; a <button> shows its content, never its value.
+                name == "value" and tag == "input" and attributes.get("type") in {"submit", "button"}
             )
             if visible and value:
                 self.found.append((self.getpos()[0], value))

@@ -1,4 +1,9 @@
-"""Web Push: every active subscription of the user, a JSON payload cut to fit, gone subscriptions invalidated."""
+"""Push: every browser (Web Push) and phone (APNs, FCM) of the user, each through its own part of the provider.
+
+One message per row goes to all of them (app/providers/pushfanout.py): the browsers get the JSON payload cut
+to fit, the phones an alert in each one's language with the unread count as the iPhone's badge. Gone
+subscriptions and refused device tokens are invalidated; the phones that took it are stamped.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +16,14 @@ from app.delivery.channels.base import Channel
 from app.delivery.ledger import LEDGER
 from app.delivery.queries import BatchRow, Template
 from app.delivery.unsubscribe import unsubscribe_url
+from app.devices import queries as device_queries
+from app.devices import service as device_service
+from app.inbox.queries import badge_count
 from app.locales import locale_chain
-from app.providers import Message
+from app.providers import Message, Provider
+from app.providers.mobile import DeviceTarget, MobileAlert, MobilePush
+from app.providers.pushfanout import MOBILE_PARTS, PushFanout
+from app.providers.registry import provider_names
 from app.push import payload
 from app.push import queries as push_queries
 from app.push import service as push_service
@@ -27,19 +38,32 @@ class PushChannel(Channel):
     source = LEDGER
     no_target_reason = "no_subscription"
     born_skip = (
-        "NOT EXISTS (SELECT 1 FROM push_subscriptions ps WHERE ps.user_id = i.user_id AND ps.invalidated_at IS NULL)",
+        "NOT EXISTS (SELECT 1 FROM push_subscriptions ps WHERE ps.user_id = i.user_id AND ps.invalidated_at IS NULL"
+        " AND ps.disabled_at IS NULL)"
+        " AND NOT EXISTS (SELECT 1 FROM devices dv WHERE dv.user_id = i.user_id AND dv.disabled_at IS NULL"
+        " AND dv.invalidated_at IS NULL)",
         "no_push_subscription",
     )
 
     def configured(self, config: Mapping) -> bool:
-        """Web Push needs the VAPID keys."""
-        return bool(config["VAPID_PRIVATE_KEY"]) and super().configured(config)
+        """Web Push needs the VAPID keys; APNs and FCM are on with their credentials."""
+        names = provider_names(self.name, config)
+        return any(name in MOBILE_PARTS.values() for name in names) or (
+            bool(config["VAPID_PRIVATE_KEY"]) and super().configured(config)
+        )
+
+    def providers(self, config: Mapping) -> list[Provider]:
+        """One provider for the engine: the parts that are on, each sending to its own kind of device."""
+        parts = super().providers(config)
+        return [PushFanout(parts)] if parts else []
 
     def targets(self, rows: Iterable) -> dict[int, tuple]:
-        """The active subscriptions of each row's user (one statement for the batch)."""
+        """The active browsers and phones of each row's user (two statements for the batch)."""
         rows = list(rows)
-        by_user = push_queries.active_targets({row.user_id for row in rows})
-        return {row.id: by_user[row.user_id] for row in rows if by_user.get(row.user_id)}
+        users = {row.user_id for row in rows}
+        browsers, phones = push_queries.active_targets(users), device_queries.active_targets(users)
+        found = {row.id: browsers.get(row.user_id, ()) + phones.get(row.user_id, ()) for row in rows}
+        return {row_id: targets for row_id, targets in found.items() if targets}
 
     def build_message(self, row: BatchRow, templates: dict[tuple[str, str], Template], config: Mapping,
                       targets: tuple = ()) -> Message:  # fmt: skip
@@ -55,15 +79,41 @@ class PushChannel(Channel):
         title = " ".join(title.split()) or row.type_label
         tag = f"{row.type}:{row.notification_id}"  # the console preview uses the same tag
         urgency, ttl = payload.urgency(row.priority)
-        text = payload.fit_payload(title, body, context["notification"]["link"], tag)
+        link = context["notification"]["link"]
+        text = payload.fit_payload(title, body, link, tag)
         headers = {"TTL": str(ttl), "Urgency": urgency, "Topic": payload.topic(tag)}
+        phones = [target for target in targets if isinstance(target, DeviceTarget)]
+        mobile = self._mobile(row, templates, config, context, phones, (title, body), ttl) if phones else None
         return Message(delivery_id=row.id, channel=row.channel, to=f"user:{row.user_id}", subject=title, text=text,
-                       headers=headers, targets=tuple(targets))  # fmt: skip
+                       headers=headers, targets=tuple(targets), mobile=mobile)  # fmt: skip
+
+    def _mobile(self, row: BatchRow, templates, config: Mapping, context: dict, phones: list[DeviceTarget],
+                default: tuple[str, str], ttl: int) -> MobilePush:  # fmt: skip
+        """The phones' part: the alert in each language they speak (the user's for a phone that names none)."""
+        alerts = {}
+        for locale in sorted({phone.locale for phone in phones}):
+            chain = locale_chain(locale or row.locale, config["DEFAULT_LOCALE"])
+            template = rendering.pick_template(templates, row.type, chain)
+            title, body = default
+            if template is not None and template.subject.strip():
+                title = " ".join(rendering.render_string(template.subject, context).split()) or row.type_label
+            if template is not None and template.body_text.strip():
+                body = rendering.render_string(template.body_text, context)
+            alerts[locale] = MobileAlert(title, body)
+        badge = badge_count(row.user_id) if any(phone.platform == "ios" for phone in phones) else None
+        return MobilePush(alerts=alerts, notification_id=row.notification_id, link=context["notification"]["link"],
+                          group_key=row.group_key, thread_id=row.type, ttl=ttl, badge=badge,
+                          priority="high" if row.priority == "high" else "normal")  # fmt: skip
 
     def record_outcome(self, conn, result) -> None:
-        """Stamp the subscriptions that took the message; invalidate the ones the push service says are gone."""
-        if result.reached or result.invalidated:
-            push_service.record_outcome(conn, result.reached, result.invalidated)
+        """Stamp the browsers and phones that took the message; invalidate the ones their service says are gone."""
+        tokens = {outcome.target for outcome in result.outcomes if outcome.target}
+        endpoints = [e for e in result.reached if e not in tokens], [e for e in result.invalidated if e not in tokens]
+        if any(endpoints):
+            push_service.record_outcome(conn, *endpoints)
+        if tokens:
+            gone = [(o.target, o.invalid, o.invalid_since) for o in result.outcomes if o.target and o.invalid]
+            device_service.record_outcome(conn, result.row.user_id, [t for t in result.reached if t in tokens], gone)
 
 
 CHANNEL = PushChannel()
