@@ -1,7 +1,8 @@
-"""GET /healthz: whether PostgreSQL and Redis answer.
+"""GET /healthz: whether PostgreSQL and Redis answer, and which providers each channel sends through.
 
 The answer is public (load balancers call it without credentials), so it says only ok/failing per
 part: the exception text (host names, user names, addresses) goes to the log, never to the client.
+The providers are registry names only (smtp, webpush, apns, fcm…), never their endpoints or keys.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ import logging
 import time
 
 import sqlalchemy as sa
-from flask import Blueprint, jsonify
+from flask import Blueprint, current_app, jsonify
 
+from app.delivery.channels import all_channels
 from app.extensions import db, redis
+from app.providers import provider_names
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +39,18 @@ def _postgres() -> None:
         db.session.rollback()
 
 
+def _providers() -> dict[str, list[str]]:
+    """The providers that are on, per channel this installation sends on (APNs and FCM under push)."""
+    config = current_app.config
+    return {c.name: provider_names(c.name, config) for c in all_channels() if c.delivers and c.configured(config)}
+
+
 @bp.get("/healthz")
 def healthz():
     """Report each dependency; 503 names the one that failed."""
     checks = {"postgres": _probe("postgres", _postgres), "redis": _probe("redis", lambda: redis.client().ping())}
     failing = [name for name, result in checks.items() if not result["ok"]]
-    body = {"status": "ok" if not failing else "unavailable", "checks": checks}
+    body = {"status": "ok" if not failing else "unavailable", "checks": checks, "providers": _providers()}
     if failing:
         body["failing"] = failing
     return jsonify(body), (200 if not failing else 503)
