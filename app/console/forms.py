@@ -174,6 +174,13 @@ class TemplateForm(FlaskForm):
     subject = TextAreaField(lazy_gettext("Subject"), validators=[Optional(), Length(max=TEMPLATE_SUBJECT_MAX)])
     body_text = TextAreaField(lazy_gettext("Text body"), validators=[Optional(), Length(max=TEMPLATE_MAX)])
     body_html = TextAreaField(lazy_gettext("HTML body"), validators=[Optional(), Length(max=TEMPLATE_MAX)])
+    mobile_title = TextAreaField(
+        lazy_gettext("Title on phones"), validators=[Optional(), Length(max=TEMPLATE_SUBJECT_MAX)]
+    )
+    mobile_subtitle = TextAreaField(
+        lazy_gettext("Subtitle on iPhones"), validators=[Optional(), Length(max=TEMPLATE_SUBJECT_MAX)]
+    )
+    mobile_body = TextAreaField(lazy_gettext("Body on phones"), validators=[Optional(), Length(max=TEMPLATE_MAX)])
     user_locale = StringField(
         lazy_gettext("Preview for a user whose locale is"), validators=[Optional(), Length(max=LOCALE_MAX)]
     )

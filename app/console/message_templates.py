@@ -101,7 +101,7 @@ def edit_template(type_: str, channel: str, locale: str):
                 channel,
                 locale,
                 problems=[str(p) for p in preview.problems],
-                **{name: getattr(form, name).data or "" for name in ("subject", "body_text", "body_html")},
+                **{name: getattr(form, name).data or "" for name in service.PARTS},
             ),
             success=lambda saved: (
                 gettext("Template saved; the previous wording is kept below.")

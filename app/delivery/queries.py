@@ -46,7 +46,7 @@ ORDER BY d.id
 
 TEMPLATES_SQL = sa.text(
     """
-SELECT type, locale, subject, body_text, body_html
+SELECT type, locale, subject, body_text, body_html, mobile_title, mobile_subtitle, mobile_body
 FROM message_templates
 WHERE channel = :channel AND type = ANY(CAST(:types AS text[]))
 """
@@ -99,6 +99,9 @@ class Template:
     subject: str
     body_text: str
     body_html: str
+    mobile_title: str = ""  # push: what phones show instead ('' falls back to subject / body_text)
+    mobile_subtitle: str = ""
+    mobile_body: str = ""
 
 
 def claimed_batch(ids: list[int]) -> list[BatchRow]:
@@ -113,7 +116,8 @@ def templates_for(channel: str, types: set[str]) -> dict[tuple[str, str], Templa
     if not types:
         return {}
     rows = db.session.execute(TEMPLATES_SQL, {"channel": channel, "types": sorted(types)})
-    return {(r.type, r.locale): Template(r.subject, r.body_text, r.body_html) for r in rows}
+    return {(r.type, r.locale): Template(r.subject, r.body_text, r.body_html, r.mobile_title, r.mobile_subtitle,
+                                         r.mobile_body) for r in rows}  # fmt: skip
 
 
 UNSUBSCRIBE_INFO_SQL = sa.text(

@@ -64,6 +64,16 @@ class ChainStep:
     used: bool
 
 
+@dataclass(frozen=True)
+class PhoneCard:
+    """How one phone shows the push: iOS with its subtitle, Android without."""
+
+    platform: str  # ios | android
+    title: str
+    subtitle: str
+    body: str
+
+
 @dataclass
 class Preview:
     """What the editor shows next to the form."""
@@ -78,6 +88,7 @@ class Preview:
     push_limit: int = PUSH_LIMIT
     chain: list[ChainStep] = field(default_factory=list)
     user_locale: str = ""
+    phones: list[PhoneCard] = field(default_factory=list)  # push: the iPhone and the Android rendering
 
     @property
     def used_locale(self) -> str | None:
@@ -193,7 +204,7 @@ def _build_preview(type_, channel, locale, parts, user_locale, sample_text, exis
     unsubscribe = f"{config['BASE_URL']}/unsubscribe/preview"
     context = rendering.template_context(row, config["BASE_URL"], unsubscribe)
     rendered = {}
-    for part in ("subject", "body_text", "body_html"):
+    for part in ("subject", "body_text", "body_html", "mobile_title", "mobile_subtitle", "mobile_body"):
         if parts.get(part, "").strip():
             rendered[part], problem = render_part(part, parts[part], context)
             if problem:
@@ -219,4 +230,8 @@ def _build_preview(type_, channel, locale, parts, user_locale, sample_text, exis
                     f"{PUSH_LIMIT:,}-byte push limit: shorten the title or body",
                 )
             )
+        title = " ".join(rendered.get("mobile_title", "").split()) or preview.subject
+        body = rendered.get("mobile_body", "").strip() or preview.text
+        subtitle = " ".join(rendered.get("mobile_subtitle", "").split())
+        preview.phones = [PhoneCard("ios", title, subtitle, body), PhoneCard("android", title, "", body)]
     return preview

@@ -14,7 +14,9 @@ from app.models import MessageTemplate, TemplateVersion
 from app.notification_types import queries as type_queries
 from app.refusal import Refused
 
-TEMPLATE_FIELDS = ("type", "channel", "locale", "subject", "body_text", "body_html")
+# Every part a template may have; a channel keeps those it names (Channel.template_parts), the rest stay ''.
+PARTS = ("subject", "body_text", "body_html", "mobile_title", "mobile_subtitle", "mobile_body")
+TEMPLATE_FIELDS = ("type", "channel", "locale", *PARTS)
 
 
 def check_template_key(type_: str, channel: str, locale: str) -> str:
@@ -28,33 +30,27 @@ def check_template_key(type_: str, channel: str, locale: str) -> str:
 
 
 def _keep_version(template: MessageTemplate) -> None:
-    db.session.add(
-        TemplateVersion(
-            template_id=template.id,
-            subject=template.subject,
-            body_text=template.body_text,
-            body_html=template.body_html,
-            updated_by=template.updated_by,
-        )
-    )
+    version = TemplateVersion(template_id=template.id, updated_by=template.updated_by)
+    for part in PARTS:
+        setattr(version, part, getattr(template, part))
+    db.session.add(version)
 
 
-def save_template(
-    actor, type_: str, channel: str, locale: str, *, subject: str, body_text: str, body_html: str, problems: list[str]
-) -> MessageTemplate | None:
-    """Create or update a template, keeping the previous wording as a version; None if unchanged.
+def save_template(actor, type_: str, channel: str, locale: str, *, problems: list[str],
+                  **parts: str) -> MessageTemplate | None:  # fmt: skip
+    """Create or update a template from its parts (subject=…, body_text=…, …), keeping the previous wording as
+    a version; None if unchanged.
 
     `problems` are the preview's errors for this wording: a template that cannot render is refused.
     """
     locale = check_template_key(type_, channel, locale)
     if problems:
         raise Refused(gettext("The template has errors and was not saved: %(problems)s", problems="; ".join(problems)))
-    if not (subject.strip() or body_text.strip() or body_html.strip()):
+    kept = channel_for(channel).template_parts  # a part the channel has no use for is not kept
+    values = {name: (parts.get(name) or "") if name in kept else "" for name in PARTS}
+    if not any(values[name].strip() for name in ("subject", "body_text", "body_html")):
         raise Refused(gettext("A template needs at least a subject or a body."))
     template = queries.message_template(type_, channel, locale)
-    parts = channel_for(channel).template_parts  # a part the channel has no use for is not kept
-    values = {name: value if name in parts else "" for name, value in
-              (("subject", subject), ("body_text", body_text), ("body_html", body_html))}  # fmt: skip
     if template is None:
         template = MessageTemplate(type=type_, channel=channel, locale=locale)
         db.session.add(template)
@@ -88,7 +84,8 @@ def restore_template_version(actor, template_id: int, version_id: int) -> Messag
         raise Refused(gettext("That template version no longer exists."))
     before = audit.snapshot(template, TEMPLATE_FIELDS)
     _keep_version(template)
-    template.subject, template.body_text, template.body_html = version.subject, version.body_text, version.body_html
+    for part in PARTS:
+        setattr(template, part, getattr(version, part))
     template.updated_by = getattr(actor, "id", None)
     template.updated_at = db_now()
     db.session.flush()

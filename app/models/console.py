@@ -49,6 +49,9 @@ class TemplateVersion(db.Model):
     subject: Mapped[str] = mapped_column(sa.Text)
     body_text: Mapped[str] = mapped_column(sa.Text)
     body_html: Mapped[str] = mapped_column(sa.Text)
+    mobile_title: Mapped[str] = mapped_column(sa.Text, server_default="")
+    mobile_subtitle: Mapped[str] = mapped_column(sa.Text, server_default="")
+    mobile_body: Mapped[str] = mapped_column(sa.Text, server_default="")
     updated_by: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
 

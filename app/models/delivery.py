@@ -112,6 +112,10 @@ class MessageTemplate(db.Model):
     subject: Mapped[str] = mapped_column(sa.Text, server_default="")
     body_text: Mapped[str] = mapped_column(sa.Text, server_default="")
     body_html: Mapped[str] = mapped_column(sa.Text, server_default="")
+    # Push only: what phones show instead of subject / body_text, and iOS's subtitle ('' falls back).
+    mobile_title: Mapped[str] = mapped_column(sa.Text, server_default="")
+    mobile_subtitle: Mapped[str] = mapped_column(sa.Text, server_default="")
+    mobile_body: Mapped[str] = mapped_column(sa.Text, server_default="")
     updated_by: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="SET NULL"))
     updated_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
 

@@ -202,3 +202,38 @@ def test_open_form_validates_and_redirects(client, operator):
     assert response.headers["Location"].endswith("/console/templates/comment/push/ja-jp")
     response = client.get("/console/templates/open?type=comment&channel=fax&locale=en", follow_redirects=True)
     assert "The channel must be one of" in response.get_data(as_text=True)
+
+
+def test_push_preview_shows_an_iphone_and_an_android_rendering_of_the_phone_variant(client, csrf, operator):
+    page = preview(client, csrf, channel="push", subject="{{ notification.title }}", body_text="Browser body",
+                   mobile_title="📱 {{ notification.title }}", mobile_subtitle="Room {{ data.room }}",
+                   mobile_body="")  # fmt: skip
+    ios, android = one(page, "#preview-ios"), one(page, "#preview-android")
+    assert ios.select_one(".console-phone__title").get_text() == "📱 Reservation #310 was approved"
+    assert ios.select_one(".console-phone__subtitle").get_text() == "Room 4B"
+    assert ios.select_one(".console-phone__body").get_text() == "Browser body"  # an empty phone body falls back
+    assert android.select_one(".console-phone__subtitle") is None  # Android shows no subtitle
+    assert '"title":"Reservation #310 was approved"' in one(page, "details pre").get_text()  # the browser's own
+    broken = preview(client, csrf, channel="push", subject="T", body_text="B", mobile_body="{{ oops(")
+    assert "mobile_body" in broken and parse(broken).select(".console-phone") == []
+
+
+def test_the_phone_variant_is_saved_versioned_restored_and_kept_only_for_push(client, csrf, operator):
+    url = URL.format(channel="push", locale="en")
+    data = {"subject": "t1", "body_text": "b1", "mobile_title": "m1", "mobile_subtitle": "s1", "mobile_body": "mb1"}
+    assert client.post(url, headers=csrf(), data=data).status_code == 302
+    assert client.post(url, headers=csrf(), data={**data, "mobile_title": "m2"}).status_code == 302
+    template = db.session.scalars(sa.select(MessageTemplate)).one()
+    assert (template.mobile_title, template.mobile_subtitle, template.mobile_body) == ("m2", "s1", "mb1")
+    (version,) = db.session.scalars(sa.select(TemplateVersion)).all()
+    assert version.mobile_title == "m1"
+    client.post(f"/console/templates/{template.id}/versions/{version.id}/restore", headers=csrf())
+    db.session.refresh(template)
+    assert template.mobile_title == "m1"
+
+    email = URL.format(channel="email", locale="en")
+    assert client.post(email, headers=csrf(), data={**data, "subject": "e"}).status_code == 302
+    kept = db.session.scalars(sa.select(MessageTemplate).where(MessageTemplate.channel == "email")).one()
+    assert (kept.mobile_title, kept.mobile_body) == ("", "")  # e-mail has no phone variant
+    assert "mobile_title" not in client.get(email).get_data(as_text=True)
+    assert 'name="mobile_title"' in client.get(url).get_data(as_text=True)

@@ -201,3 +201,19 @@ def test_a_member_with_only_a_phone_is_not_skipped_at_birth(app, apns):
     condition, _ = channel_for("push").born_skip
     sql = sa.text(f"SELECT {condition} FROM (SELECT CAST(:u AS bigint) AS user_id) AS i")
     assert db.session.execute(sql, {"u": user.id}).scalar() is False
+
+
+@pytest.mark.committed
+def test_the_phone_variant_goes_to_phones_and_the_browser_keeps_its_own(app, vapid, push_service, apns, fcm):
+    user = member_with_everything(push_service, device_token(), locale="en")
+    _, delivery = push_row(user)
+    template = MessageTemplate(type="order-shipped", channel="push", locale="en", body_text="Browser text",
+                               subject="Shipped: {{ notification.title }}", mobile_title="📦 {{ notification.title }}",
+                               mobile_subtitle="Order 42", mobile_body="")  # fmt: skip
+    db.session.add(template)
+    db.session.commit()
+    deliver_batch("push", [delivery.id])
+    assert apns.received[0].payload["aps"]["alert"] == {"title": "📦 Shipped", "subtitle": "Order 42",
+                                                        "body": "Browser text"}  # fmt: skip
+    assert fcm.received[0].message["notification"] == {"title": "📦 Shipped", "body": "Browser text"}
+    assert push_service.received[0].payload["title"] == "Shipped: Shipped"

@@ -37,6 +37,8 @@ class PushChannel(Channel):
     order = 30
     source = LEDGER
     no_target_reason = "no_subscription"
+    # The phones' variant (mobile_*) is optional: an empty part falls back to subject / body_text.
+    template_parts = ("subject", "body_text", "mobile_title", "mobile_subtitle", "mobile_body")
     born_skip = (
         "NOT EXISTS (SELECT 1 FROM push_subscriptions ps WHERE ps.user_id = i.user_id AND ps.invalidated_at IS NULL"
         " AND ps.disabled_at IS NULL)"
@@ -94,12 +96,17 @@ class PushChannel(Channel):
         for locale in sorted({phone.locale for phone in phones}):
             chain = locale_chain(locale or row.locale, config["DEFAULT_LOCALE"])
             template = rendering.pick_template(templates, row.type, chain)
-            title, body = default
-            if template is not None and template.subject.strip():
-                title = " ".join(rendering.render_string(template.subject, context).split()) or row.type_label
-            if template is not None and template.body_text.strip():
-                body = rendering.render_string(template.body_text, context)
-            alerts[locale] = MobileAlert(title, body)
+            title, body, subtitle = *default, ""
+            if template is not None:  # the phones' own wording first, then the template's title and body
+                title_source = template.mobile_title if template.mobile_title.strip() else template.subject
+                body_source = template.mobile_body if template.mobile_body.strip() else template.body_text
+                if title_source.strip():
+                    title = " ".join(rendering.render_string(title_source, context).split()) or row.type_label
+                if body_source.strip():
+                    body = rendering.render_string(body_source, context)
+                if template.mobile_subtitle.strip():
+                    subtitle = " ".join(rendering.render_string(template.mobile_subtitle, context).split())
+            alerts[locale] = MobileAlert(title, body, subtitle)
         badge = badge_count(row.user_id) if any(phone.platform == "ios" for phone in phones) else None
         return MobilePush(alerts=alerts, notification_id=row.notification_id, link=context["notification"]["link"],
                           group_key=row.group_key, thread_id=row.type, ttl=ttl, badge=badge,
