@@ -155,12 +155,10 @@ class FcmState:
 
 
 class FcmServer:
-    """The stand-in: `with FcmServer() as fcm:` serves until the block ends.
+    """The stand-in: `with FcmServer() as fcm:` serves until the block ends."""
 
-    port 0 is a free one. directory: where its CA and certificate are kept and reused (a long-running
-    stand-in's, whose settings must stay valid across restarts); None: a temporary one, removed at the end.
-    """
-
+    # port 0: a free one. directory: where its CA and certificate are kept and reused (a long-running
+    # stand-in's, whose settings must stay valid across restarts); None: a temporary one, removed at the end.
     def __init__(self, port: int = 0, directory: Path | str | None = None, host: str = "127.0.0.1") -> None:
         self.state = FcmState()
         self._own_dir = directory is None
