@@ -5,10 +5,17 @@ hanako, reads Hato in Japanese (locale ja, Asia/Tokyo): her notifications are wo
 documents' examples (予約 #310 が承認されました…), and the demo types have Japanese e-mail templates. Bob's
 locale de has no catalog, so he shows the fallback to English. Type labels and notification titles are data,
 not catalog entries; what the command prints is (in DEFAULT_LOCALE's language).
+
+Alice has a phone, two in fact: an iPhone (APNs) and an Android phone (FCM), registered as the demo app
+would at its start. Their tokens are made up and fixed, so a second seed refreshes the same two devices.
+Once, she is also sent a notification through the real pipeline (a type with push on by default), so
+`make run`'s worker sends it to her phones (through the local APNs/FCM stand-ins) and her e-mail, and the
+delivery log shows it going out.
 """
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime, timedelta
 
 import click
@@ -18,8 +25,10 @@ from flask.cli import AppGroup
 from flask_babel import gettext
 from sqlalchemy.dialects.postgresql import insert
 
+from app.devices import service as devices
 from app.extensions import db
 from app.models import Announcement, MessageTemplate, Notification, NotificationType
+from app.notify.service import notify
 from app.unitofwork import commit
 from app.users.service import create_or_update_user
 
@@ -231,6 +240,50 @@ def seed_notifications(members: list[tuple[int, str | None]], now: datetime) -> 
     db.session.execute(stmt)
 
 
+# Alice's phones. The tokens are made up (an APNs token is 32 bytes in hex; an FCM token is longer, with a
+# colon), fixed so a second seed refreshes the same devices rather than adding some.
+PHONE_OWNER = "demo-alice"
+DEMO_PHONES = [
+    {
+        "platform": "ios",
+        "token": hashlib.sha256(b"hato demo: alice's iPhone").hexdigest(),
+        "app_version": "1.0.0",
+        "locale": "en",
+        "timezone": "Asia/Tokyo",
+    },
+    {
+        "platform": "android",
+        "token": "demo-alice-android:APA91b" + hashlib.sha256(b"hato demo: alice's Android phone").hexdigest(),
+        "app_version": "1.0.0",
+        "locale": "en",
+        "timezone": "Asia/Tokyo",
+    },
+]
+# The notification sent to alice's phones through the pipeline, once (its dedupe key); push is on for this type.
+PHONE_PUSH_TYPE, PHONE_PUSH_NUMBER = "reservation_approved", 300 + NOTIFICATIONS_PER_MEMBER + 1
+
+
+def seed_phones(user_id: int) -> None:
+    """Register (or refresh) alice's iPhone and Android phone; the iPhone with the APNs topic in force."""
+    for phone in DEMO_PHONES:
+        app_id = current_app.config["APNS_TOPIC"] if phone["platform"] == "ios" else None
+        devices.register(user_id, {**phone, "app_id": app_id or None})
+
+
+def send_phone_push(user_id: int, locale: str | None) -> None:
+    """Send alice one notification through the pipeline (e-mail and push: her phones), once."""
+    wording = DEMO_WORDING.get((locale or "").split("-")[0], DEMO_WORDING["en"])
+    notify(
+        [user_id],
+        by="user_id",
+        type_=PHONE_PUSH_TYPE,
+        title=wording["titles"][PHONE_PUSH_TYPE].format(n=PHONE_PUSH_NUMBER),
+        body=wording["body"],
+        link_path=f"/inbox?filter=all#r{PHONE_PUSH_NUMBER}",
+        dedupe_key="demo:phone",
+    )
+
+
 def seed_announcements(now: datetime) -> None:
     """Add one active, one expired and one scheduled announcement, once."""
     wanted = [
@@ -283,7 +336,10 @@ def seed() -> None:
     ]
     seed_notifications([(u.id, u.locale) for u in users if u.role == "member"], now)
     seed_announcements(now)
+    alice = next(u for u in users if u.external_id == PHONE_OWNER)
+    seed_phones(alice.id)
     db.session.flush()
+    send_phone_push(alice.id, alice.locale)
 
 
 @demo_cli.command("seed")
@@ -312,3 +368,4 @@ def demo_seed_command() -> None:
             timezone=account["timezone"],
         )
         click.echo("  " + line)
+    click.echo(gettext("alice@example.com has two phones for push: an iPhone (APNs) and an Android phone (FCM)."))

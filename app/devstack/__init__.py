@@ -1,6 +1,6 @@
 """Development supervisor behind `make run`, `make test`, `make soak` and `make bench`.
 
-    python -m app.devstack run              web + worker + sweeper + mail sink on http://127.0.0.1:5000
+    python -m app.devstack run              http://127.0.0.1:5000: web, worker, sweeper, mail sink, APNs/FCM stand-ins
     python -m app.devstack test [-- ARGS]   the pytest suite (real PostgreSQL, Redis and Chromium)
     python -m app.devstack soak [-- ARGS]   the multi-node soak (tests/soak; SOAK_SECONDS, SOAK_KILL_EVERY)
     python -m app.devstack bench            every tests/perf/bench_*.py module, one after another

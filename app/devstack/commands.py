@@ -22,6 +22,7 @@ from app.devstack.processes import (
     port_in_use,
     run_foreground,
     stop_children,
+    wait_for_standin,
     wait_for_web,
 )
 from app.devstack.services import (
@@ -34,11 +35,17 @@ from app.devstack.services import (
     start_machine_redis,
 )
 from app.devstack.settings import (
+    APNS_STANDIN_DIR,
+    APNS_STANDIN_PORT,
     BASE_URL,
     BENCH_DB,
     BENCH_REDIS_DB,
     CHROMIUM,
     DEFAULT_SMTP_URL,
+    DEMO_APNS_TOPIC,
+    DEMO_FCM_PROJECT,
+    FCM_STANDIN_DIR,
+    FCM_STANDIN_PORT,
     GUNICORN_ARGS,
     HOST,
     MACHINE_PG,
@@ -48,6 +55,7 @@ from app.devstack.settings import (
     RUN_DB,
     RUN_REDIS_DB,
     SMTP_PORT,
+    STANDIN_SETTINGS,
     TEST_DB,
     TEST_REDIS_DB,
     TEST_SECRET_KEY,
@@ -65,6 +73,41 @@ from app.devstack.settings import (
 
 # --- commands -------------------------------------------------------------------------------------
 
+# The phones' push services `make run` stands in for: (child name, label, the setting that means "use the real
+# one", port, directory, the stand-in's module and its own arguments).
+PHONE_SERVICES = [
+    ("apns", "APNs", "APNS_KEY_FILE", APNS_STANDIN_PORT, APNS_STANDIN_DIR,
+     ["tests.support.apns_server", "--topic", DEMO_APNS_TOPIC]),
+    ("fcm", "FCM", "FCM_CREDENTIALS_FILE", FCM_STANDIN_PORT, FCM_STANDIN_DIR,
+     ["tests.support.fcm_server", "--project", DEMO_FCM_PROJECT]),
+]  # fmt: skip
+
+
+def start_phone_services(env: dict[str, str], signals: Signals, children: list[Child]) -> list[str]:
+    """Start the APNs/FCM stand-ins not replaced by real credentials, their settings into env; the summary's lines."""
+    started, lines = [], []
+    for name, label, setting, port, directory, (module, *args) in PHONE_SERVICES:
+        if os.environ.get(setting):
+            say(f"{label}: {setting} is set, so phone pushes go to your {label} (the demo phones' tokens are made up)")
+            lines.append(f"  {label}: your credentials ({setting}); the demo phones' made-up tokens will be refused")
+            continue
+        directory.mkdir(parents=True, exist_ok=True)
+        settings_file = directory / STANDIN_SETTINGS
+        settings_file.unlink(missing_ok=True)  # the stand-in writes it anew once it listens
+        argv = [sys.executable, "-m", module, "--host", HOST, "--port", str(port), "--dir", str(directory), *args]
+        say(f"starting the local {label} stand-in (python -m {module}) on port {port} …")
+        with signals.deferred():
+            children.append(Child(name, argv, env))
+        started.append((children[-1], label, port, directory, settings_file))
+    for child, label, port, directory, settings_file in started:
+        settings = wait_for_standin(child, settings_file, port)
+        env.update(settings)
+        origin = settings.get("APNS_ENDPOINT") or settings.get("FCM_API_BASE")
+        where = directory.relative_to(ROOT)
+        say(f"{label}: the local stand-in answers on {origin} (its key, CA and {STANDIN_SETTINGS} in {where}/)")
+        lines.append(f"  {label}: the local stand-in on {origin} (a line per push it takes, under `{child.name}`)")
+    return lines
+
 
 def cmd_run() -> int:
     catalogs.compile_all()
@@ -75,6 +118,10 @@ def cmd_run() -> int:
     if own_smtp and port_in_use(SMTP_PORT):
         say(f"port {SMTP_PORT} (the local mail sink) is already in use; stop that or set SMTP_URL")
         return 1
+    for _, label, setting, port, _, _ in PHONE_SERVICES:
+        if not os.environ.get(setting) and port_in_use(port):
+            say(f"port {port} (the local {label} stand-in) is already in use; stop that or set {setting}")
+            return 1
     signals = Signals()
     signals.install()
     embedded = Embedded(signals)
@@ -103,6 +150,8 @@ def cmd_run() -> int:
         # The demo host page (a second origin embedding the bell) may call the feed.
         env.setdefault("FEED_ALLOWED_ORIGINS", f"http://{HOST}:{DEMO_PORT}")
         env["PYTHONUNBUFFERED"] = "1"
+        # Before the seed: alice's iPhone registers with the APNs topic in force.
+        phone_lines = start_phone_services(env, signals, children)
 
         say("applying migrations (flask --app wsgi db upgrade)")
         subprocess.run(flask_argv("db", "upgrade"), cwd=ROOT, env=env, check=True)
@@ -163,6 +212,9 @@ def cmd_run() -> int:
             )
             if own_smtp
             else f"  Mail: sent to SMTP_URL={redact(env['SMTP_URL'])}",
+            f"  Phones: the pushes to alice's are in the delivery log (as olivia or adam), "
+            f"{BASE_URL}/console/deliveries?user=demo-alice&channel=push",
+            *phone_lines,
             f"  PostgreSQL: {db_label}",
             f"  Redis: {redis_label}",
             f"  Processes: {', '.join(c.name for c in children)}"

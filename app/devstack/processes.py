@@ -11,6 +11,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 from app.devstack.settings import (
     BASE_URL,
@@ -160,6 +161,17 @@ def wait_for_web(children: list[Child], seconds: float = 60) -> str:
         except (urllib.error.URLError, OSError, ValueError):
             time.sleep(0.3)
     raise ChildDied(f"the web server did not answer on {BASE_URL} within {seconds:.0f} s")
+
+
+def wait_for_standin(child: Child, settings_file: Path, port: int, seconds: float = 30) -> dict[str, str]:
+    """Wait until a stand-in wrote settings_file (it does once it listens) and answers on port; return the file."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        check_children([child])
+        if settings_file.exists() and port_in_use(port):
+            return {name: str(value) for name, value in json.loads(settings_file.read_text()).items()}
+        time.sleep(0.1)
+    raise ChildDied(f"{child.name} did not answer on port {port} within {seconds:.0f} s")
 
 
 def flask_argv(*args: str) -> list[str]:

@@ -17,6 +17,16 @@ SMTP_PORT = 8025
 BASE_URL = f"http://{HOST}:{WEB_PORT}"
 DEFAULT_SMTP_URL = f"smtp://{HOST}:{SMTP_PORT}"
 
+# The phones' push services of `make run` (tests/support/apns_server.py, fcm_server.py run on their own):
+# 2197 is the port Apple offers besides 443. Each keeps its key, CA and settings.json in its directory.
+APNS_STANDIN_PORT = 2197
+FCM_STANDIN_PORT = 2198
+APNS_STANDIN_DIR = VAR / "apns"
+FCM_STANDIN_DIR = VAR / "fcm"
+STANDIN_SETTINGS = "settings.json"
+DEMO_APNS_TOPIC = "org.hato.demo"  # the demo app's bundle id: alice's iPhone registers with it
+DEMO_FCM_PROJECT = "hato-demo"
+
 # The web server of `make run`; the README documents these exact arguments.
 # app/realtime/gunicorn_conf.py sizes the gthread pool for websockets (WEB_MAX_SOCKETS, default 1000
 # per worker) and closes sockets with 1001 on SIGTERM so pages reconnect.

@@ -1,10 +1,12 @@
 """CLI: users create and an idempotent demo seed."""
 
+import re
+
 import sqlalchemy as sa
 
 from app.cli.demo import DEMO_ACCOUNTS
 from app.extensions import db
-from app.models import Announcement, Notification, NotificationType, User
+from app.models import Announcement, Device, Notification, NotificationType, User
 
 
 def test_users_create(app):
@@ -65,3 +67,33 @@ def test_demo_seed_is_idempotent_and_prints_logins(app):
     assert tuple(states) == (1, 1)
     roles = sorted(u.role for u in db.session.scalars(sa.select(User)))
     assert roles == ["admin", "member", "member", "member", "member", "operator"]  # alice, hanako, bob, carol
+
+
+def test_demo_seed_gives_alice_two_phones_and_sends_them_one_notification(app, monkeypatch):
+    monkeypatch.setitem(app.config, "APNS_TOPIC", "org.hato.demo")  # make run's APNs stand-in's topic
+    runner = app.test_cli_runner()
+    first = runner.invoke(args=["demo", "seed"])
+    assert first.exit_code == 0, first.output
+    assert "alice@example.com has two phones for push: an iPhone (APNs) and an Android phone (FCM)." in first.output
+    alice = db.session.scalars(sa.select(User).where(User.external_id == "demo-alice")).one()
+    phones = db.session.scalars(sa.select(Device).where(Device.user_id == alice.id).order_by(Device.platform)).all()
+    assert [(p.platform, p.app_id, p.locale) for p in phones] == [
+        ("android", None, "en"),
+        ("ios", "org.hato.demo", "en"),
+    ]
+    assert re.fullmatch(r"[0-9a-f]{64}", phones[1].token)  # an APNs token: 32 bytes in hex
+    sent = sa.text(
+        "SELECT n.type, d.channel, d.status FROM notifications n "
+        "JOIN notification_deliveries d ON d.notification_id = n.id AND d.user_id = n.user_id "
+        "WHERE n.user_id = :user AND n.dedupe_key = 'demo:phone'"
+    )
+    deliveries = set(db.session.execute(sent, {"user": alice.id}).all())
+    assert {("reservation_approved", "push", "pending"), ("reservation_approved", "email", "pending")} <= deliveries
+
+    # A second seed refreshes the same phones (one a push service refused comes back) and sends nothing again.
+    db.session.execute(sa.update(Device).where(Device.id == phones[0].id).values(invalidated_at=sa.func.now()))
+    assert runner.invoke(args=["demo", "seed"]).exit_code == 0
+    db.session.expire_all()
+    again = db.session.scalars(sa.select(Device).where(Device.user_id == alice.id).order_by(Device.platform)).all()
+    assert [p.id for p in again] == [p.id for p in phones] and again[0].invalidated_at is None
+    assert set(db.session.execute(sent, {"user": alice.id}).all()) == deliveries

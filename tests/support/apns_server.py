@@ -11,19 +11,28 @@ with a fresh apns-id; a refusal is recorded in `refused`. `script(token, *answer
 requests for a token answer otherwise (Answer: 410 Unregistered with a timestamp, 400 BadDeviceToken,
 429, 500, 503 with Retry-After, a delay, or expire the JWT in use). `connections` and `max_streams`
 say how many TCP connections were opened and how many requests were in flight at once.
+
+Run on its own (`make run` does), it serves until SIGTERM or Ctrl-C on a port of your choice, keeping its
+key and certificates in a directory across restarts and writing the APNS_* settings that reach it there:
+
+    python -m tests.support.apns_server --port 2197 --dir var/apns     # then read var/apns/settings.json
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
+import os
 import re
+import signal
 import socket
 import threading
 import time
 import uuid
 from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +61,13 @@ def make_key(path: Path) -> ec.EllipticCurvePrivateKey:
     key = ec.generate_private_key(ec.SECP256R1())
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     Path(path).write_bytes(pem)
+    return key
+
+
+def _load_key(path: Path) -> ec.EllipticCurvePrivateKey:
+    key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{path} is not an EC key")
     return key
 
 
@@ -161,21 +177,34 @@ class ApnsServer:
     jwts: list[str] = field(default_factory=list)  # each distinct JWT seen, in order
     in_flight: int = 0
     max_streams: int = 0
+    port: int = 0  # 0: a free one
+    host: str = "127.0.0.1"
+    # A long-running stand-in (main()): reuse the key and certificates already in directory, so the settings
+    # a running app holds stay valid across restarts; record nothing (on_answer hears of each request instead).
+    keep: bool = False
+    record: bool = True
+    on_answer: Callable[[Push | Refusal], None] | None = None
 
     def __post_init__(self) -> None:
         self.directory = Path(self.directory)
         self.key_file = self.directory / f"AuthKey_{self.key_id}.p8"
-        self.public_key = make_key(self.key_file).public_key()
-        ca = trustme.CA()
-        cert = ca.issue_cert("localhost", "127.0.0.1")
         self.ca_file = self.directory / "apns-ca.pem"
-        ca.cert_pem.write_to_path(str(self.ca_file))
         self._cert_file, self._cert_key = self.directory / "apns-cert.pem", self.directory / "apns-cert.key"
-        cert.private_key_pem.write_to_path(str(self._cert_key))
-        for i, pem in enumerate(cert.cert_chain_pems):
-            pem.write_to_path(str(self._cert_file), append=i > 0)
-        self.port = free_port()
-        self.url = f"https://localhost:{self.port}"
+        kept = (self.key_file, self.ca_file, self._cert_file, self._cert_key)
+        if self.keep and all(path.exists() for path in kept):
+            self.public_key = _load_key(self.key_file).public_key()
+        else:
+            self.public_key = make_key(self.key_file).public_key()
+            ca = trustme.CA()
+            cert = ca.issue_cert(*dict.fromkeys(("localhost", "127.0.0.1", self.host)))
+            ca.cert_pem.write_to_path(str(self.ca_file))
+            cert.private_key_pem.write_to_path(str(self._cert_key))
+            for i, pem in enumerate(cert.cert_chain_pems):
+                pem.write_to_path(str(self._cert_file), append=i > 0)
+        for secret in (self.key_file, self._cert_key):
+            secret.chmod(0o600)
+        self.port = self.port or free_port()
+        self.url = f"https://{'localhost' if self.host == '127.0.0.1' else self.host}:{self.port}"
         self._scripts: dict[str, deque[Answer]] = defaultdict(deque)
         self._expired: set[str] = set()
         self._lock = threading.Lock()
@@ -217,7 +246,7 @@ class ApnsServer:
     def start(self) -> ApnsServer:
         """Serve in a thread of its own; return once it accepts connections."""
         config = Config()
-        config.bind = [f"127.0.0.1:{self.port}"]
+        config.bind = [f"{self.host}:{self.port}"]
         config.certfile, config.keyfile = str(self._cert_file), str(self._cert_key)
         config.alpn_protocols = ["h2"]  # APNs speaks HTTP/2 only
         config.h2_max_concurrent_streams = self.max_concurrent_streams
@@ -264,7 +293,7 @@ class ApnsServer:
 
     def _accepts(self) -> bool:
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+            with socket.create_connection((self.host, self.port), timeout=0.2):
                 return True
         except OSError:
             return False
@@ -326,7 +355,11 @@ class ApnsServer:
                 extra = {"timestamp": answer.timestamp_ms} if answer.timestamp_ms is not None else {}
                 raise Refused(answer.status, answer.reason, retry_after=answer.retry_after, **extra)
         except Refused as refusal:
-            self.refused.append(Refusal(token, refusal.status, refusal.reason))
+            refused = Refusal(token, refusal.status, refusal.reason)
+            if self.record:
+                self.refused.append(refused)
+            if self.on_answer is not None:
+                self.on_answer(refused)
             out = {"reason": refusal.reason}
             if "timestamp" in refusal.extra:
                 out["timestamp"] = refusal.extra["timestamp"]
@@ -334,7 +367,11 @@ class ApnsServer:
             if refusal.extra.get("retry_after") is not None:
                 response_headers.append((b"retry-after", refusal.extra["retry_after"].encode()))
             return refusal.status, response_headers, json.dumps(out).encode()
-        self.received.append(Push(token, headers, payload, bearer, apns_id, tuple(scope.get("client") or ())))
+        push = Push(token, headers, payload, bearer, apns_id, tuple(scope.get("client") or ()))
+        if self.record:
+            self.received.append(push)
+        if self.on_answer is not None:
+            self.on_answer(push)
         return 200, [(b"apns-id", apns_id.encode())], b""
 
     @staticmethod
@@ -421,3 +458,74 @@ class ApnsServer:
         if push_type == "alert" and not ({"alert", "badge", "sound"} & set(aps)):
             raise Refused(400, "BadPayload")
         return payload
+
+
+# Running on its own (`make run`, benchmarks).
+
+SETTINGS_FILE = "settings.json"
+CLIENT_SETTINGS = ("APNS_KEY_FILE", "APNS_KEY_ID", "APNS_TEAM_ID", "APNS_TOPIC", "APNS_ENDPOINT", "APNS_CA_FILE")
+
+
+def client_settings(server: ApnsServer) -> dict[str, str]:
+    """The APNS_* settings an app needs to send to server (as environment values)."""
+    return {name: str(value) for name, value in server.settings().items() if name in CLIENT_SETTINGS}
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write data to path at once (a reader never sees half a file)."""
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(partial, path)
+
+
+def describe(answer: Push | Refusal) -> str:
+    """One line about one request (the token's last 8 characters only: it is the phone's secret)."""
+    if isinstance(answer, Refusal):
+        return f"{answer.status} {answer.reason} for …{answer.token[-8:]}"
+    alert = answer.payload.get("aps", {}).get("alert")
+    title = alert.get("title", "") if isinstance(alert, dict) else alert or ""
+    push_type, topic = answer.headers.get("apns-push-type"), answer.headers.get("apns-topic")
+    return f"200 {push_type} push to …{answer.token[-8:]} ({topic}): {title!r}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve a stand-in until SIGTERM or Ctrl-C, its key and certificates kept in --dir with settings.json."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.support.apns_server",
+        description="A local APNs for development: Apple's provider API over HTTP/2 and TLS, the JWT checked.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0: a free one (settings.json names it)")
+    parser.add_argument(
+        "--dir", type=Path, required=True, help="the .p8 key, the CA, the certificate and settings.json (kept)"
+    )
+    parser.add_argument("--topic", default=TOPIC, help="the app's bundle id, the apns-topic it accepts")
+    parser.add_argument("--team-id", default=TEAM_ID)
+    parser.add_argument("--key-id", default=KEY_ID)
+    parser.add_argument("--quiet", action="store_true", help="no line per request")
+    args = parser.parse_args(argv)
+    directory = args.dir.resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    server = ApnsServer(
+        directory, team_id=args.team_id, key_id=args.key_id, topics=(args.topic,), port=args.port, host=args.host,
+        keep=True, record=False, on_answer=None if args.quiet else lambda answer: print(describe(answer), flush=True),
+    )  # fmt: skip
+    server.start()
+    try:
+        # Written once it listens: a supervisor that removed the old file waits for this one to appear.
+        write_json(directory / SETTINGS_FILE, client_settings(server))
+        print(
+            f"APNs stand-in on {server.url} (topic {args.topic}); settings in {directory / SETTINGS_FILE}", flush=True
+        )
+        while not stop.wait(0.5):
+            pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

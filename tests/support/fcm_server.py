@@ -18,19 +18,28 @@ string data values, android priority/ttl/collapse_key, known fields; a failure i
 google.rpc.BadRequest and is listed in `rejected`); accepted messages are in `received` and answered
 {"name": "projects/<p>/messages/<id>"}. `script(token, error, retry_after=, delay=, times=)` makes one
 device's sends answer with one of ERRORS (or only wait), as FCM would.
+
+Run on its own (`make run` does), it serves until SIGTERM or Ctrl-C on a port of your choice, keeping its
+CA, certificate and service-account key in a directory across restarts and writing the FCM_* settings that
+reach it there:
+
+    python -m tests.support.fcm_server --port 2198 --dir var/fcm      # then read var/fcm/settings.json
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import os
 import re
 import shutil
+import signal
 import ssl
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -139,22 +148,35 @@ class FcmState:
     in_flight: int = 0
     peak_in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # A long-running stand-in (main()) keeps no lists of what it received: on_send hears of each send instead.
+    record: bool = True
+    on_send: Callable[[str, int, str], None] | None = None  # (device token, status, the alert's title or error)
+    sent: int = 0
 
 
 class FcmServer:
     """The stand-in: `with FcmServer() as fcm:` serves until the block ends."""
 
-    def __init__(self) -> None:
+    # port 0: a free one. directory: where its CA and certificate are kept and reused (a long-running
+    # stand-in's, whose settings must stay valid across restarts); None: a temporary one, removed at the end.
+    def __init__(self, port: int = 0, directory: Path | str | None = None, host: str = "127.0.0.1") -> None:
         self.state = FcmState()
-        self._ca = trustme.CA()
-        cert = self._ca.issue_cert("127.0.0.1", "localhost")
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        cert.configure_cert(context)
-        self.httpd = _TlsServer(("127.0.0.1", 0), _handler(self.state), context)
-        self.state.origin = f"https://127.0.0.1:{self.httpd.server_address[1]}"
-        self._dir = Path(tempfile.mkdtemp(prefix="hato-fcm-"))
+        self._own_dir = directory is None
+        self._dir = Path(tempfile.mkdtemp(prefix="hato-fcm-")) if directory is None else Path(directory)
         self.ca_path = str(self._dir / "ca.pem")
-        self._ca.cert_pem.write_to_path(self.ca_path)
+        cert_file, cert_key = self._dir / "cert.pem", self._dir / "cert.key"
+        if self._own_dir or not all(path.exists() for path in (Path(self.ca_path), cert_file, cert_key)):
+            self._ca = trustme.CA()
+            cert = self._ca.issue_cert(*dict.fromkeys(("127.0.0.1", "localhost", host)))
+            self._ca.cert_pem.write_to_path(self.ca_path)
+            cert.private_key_pem.write_to_path(str(cert_key))
+            for i, pem in enumerate(cert.cert_chain_pems):
+                pem.write_to_path(str(cert_file), append=i > 0)
+            cert_key.chmod(0o600)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(str(cert_file), str(cert_key))
+        self.httpd = _TlsServer((host, port), _handler(self.state), context)
+        self.state.origin = f"https://{host}:{self.httpd.server_address[1]}"
         # A short poll: shutdown() waits for one, at the end of every test.
         serve = functools.partial(self.httpd.serve_forever, poll_interval=0.05)
         self._thread = threading.Thread(target=serve, name="fcm-stand-in", daemon=True)
@@ -168,7 +190,8 @@ class FcmServer:
     def __exit__(self, *exc_info) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        if self._own_dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
 
     @property
     def origin(self) -> str:
@@ -181,10 +204,11 @@ class FcmServer:
     # -- accounts and settings
 
     def service_account(self, directory: Path | str | None = None, project_id: str = "hato-test",
-                        known: bool = True) -> str:  # fmt: skip
+                        known: bool = True, name: str | None = None) -> str:  # fmt: skip
         """Write a service-account key file (a fresh RSA key, token_uri here) and return its path.
 
         known=False: the token endpoint has never heard of it (its assertions are refused, invalid_grant).
+        name: the file's name in directory (default <project_id>-<key id>.json).
         """
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         key_id = os.urandom(20).hex()
@@ -209,9 +233,24 @@ class FcmServer:
         if known:
             with self.state.lock:
                 self.state.accounts[email] = Account(email, project_id, key_id, key.public_key())
-        path = Path(directory or self._dir) / f"{project_id}-{key_id[:12]}.json"
+        path = Path(directory or self._dir) / (name or f"{project_id}-{key_id[:12]}.json")
         path.write_text(json.dumps(info, indent=2))
         path.chmod(0o600)
+        return str(path)
+
+    def adopt_service_account(self, path: Path | str) -> str:
+        """Know the key file service_account() wrote in an earlier run (token_uri made to point here); its path."""
+        path = Path(path)
+        info = json.loads(path.read_text())
+        key = serialization.load_pem_private_key(info["private_key"].encode(), password=None)
+        if not isinstance(key, rsa.RSAPrivateKey):
+            raise ValueError(f"{path}: not an RSA key")
+        if info.get("token_uri") != self.token_uri:
+            info["token_uri"] = self.token_uri
+            path.write_text(json.dumps(info, indent=2))
+        account = Account(info["client_email"], info["project_id"], info["private_key_id"], key.public_key())
+        with self.state.lock:
+            self.state.accounts[account.email] = account
         return str(path)
 
     def settings(self, credentials_file: str, **overrides) -> dict:
@@ -374,13 +413,20 @@ def _handler(state: FcmState):
                 status, google_status, text, details = ERRORS[script.error]
                 headers = {"Retry-After": script.retry_after} if script.retry_after is not None else {}
                 with state.lock:
-                    state.answered.append((token, status))
+                    if state.record:
+                        state.answered.append((token, status))
+                if state.on_send is not None:
+                    state.on_send(token, status, script.error)
                 return self._json(status, _google_error(status, google_status, text, details), headers)
             with state.lock:
-                name = f"projects/{project_id}/messages/0:{len(state.received) + 1}%{os.urandom(8).hex()}"
-                state.received.append(Received(project_id, token, message,
-                                               {k.lower(): v for k, v in self.headers.items()}, name))  # fmt: skip
-                state.answered.append((token, 200))
+                state.sent += 1
+                name = f"projects/{project_id}/messages/0:{state.sent}%{os.urandom(8).hex()}"
+                if state.record:
+                    state.received.append(Received(project_id, token, message,
+                                                   {k.lower(): v for k, v in self.headers.items()}, name))  # fmt: skip
+                    state.answered.append((token, 200))
+            if state.on_send is not None:
+                state.on_send(token, 200, str(message.get("notification", {}).get("title", "")))
             self._json(200, {"name": name})
 
         def _json(self, status: int, body: dict, headers: dict | None = None) -> None:
@@ -507,3 +553,69 @@ def fcm_server():
     with FcmServer() as server:
         yield server
         close_transports()  # the provider's kept-alive connections to this server end with it
+
+
+# Running on its own (`make run`, benchmarks).
+
+SETTINGS_FILE = "settings.json"
+KEY_FILE = "service-account.json"
+CLIENT_SETTINGS = ("FCM_CREDENTIALS_FILE", "FCM_API_BASE", "FCM_CA_FILE")
+
+
+def client_settings(server: FcmServer, credentials_file: str) -> dict[str, str]:
+    """The FCM_* settings an app needs to send to server with that key (as environment values)."""
+    return {k: str(v) for k, v in server.settings(credentials_file).items() if k in CLIENT_SETTINGS}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve a stand-in until SIGTERM or Ctrl-C, its CA, certificate and key kept in --dir with settings.json."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.support.fcm_server",
+        description="A local FCM for development: Google's OAuth token endpoint and FCM's HTTP v1 send, over TLS.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0: a free one (settings.json names it)")
+    parser.add_argument(
+        "--dir", type=Path, required=True, help="the CA, the certificate, the service-account key and settings.json"
+    )
+    parser.add_argument("--project", default="hato-test", help="the Firebase project id of a new key")
+    parser.add_argument("--quiet", action="store_true", help="no line per send")
+    args = parser.parse_args(argv)
+    directory = args.dir.resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+
+    def tell(token: str, status: int, what: str) -> None:
+        # The token's last 8 characters only: it is the phone's secret.
+        print(f"{status} {'send' if status == 200 else 'refused'} to …{token[-8:]}: {what!r}", flush=True)
+
+    with FcmServer(args.port, directory, args.host) as server:
+        server.state.record = False
+        server.state.on_send = None if args.quiet else tell
+        key = directory / KEY_FILE
+        if key.exists():
+            credentials = server.adopt_service_account(key)
+        else:
+            credentials = server.service_account(directory, args.project, name=KEY_FILE)
+        # Written once it serves: a supervisor that removed the old file waits for this one to appear.
+        write_json(directory / SETTINGS_FILE, client_settings(server, credentials))
+        project = json.loads(key.read_text())["project_id"]
+        print(
+            f"FCM stand-in on {server.origin} (project {project}); settings in {directory / SETTINGS_FILE}", flush=True
+        )
+        while not stop.wait(0.5):
+            pass
+    return 0
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write data to path at once (a reader never sees half a file)."""
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(partial, path)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
