@@ -14,6 +14,7 @@ from app.console.blueprint import bp, operator_zone
 from app.delivery import stats, switches
 from app.delivery.channels import all_channels
 from app.extensions import db
+from app.providers import problems
 from app.providers.status import provider_states
 from app.queue_state import redis_state
 
@@ -29,8 +30,10 @@ def _figures() -> dict:
         "paused": switches.read(),  # the kill switches thrown, and what waits for them
         "waiting": switches.waiting(),
     }
+    names = sorted({p.name for p in figures["providers"] if p.configured})
     db.session.rollback()  # end the read before the slower Redis calls
-    return figures | {"redis": redis_state(), "pressure": backpressure.status(), "statuses": charts.STATUS_ORDER}
+    return figures | {"redis": redis_state(), "pressure": backpressure.status(), "statuses": charts.STATUS_ORDER,
+                      "provider_problems": problems.current(names)}  # fmt: skip
 
 
 @bp.get("/dashboard")

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from app.providers import problems
 from app.providers.base import (
     Message,
     PermanentError,
@@ -73,6 +74,16 @@ def _note_problem(text: str) -> None:
     global _problem
     with _problem_lock:
         _problem = (text, datetime.now(UTC))
+    problems.note("fcm", text)  # for every process's dashboard
+
+
+def _problem_solved() -> None:
+    """A send worked after this process noted a configuration problem: the dashboard stops showing it."""
+    global _problem
+    with _problem_lock:
+        noted, _problem = _problem, None
+    if noted is not None:
+        problems.clear("fcm")
 
 
 @dataclass(frozen=True)
@@ -285,6 +296,7 @@ class FcmProvider:
             (transient if failure.transient else permanent).append(failure)
         done = {"invalidated": tuple(invalid), "outcomes": tuple(outcome for outcome, _, _ in results)}
         if reached:
+            _problem_solved()
             return Receipt(self.name, names[0], reached=tuple(reached), **done)
         if transient:
             first = transient[0]

@@ -225,3 +225,31 @@ def test_the_y_axis_uses_round_steps(peak, ticks):
 
     assert [t.label for t in chart.y_ticks] == ticks
     assert chart.y_ticks[0].position == chart.baseline and chart.y_ticks[-1].position >= chart.top
+
+
+def test_a_providers_word_on_the_configuration_is_shown_until_a_send_works_again(
+    client, operator, app, fcm_server, tmp_path, monkeypatch
+):
+    from app.providers import Message, PermanentError
+    from app.providers.fcm import FcmProvider
+    from app.providers.mobile import DeviceTarget, MobileAlert, MobilePush
+
+    settings = fcm_server.settings(fcm_server.service_account(tmp_path))
+    for name, value in settings.items():
+        if name.startswith("FCM_"):
+            monkeypatch.setitem(app.config, name, value)
+    provider = FcmProvider.from_config(app.config)
+    phone = DeviceTarget(1, "android", "fcm-token-dashboard")
+    message = Message(0, "push", "user:1", "t", "t", targets=(phone,),
+                      mobile=MobilePush(alerts={"": MobileAlert("Hello", "there")}))  # fmt: skip
+    fcm_server.script(phone.token, "SENDER_ID_MISMATCH", times=1)
+    with provider, pytest.raises(PermanentError):
+        provider.send(message)
+
+    problem = one(client.get("/console/dashboard/live").get_data(as_text=True), "#provider-problem-fcm")
+    assert "fcm refuses this installation's configuration" in problem.get_text()
+    assert "SENDER_ID_MISMATCH" in problem.get_text() and problem.select_one("time")
+
+    with provider:
+        provider.send(message)  # works again: the warning goes
+    assert parse(client.get("/console/dashboard/live").get_data(as_text=True)).select("#provider-problem-fcm") == []
