@@ -80,6 +80,7 @@ class Router:
         paused_parts: Mapping[str, float] | None = None,
     ) -> None:
         self.providers = providers
+        self.config = config
         # Parts of a provider (APNs in push) an operator paused -> until when their targets wait (epoch seconds).
         self.paused_parts = dict(paused_parts or {})
         self.clock = clock
@@ -92,6 +93,8 @@ class Router:
         self._gates: dict[tuple[str, str], Gate] = {}
         # scope -> the provider (or part of one: apns within push) whose gate it is, as admit() saw it.
         self._scope_owner: dict[str, str] = {}
+        # The token buckets of a provider's parts (PROVIDER_RATE_APNS for the APNs part of push), made on first use.
+        self._part_buckets: dict[str, TokenBucket] = {}
         self.breakers = {p.name: CircuitBreaker(client, p.name, settings, clock) for p in providers}
         self.buckets = {p.name: TokenBucket(client, p.name, limit_for(p.name, config)) for p in providers}
         self._stack = ExitStack()
@@ -147,6 +150,11 @@ class Router:
             if part in self.paused_parts:  # paused by an operator: waits without a try until resumed
                 verdicts[f"paused:{part}"] = self.paused_parts[part]
                 continue
+            if part is not None:  # the part's own token bucket: one token per message for all its targets
+                if f"rate:{part}" not in verdicts:
+                    verdicts[f"rate:{part}"] = self._part_token(part)
+                if verdicts[f"rate:{part}"]:
+                    continue
             scope = scope_of(target)
             owner = self._scope_owner.setdefault(scope, part or provider.name)  # the part's gate: its own breaker
             if scope not in verdicts:
@@ -155,6 +163,19 @@ class Router:
                 admitted.append(target)
         held = [until for until in verdicts.values() if until]
         return tuple(admitted), min(held) if held else 0.0
+
+    def _part_token(self, part: str) -> float:
+        """Take a token of part's bucket (a short wait is slept): 0.0, or when the next one is due (epoch s)."""
+        bucket = self._part_buckets.get(part)
+        if bucket is None:
+            bucket = self._part_buckets[part] = TokenBucket(self.client, part, limit_for(part, self.config))
+        if not bucket.limit.rate:
+            return 0.0
+        wait = self.guard(bucket.take, 0.0)
+        while 0 < wait <= self.max_wait:
+            self.sleep(wait)
+            wait = self.guard(bucket.take, 0.0)
+        return self.clock() + wait if wait > 0 else 0.0
 
     def gate(self, provider: str, scope: str) -> Gate:
         """The gate of one scope of provider (made once per router; call from the router's own thread)."""

@@ -237,3 +237,31 @@ def test_a_redis_that_forgot_the_scripts_still_routes(app, fake_provider):
         redis.client().script_flush()
         router._clear_until.clear()
         assert router.route().provider is fake_provider
+
+
+def test_a_providers_parts_keep_their_own_token_buckets(app, monkeypatch):
+    """Push's parts (webpush, apns, fcm) are rate-limited by their own PROVIDER_RATE_<PART>, per message."""
+    monkeypatch.setitem(app.config, "PROVIDER_RATE_APNS", 1)
+    monkeypatch.setitem(app.config, "PROVIDER_BURST_APNS", 1)
+    monkeypatch.setitem(app.config, "RATE_LIMIT_MAX_WAIT_SECONDS", 0)
+
+    class Parts(FakeProvider):
+        name = "parts"
+
+        @staticmethod
+        def part_of(target):
+            return target.split(":")[0]
+
+        @staticmethod
+        def scope_of(target):
+            return target.split(":")[0] + "-service"
+
+    provider = Parts()
+    with app.app_context():
+        redis.client().flushdb()
+        router = Router([provider], app.config, redis.client())
+        both = ("apns:phone-1", "fcm:phone-2")
+        assert router.admit(provider, both) == (both, 0.0)  # the one APNs token of the second
+        admitted, until = router.admit(provider, both)
+        assert admitted == ("fcm:phone-2",) and time.time() < until <= time.time() + 1.1  # APNs waits its token
+        assert router.admit(provider, ("fcm:phone-3",) * 5) == (("fcm:phone-3",) * 5, 0.0)  # FCM has no rate
