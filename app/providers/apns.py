@@ -6,7 +6,10 @@ between batches, made anew in a forked child, closed at exit) and the provider t
 an ES256 JWT (kid = APNS_KEY_ID, iss = APNS_TEAM_ID, iat) signed with the team's .p8 key, shared by
 the threads and reused for 50 minutes: Apple refuses one issued over an hour ago, and one renewed more
 often than every 20 minutes; 403 ExpiredProviderToken renews it and the request is tried once more.
-Up to APNS_CONCURRENCY requests of one message are in flight at once.
+Up to APNS_CONCURRENCY requests of one message are in flight at once. The connection belongs to an
+asyncio loop on a thread of its own, and every request (from any sending thread) runs on that loop:
+httpx's synchronous HTTP/2 connection is not thread-safe (two threads' streams interleave their header
+frames and APNs drops the connection, httpx issue 3002), an event loop's single thread is.
 
 Answers, per device: 200 reached (apns-id is the message id); 410 (Unregistered) and 400
 BadDeviceToken / DeviceTokenNotForTopic: the token is invalid (TargetOutcome.invalid, and since when
@@ -19,6 +22,7 @@ outcome is reported under the scope `apns:<host>` (scope_of). Tokens are never l
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import json
 import logging
@@ -100,11 +104,34 @@ class ProviderToken:
 
 @dataclass(frozen=True)
 class _Connection:
-    """A process's client for one endpoint, and the threads that send one message's devices at once."""
+    """A process's client for one endpoint on its own event loop, and the threads that wait for one message's
+    devices at once."""
 
     pid: int
-    client: httpx.Client
+    loop: asyncio.AbstractEventLoop
+    thread: threading.Thread
+    client: httpx.AsyncClient
     pool: ThreadPoolExecutor
+    timeout: float
+
+    def post(self, url: str, content: bytes, headers: dict) -> httpx.Response:
+        """POST on the loop's connection from any thread; wait for the answer."""
+        call = asyncio.run_coroutine_threadsafe(self.client.post(url, content=content, headers=headers), self.loop)
+        try:
+            return call.result(self.timeout * 4 + 5)  # httpx's own timeouts end it first; this is a backstop
+        except TimeoutError:
+            call.cancel()
+            raise httpx.TimeoutException("no answer from the APNs connection's loop") from None
+
+    def close(self) -> None:
+        """Close the connection on its loop, then stop the loop."""
+        if self.loop.is_running():
+            try:
+                asyncio.run_coroutine_threadsafe(self.client.aclose(), self.loop).result(5)
+            except Exception as exc:  # noqa: BLE001 - closing at exit: say it and go on
+                log.debug("closing the APNs connection: %s", exc)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
 
 
 _lock = threading.Lock()
@@ -128,15 +155,19 @@ def _connection(ca_file: str, timeout: float, concurrency: int) -> _Connection:
         found = _connections.get(key)
         if found is None or found.pid != os.getpid():  # a forked child never uses its parent's socket
             context = ssl.create_default_context(cafile=ca_file) if ca_file else httpx.create_ssl_context()
-            transport = httpx.HTTPTransport(
+            transport = httpx.AsyncHTTPTransport(
                 verify=context,
                 http1=False,  # APNs speaks HTTP/2 only: offer h2 alone in ALPN
                 http2=True,
                 limits=httpx.Limits(keepalive_expiry=KEEPALIVE_SECONDS),
                 retries=1,  # a failed connect (never a sent request) is tried once more
             )
-            client = httpx.Client(transport=transport, timeout=httpx.Timeout(timeout), follow_redirects=False)
-            found = _connections[key] = _Connection(os.getpid(), client, ThreadPoolExecutor(concurrency, "apns"))
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="apns-loop", daemon=True)
+            thread.start()
+            client = httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(timeout), follow_redirects=False)
+            found = _connections[key] = _Connection(os.getpid(), loop, thread, client,
+                                                    ThreadPoolExecutor(concurrency, "apns"), timeout)  # fmt: skip
         return found
 
 
@@ -147,7 +178,7 @@ def close_connections() -> None:
         _connections.clear()
     for found in mine:
         found.pool.shutdown(wait=False)
-        found.client.close()
+        found.close()
 
 
 def _after_fork() -> None:
@@ -311,11 +342,11 @@ class ApnsProvider:
         if message.mobile is None:
             raise PermanentError("the message has no phone payload", kind="no_payload")
         connection = _connection(self.ca_file, self.timeout, self.concurrency)
-        one = partial(self._send_one, connection.client, message.mobile)
+        one = partial(self._send_one, connection, message.mobile)
         answers = [one(devices[0])] if len(devices) == 1 else list(connection.pool.map(one, devices))
         return self._aggregate(answers)
 
-    def _send_one(self, client: httpx.Client, push: MobilePush, device: DeviceTarget) -> _Answer:
+    def _send_one(self, connection: _Connection, push: MobilePush, device: DeviceTarget) -> _Answer:
         """One device's request (tried once more with a new JWT after ExpiredProviderToken)."""
         token, hint = device.token, token_hint(device.token)
         if not TOKEN_PATTERN.fullmatch(token):
@@ -332,11 +363,11 @@ class ApnsProvider:
         except ValueError as exc:  # the key file went missing or bad after start-up
             return _Answer(token, failure=TransientError(f"APNs: APNS_KEY_FILE {exc}", kind="credentials"))
         try:
-            response = client.post(url, content=body, headers={**headers, "authorization": f"bearer {bearer}"})
+            response = connection.post(url, body, {**headers, "authorization": f"bearer {bearer}"})
             if response.status_code == 403 and _reason(response)[0] == "ExpiredProviderToken":
                 log.info("APNs said the provider token expired: signing a new one")
                 bearer = self.token.renew(bearer)
-                response = client.post(url, content=body, headers={**headers, "authorization": f"bearer {bearer}"})
+                response = connection.post(url, body, {**headers, "authorization": f"bearer {bearer}"})
         except httpx.TimeoutException as exc:
             failure = TransientError(f"APNs: timeout for {hint}: {_clean(exc, token)}", kind="timeout")
             return _Answer(token, failure=failure)
