@@ -19,7 +19,8 @@ one pending `push` row in the ledger, so one row is one request. Phases, each fo
                 timed from enqueue until the stand-in has every push and every row is `sent`; first and last
   raw, 20       the raw loop with APNS_CONCURRENCY / FCM_CONCURRENCY (20) requests in flight (APNs: 20
                 streams of one HTTP/2 connection from httpx's asyncio client; FCM: 20 threads on the same
-                client): not a baseline, the figure that shows what one worker leaves unused
+                client): not a baseline; whether more in flight would raise the ceiling against these
+                stand-ins (on 2 CPUs it does not: they are CPU-bound Python servers)
 
 The baseline's concurrency is 1 because that is what one worker achieves on these rows: the push channel
 sends a batch's rows one after another (no DELIVERY_SEND_CONCURRENCY lanes for it, and the ledger's fence
