@@ -95,6 +95,10 @@ class Router:
         self._scope_owner: dict[str, str] = {}
         # The token buckets of a provider's parts (PROVIDER_RATE_APNS for the APNs part of push), made on first use.
         self._part_buckets: dict[str, TokenBucket] = {}
+        # (owner, scope) -> until when (the router's clock) a scope found open is not asked again; and the scopes
+        # asked just now, whose next success is reported (it may be a half-open breaker's probe).
+        self._scope_clear_until: dict[tuple[str, str], float] = {}
+        self._scope_fresh: set[tuple[str, str]] = set()
         self.breakers = {p.name: CircuitBreaker(client, p.name, settings, clock) for p in providers}
         self.buckets = {p.name: TokenBucket(client, p.name, limit_for(p.name, config)) for p in providers}
         self._stack = ExitStack()
@@ -158,11 +162,23 @@ class Router:
             scope = scope_of(target)
             owner = self._scope_owner.setdefault(scope, part or provider.name)  # the part's gate: its own breaker
             if scope not in verdicts:
-                verdicts[scope] = self.gate_held_until(self.gate(owner, scope))
+                verdicts[scope] = self._scope_verdict(owner, scope)
             if not verdicts[scope]:
                 admitted.append(target)
         held = [until for until in verdicts.values() if until]
         return tuple(admitted), min(held) if held else 0.0
+
+    def _scope_verdict(self, owner: str, scope: str) -> float:
+        """gate_held_until for the scope, without a Redis round trip while it was found open under
+        ROUTE_RECHECK_SECONDS ago and nothing failed there since (as the engine's lanes do per scope)."""
+        key = (owner, scope)
+        if self._scope_clear_until.get(key, 0.0) > self.clock():
+            return 0.0
+        until = self.gate_held_until(self.gate(owner, scope))
+        if not until:
+            self._scope_clear_until[key] = self.clock() + ROUTE_RECHECK_SECONDS
+            self._scope_fresh.add(key)
+        return until
 
     def _part_token(self, part: str) -> float:
         """Take a token of part's bucket (a short wait is slept): 0.0, or when the next one is due (epoch s)."""
@@ -267,6 +283,14 @@ class Router:
 
     def _report_scope(self, provider: str, target: TargetOutcome) -> None:
         owner = self._scope_owner.get(target.scope, provider)
+        key = (owner, target.scope)
+        if target.outcome == "sent":
+            if key not in self._scope_fresh:
+                return  # a success after the one that followed a look changes nothing: no round trip
+            self._scope_fresh.discard(key)  # right after a look: it may be a half-open breaker's probe
+        else:
+            self._scope_clear_until.pop(key, None)  # ask the gate again before the next send there
+            self._scope_fresh.discard(key)
         self.report_gate(self.gate(owner, target.scope), target.outcome, target.retry_after)
 
     def _enter(self, provider: Provider) -> Provider:
