@@ -162,7 +162,8 @@ class Bench:
         settings = self.settings
         built = []
         if platform == "ios":
-            from app.providers.apns import KEEPALIVE_SECONDS, ProviderToken, apns_payload, request_headers
+            from app.providers.apns import KEEPALIVE_SECONDS, ProviderToken
+            from app.providers.apns_payload import apns_payload, request_headers
 
             bearer = ProviderToken(settings["APNS_KEY_FILE"], settings["APNS_KEY_ID"], settings["APNS_TEAM_ID"])
             jwt = bearer.current()

@@ -15,15 +15,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from app.config import Config, check
-from app.providers.apns import (
-    COLLAPSE_ID_LIMIT,
-    JWT_REUSE_SECONDS,
-    PAYLOAD_LIMIT,
-    ApnsProvider,
-    ProviderToken,
-    apns_payload,
-    close_connections,
-)
+from app.providers.apns import JWT_REUSE_SECONDS, ApnsProvider, ProviderToken, close_connections
+from app.providers.apns_payload import COLLAPSE_ID_LIMIT, PAYLOAD_LIMIT, apns_payload
 from app.providers.base import Message, PermanentError, TransientError
 from app.providers.mobile import DeviceTarget, MobileAlert, MobilePush
 from app.providers.registry import provider_names, registered_names
