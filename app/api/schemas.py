@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
@@ -26,10 +25,10 @@ from pydantic import (
 from pydantic_core import PydanticCustomError, core_schema
 from typing_extensions import TypeAliasType
 
-from app import limits, timezones
+from app import limits
 from app.delivery.channels import member_channels
 from app.links import SHAPE_PATTERN, same_site_path
-from app.web.bodies import JsonBody, absent_by_default, field_errors
+from app.web.bodies import JsonBody, Timezone, absent_by_default, field_errors
 from app.web.bodies import text as _text
 
 
@@ -145,28 +144,6 @@ JsonValue = TypeAliasType(
     | list["JsonValue"]
     | dict[DataKey, "JsonValue"],
 )
-
-
-@functools.cache
-def _zone_names() -> frozenset[str]:
-    return frozenset(timezones.choices())
-
-
-def _known_timezone(value: str) -> str:
-    if value not in _zone_names():
-        raise PydanticCustomError("timezone", str(TIMEZONE_MESSAGE))
-    return value
-
-
-class _TimezoneJsonSchema:
-    """The spec lists the same zone names the validator accepts."""
-
-    @classmethod
-    def __get_pydantic_json_schema__(cls, core_schema, handler):
-        return {"type": "string", "enum": list(timezones.choices())}
-
-
-Timezone = Annotated[str, AfterValidator(_known_timezone), _TimezoneJsonSchema]
 
 
 class _In(JsonBody):

@@ -9,14 +9,17 @@ patterns and custom error types (JsonBody.messages).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from functools import wraps
 from typing import Annotated, ClassVar, TypeVar
 
 from flask import Response, request
 from flask_babel import LazyString, gettext, lazy_gettext, ngettext
-from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic_core import PydanticCustomError
 
+from app import timezones
 from app.web.errors import problem
 
 # PostgreSQL text cannot hold NUL, so it is refused at the edge rather than failing in the database.
@@ -32,6 +35,29 @@ def text(min_length: int, max_length: int, pattern: str = NO_NUL):
 def absent_by_default(schema: dict) -> None:
     """json_schema_extra of a field that may be left out but not sent as null: no `"default": null` in the spec."""
     schema.pop("default", None)
+
+
+@functools.cache
+def _zone_names() -> frozenset[str]:
+    return frozenset(timezones.choices())
+
+
+def _known_timezone(value: str) -> str:
+    if value not in _zone_names():
+        raise PydanticCustomError("timezone", "must be an IANA time zone name")  # worded by messages["timezone"]
+    return value
+
+
+class _TimezoneJsonSchema:
+    """The spec lists the same zone names the validator accepts."""
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema, handler):
+        return {"type": "string", "enum": list(timezones.choices())}
+
+
+# An IANA time zone name this server knows (error type "timezone": a body's messages word it).
+Timezone = Annotated[str, AfterValidator(_known_timezone), _TimezoneJsonSchema]
 
 
 class JsonBody(BaseModel):

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Literal
 
 from flask_babel import lazy_gettext
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, WithJsonSchema, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from app import timezones
 from app.limits import APP_ID_MAX, APP_VERSION_MAX, DEVICE_TOKEN_MAX, LOCALE_MAX
-from app.web.bodies import JsonBody, absent_by_default, text
+from app.web.bodies import JsonBody, Timezone, absent_by_default, text
 
 # FCM registration tokens are URL-safe base64 with ':' (and may grow); APNs tokens are hex (checked below).
 TOKEN_PATTERN = r"^[A-Za-z0-9_:.\-]+$"  # noqa: S105 - a pattern, not a secret
@@ -22,23 +20,6 @@ APNS_TOKEN_PATTERN = rf"^([0-9a-fA-F]{{2}}){{1,{APNS_TOKEN_MAX // 2}}}$"  # whol
 APP_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._\-]*$"
 VERSION_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 LOCALE_PATTERN = r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8}){0,3}$"
-
-
-@functools.cache
-def _zone_names() -> frozenset[str]:
-    return frozenset(timezones.choices())
-
-
-def _known_timezone(value: str) -> str:
-    if value not in _zone_names():
-        raise PydanticCustomError("timezone", "unknown time zone")
-    return value
-
-
-# The spec lists the zone names the validator accepts.
-Zone = Annotated[
-    str, AfterValidator(_known_timezone), WithJsonSchema({"type": "string", "enum": list(timezones.choices())})
-]
 
 
 class DeviceIn(JsonBody):
@@ -86,7 +67,7 @@ class DeviceIn(JsonBody):
         None, description="The language the phone shows alerts in; default: the user's.",
         json_schema_extra=absent_by_default,
     )  # fmt: skip
-    timezone: Zone | None = Field(None, json_schema_extra=absent_by_default)
+    timezone: Timezone | None = Field(None, json_schema_extra=absent_by_default)
 
     @field_validator("token")
     @classmethod
