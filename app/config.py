@@ -514,7 +514,8 @@ def _fcm_problems(config: Mapping) -> list[str]:
         problems.append(f"FCM_CREDENTIALS_FILE={path!r}: its private_key is not a PEM private key")
     problems.append(_https_problem(f"token_uri in FCM_CREDENTIALS_FILE={path!r}", info["token_uri"]))
     lease, margin = config["DELIVERY_LEASE_SECONDS"], config["LEASE_MARGIN_SECONDS"]
-    if margin < lease < margin + config["FCM_TIMEOUT"]:  # at or below the margin: reported on its own
+    # A batch starts no push that could outlast its lease, so it needs more than one FCM request's time.
+    if margin < lease <= margin + config["FCM_TIMEOUT"]:  # at or below the margin: reported on its own
         problems.append(
             f"DELIVERY_LEASE_SECONDS={_num(lease)} leaves {_num(lease - margin)} s per batch after LEASE_MARGIN_SECONDS, "
             f"less than one FCM request may take (FCM_TIMEOUT={_num(config['FCM_TIMEOUT'])}): a row could be sent twice"
@@ -549,7 +550,8 @@ def _combination_problems(config: Mapping) -> list[str]:
         if config["APNS_KEY_FILE"]:
             timeouts["APNS_TIMEOUT"] = config["APNS_TIMEOUT"]
         name, slowest = max(timeouts.items(), key=lambda item: item[1])
-        if lease - margin < slowest:
+        # A push batch starts no row that could outlast the lease: it needs more than the slowest push's time.
+        if lease - margin < slowest or (name != "SMTP_TIMEOUT" and lease - margin <= slowest):
             problems.append(
                 f"DELIVERY_LEASE_SECONDS={_num(lease)} leaves {_num(lease - margin)} s per batch after "
                 f"LEASE_MARGIN_SECONDS, less than one send may take ({name}={_num(slowest)}): a row could be sent twice"

@@ -33,6 +33,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from flask import current_app
@@ -91,7 +92,12 @@ def deliver(source: Source, channel: Channel, ids: list[int], config: Mapping) -
         commit()
         counts = {"claimed": len(claim.ids)}
         held_as = "paused" if paused_now else "held"
-        for name, group in (("skipped", plan.skip), ("deferred", plan.defer), (held_as, plan.hold)):
+        for name, group in (
+            ("skipped", plan.skip),
+            ("sent", plan.done),
+            ("deferred", plan.defer),
+            (held_as, plan.hold),
+        ):
             if group:
                 counts[name] = len(group)
         if plan.send:
@@ -136,14 +142,15 @@ def _send_all(source: Source, channel: Channel, batch: Batch, rows: list, router
     commit()  # end the read transaction: the send loop holds no locks while it waits on a provider
     with router, service.send_ledger() as conn:
         recorder = _Recorder(source, conn, claim.lease, backoff, channel, hasattr(rows[0], "expires_at"))
-        # A lane stops taking its queued rows when one more send could outlast the lease.
+        # No row is started (here or by a lane) when its send could outlast the lease: a send cut short by
+        # the batch's end may still arrive, and its row would go again.
         stop_at = deadline - channel.send_timeout(config)
         # One scope in the batch (a single webhook endpoint, say) needs no second thread: its lane runs here.
         inline = scoped and len({channel.scope_of(row) for row in rows}) == 1
         lanes = _Lanes(width, recorder, router, states, fences, stop_at, inline) if (width > 1 or scoped) else None
         try:
             for index, row in enumerate(rows):
-                if time.monotonic() > deadline or backpressure.low_work_held():  # lease ending, or high work waits
+                if time.monotonic() > stop_at or backpressure.low_work_held():  # lease ending, or high work waits
                     recorder.release([r.id for r in rows[index:]])
                     states["released"] = len(rows) - index
                     break
@@ -164,7 +171,8 @@ def _send_all(source: Source, channel: Channel, batch: Batch, rows: list, router
                 if held_until and not open_targets:  # all of the user's push services paused or failing: no try
                     held.append((row.id, datetime.fromtimestamp(held_until, UTC)))
                     continue
-                work = _Send(source, batch, channel, route.provider, open_targets, config)
+                # Some held: the others get it now, and the row comes back for the held ones (Result.held_until).
+                work = _Send(source, batch, channel, route.provider, open_targets, config, held_until=held_until)
                 if lanes is not None:
                     lanes.submit(None, row, work, prepared=work.prepare(row))
                     continue
@@ -186,9 +194,10 @@ class _Send:
     """One row's render and send on the route's provider (the part that may run on a lane's thread)."""
 
     def __init__(self, source: Source, batch: Batch, channel: Channel, provider: Provider, targets: tuple,
-                 config: Mapping, gate: Gate | None = None) -> None:  # fmt: skip
+                 config: Mapping, gate: Gate | None = None, held_until: float = 0.0) -> None:  # fmt: skip
         self.source, self.batch, self.channel, self.provider = source, batch, channel, provider
         self.targets, self.config, self.gate = targets, config, gate
+        self.held_until = held_until  # when the row's targets left out (their scope held) may be tried; 0.0: none
 
     def prepare(self, row) -> sending.Prepared:
         """The row's Message, or the permanent Result of a render that failed."""
@@ -197,7 +206,10 @@ class _Send:
 
     def run(self, row, prepared: sending.Prepared) -> sending.Result:
         """Send what prepare() made (a failed render is its own result)."""
-        return prepared if isinstance(prepared, sending.Result) else sending.send(row, prepared, self.provider)
+        if isinstance(prepared, sending.Result):
+            return prepared
+        result = sending.send(row, prepared, self.provider)
+        return replace(result, held_until=self.held_until) if self.held_until else result
 
 
 class _Recorder:
@@ -213,12 +225,16 @@ class _Recorder:
         self.expiring = expiring  # whether the batch's rows have an expires_at (a missing column is slow to ask)
         self.lock = threading.RLock()
         self.pending: list[Try] = []
+        self.stamps: list = []  # what the sends left to note that waits for the batch's end (channel.stamps)
 
     def record(self, result: sending.Result) -> str:
         """Decide the row's next state, write it (now, or with its group), and return the state."""
-        status, kind, delay = policy.next_state(result.outcome, result.kind, result.retry_after,
+        held = datetime.fromtimestamp(result.held_until, UTC) if result.held_until else None
+        status, kind, delay = policy.next_state(result.outcome, result.kind,
+                                                result.retry_after or result.targets_retry_after,
                                                 result.row.attempts + 1, self.backoff,
-                                                result.row.expires_at if self.expiring else None)  # fmt: skip
+                                                result.row.expires_at if self.expiring else None,
+                                                waiting=result.waiting, held_until=held)  # fmt: skip
         attempt = Try(result, status, kind, delay)
         with self.lock:
             self.pending.append(attempt)
@@ -227,9 +243,12 @@ class _Recorder:
         return status
 
     def flush(self) -> None:
-        """Write the tries still waiting for their group."""
+        """Write the tries still waiting for their group, then the batch's stamps (one statement)."""
         with self.lock:
             self._write()
+            stamps, self.stamps = self.stamps, []
+            if stamps:
+                self.channel.write_stamps(self.conn, stamps)
 
     def hold(self, waits: list[tuple[int, datetime]]) -> None:
         """Return rows to pending until their times, without a try (the tries before them written first)."""
@@ -251,6 +270,7 @@ class _Recorder:
             self.source.record(self.conn, tries, self.lease)
             for attempt in tries:
                 self.channel.record_outcome(self.conn, attempt.result)
+                self.stamps += self.channel.stamps(attempt.result)
 
 
 _pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (process id, width, pool): a forked child makes its own

@@ -54,8 +54,10 @@ class Ledger:
         return plan
 
     def write_plan(self, plan: policy.Plan, claim: Claim, provider: str) -> None:
-        """Skips with their reasons, deferrals with an attempt row that says why, holds without a try."""
+        """Skips with their reasons, rows done already (reached in part, the rest gone since), deferrals with an
+        attempt row that says why, holds without a try."""
         service.record_skips([(row.id, reason) for row, reason in plan.skip], claim.lease)
+        service.record_done([row.id for row in plan.done], claim.lease)
         service.record_deferrals([(row.id, until) for row, until in plan.defer], claim.lease, provider)
         service.postpone([(row.id, until) for row, until in plan.hold], claim.lease)
         chained = [row.notification_id for row, _ in plan.skip if row.route_rank is not None]

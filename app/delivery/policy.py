@@ -71,6 +71,8 @@ class Plan:
     defer: list[tuple[object, datetime]] = field(default_factory=list)
     hold: list[tuple[object, datetime]] = field(default_factory=list)
     send: list = field(default_factory=list)
+    # Rows every remaining target of which is gone, after some took it on an earlier try: sent, no try now.
+    done: list = field(default_factory=list)
 
 
 def next_state(
@@ -81,15 +83,30 @@ def next_state(
     backoff: Backoff,
     expires_at: datetime | None = None,
     now: datetime | None = None,
+    waiting: bool = False,
+    held_until: datetime | None = None,
 ) -> tuple[str, str | None, float]:
     """(status, error kind, delay) of a row after its `attempts`-th try ended with outcome.
 
-    sent → sent; permanent → failed (the DLQ) with its kind; transient → pending after the backoff, or
+    sent → sent, or pending again when only some of its targets took it (the others waiting: failed for now,
+    or held until held_until); permanent → failed (the DLQ) with its kind; transient → pending after the backoff, or
     failed as `exhausted` once the tries are used up, or as `expired` when the next try would come after
     expires_at (a row of a "first" chain gives up by DELIVERY_MAX_AGE, so the next channel gets its turn).
     A provider's own "retry after" is a floor under the backoff, but never beyond its cap: the hint may
     come from whoever runs the endpoint (issue 14), and a row must come round again.
     """
+    if outcome == "sent" and (waiting or held_until is not None):
+        # Some targets took it and the others wait (failed for now, or held until held_until): the row comes
+        # back for them alone, unless its tries or its time are up (then it stays sent: it reached someone).
+        now = now or datetime.now(UTC)
+        if backoff.exhausted(attempts):
+            return "sent", None, 0.0
+        delay = min(max(backoff.delay(attempts), retry_after or 0.0), backoff.cap) if waiting else 0.0
+        if held_until is not None:  # a second past it: a hold "until resumed" keeps its mark (switches.py)
+            delay = max(delay, (held_until - now).total_seconds() + 1.0)
+        if expires_at is not None and now + timedelta(seconds=delay) > expires_at:
+            return "sent", None, 0.0
+        return "pending", None, delay
     if outcome == "sent":
         return "sent", None, 0.0
     if outcome == "permanent":
@@ -155,11 +172,14 @@ def plan(rows: Iterable[BatchRow], configured: bool, now: datetime,
 
 
 def require_targets(decisions: Plan, reachable_rows: set[int], reason: str) -> None:
-    """Move rows that have nowhere to go (no push subscription: not in reachable_rows) from send to skip."""
+    """Move rows that have nowhere to go (no push subscription: not in reachable_rows) from send to skip,
+    or to done when an earlier try reached some of their targets (the rest are gone since)."""
     keep = []
     for row in decisions.send:
         if row.id in reachable_rows:
             keep.append(row)
+        elif getattr(row, "reached", None):
+            decisions.done.append(row)
         else:
             decisions.skip.append((row, reason))
     decisions.send = keep

@@ -19,7 +19,7 @@ DIGEST_TARGET = "digest:"
 # preference re-check for the whole batch is this one statement.
 BATCH_SQL = sa.text(
     f"""
-SELECT d.id, d.channel, d.attempts, d.locked_until, d.route_rank, d.created_at,
+SELECT d.id, d.channel, d.attempts, d.locked_until, d.route_rank, d.created_at, d.reached,
        n.id AS notification_id, n.type, n.title, n.body, n.link_path, n.data, n.group_key,
        u.id AS user_id, u.email, u.display_name, u.locale, u.timezone,
        u.quiet_hours_start, u.quiet_hours_end,
@@ -90,6 +90,7 @@ class BatchRow:
     route_rank: int | None = None  # its place in a "first" chain (None: not in one)
     created_at: datetime | None = None
     expires_at: datetime | None = None  # a chain's row gives up here (DELIVERY_MAX_AGE) and hands over
+    reached: list[str] | None = None  # push: the targets that took it already (a retry leaves them out)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,19 @@ class Result:
     invalidated: tuple[str, ...] = ()
     outcomes: tuple[TargetOutcome, ...] = ()  # each target's own outcome (Web Push), for its scope's gate
     response_code: int | None = None  # the HTTP status an HTTP provider got (webhooks keep it)
+    # Push, sent: targets of the row left out because their scope was held, and until when (epoch seconds).
+    held_until: float | None = None
+
+    @property
+    def waiting(self) -> bool:
+        """Sent, and some of its targets failed for now: they get it on the row's next try."""
+        return self.outcome == "sent" and any(o.outcome == "transient" for o in self.outcomes)
+
+    @property
+    def targets_retry_after(self) -> float | None:
+        """The longest Retry-After among the targets that failed for now."""
+        waits = [o.retry_after for o in self.outcomes if o.outcome == "transient" and o.retry_after]
+        return max(waits) if waits else None
 
 
 Prepared = Message | Result  # a rendered message, or the permanent result of a render that failed

@@ -44,7 +44,9 @@ WITH d AS (
                              ELSE next_attempt_at END,
       provider = :provider, provider_message_id = COALESCE(:message_id, provider_message_id), held_since = NULL,
       last_error = :error, error_kind = :error_kind,
-      rendered_subject = COALESCE(:subject, rendered_subject), rendered_body = COALESCE(:body, rendered_body)
+      rendered_subject = COALESCE(:subject, rendered_subject), rendered_body = COALESCE(:body, rendered_body),
+      reached = CASE WHEN :status = 'pending' AND :outcome = 'sent'
+                     THEN coalesce(reached, '{}') || CAST(:reached AS text[]) ELSE reached END
   WHERE id = :id AND status = 'sending' AND locked_until = :lease
   RETURNING id, user_id)
 INSERT INTO delivery_attempts (delivery_id, user_id, provider, started_at, duration_ms, outcome, error)
@@ -77,6 +79,14 @@ UPDATE notification_deliveries d
 SET status = 'skipped', skip_reason = v.reason, locked_until = NULL, updated_at = now()
 FROM unnest(CAST(:ids AS bigint[]), CAST(:reasons AS text[])) AS v(id, reason)
 WHERE d.id = v.id AND d.status = 'sending' AND d.locked_until = :lease
+"""
+)
+
+# A push row that reached some targets and whose others are gone since: sent as it stands, without a try.
+DONE_SQL = sa.text(
+    """
+UPDATE notification_deliveries SET status = 'sent', sent_at = now(), locked_until = NULL, updated_at = now()
+WHERE id = ANY(CAST(:ids AS bigint[])) AND status = 'sending' AND locked_until = :lease
 """
 )
 
@@ -247,6 +257,12 @@ def record_skips(skips: list[tuple[int, str]], lease: datetime) -> None:
         db.session.execute(SKIP_SQL, {"ids": list(ids), "reasons": list(reasons), "lease": lease})
 
 
+def record_done(ids: list[int], lease: datetime) -> None:
+    """Mark sent the rows whose targets that are left all went away after an earlier try reached the others."""
+    if ids:
+        db.session.execute(DONE_SQL, {"ids": ids, "lease": lease})
+
+
 def record_deferrals(deferrals: list[tuple[int, datetime]], lease: datetime, provider: str) -> None:
     """Put rows back to pending until their quiet hours end, without burning an attempt."""
     if deferrals:
@@ -274,6 +290,7 @@ def record_result(attempt: Try, lease: datetime, conn) -> str:
             "started_at": result.started_at,
             "duration_ms": result.duration_ms,
             "outcome": result.outcome,
+            "reached": list(result.reached),
         },
     )
     if emitting:  # the outbox rows are committed already (autocommit): their jobs go now

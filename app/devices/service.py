@@ -88,6 +88,15 @@ SENT_SQL = sa.text(
     "UPDATE devices SET last_sent_at = now() WHERE user_id = :user_id AND token = ANY(CAST(:tokens AS text[]))"
 )
 
+# A batch's phones that took a push: (user_id, token) pairs, each an index probe of devices_user_token.
+STAMP_SENT_SQL = sa.text(
+    """
+UPDATE devices d SET last_sent_at = now()
+FROM unnest(CAST(:user_ids AS bigint[]), CAST(:tokens AS text[])) AS s(user_id, token)
+WHERE d.user_id = s.user_id AND d.token = s.token
+"""
+)
+
 
 @dataclass(frozen=True)
 class Registered:
@@ -138,3 +147,10 @@ def record_outcome(conn, user_id: int, reached: Iterable[str], gone: Iterable[tu
         conn.execute(SENT_SQL, {"user_id": user_id, "tokens": reached})
     for token, reason, since in gone:
         conn.execute(INVALIDATE_SQL, {"user_id": user_id, "token": token, "reason": reason, "since": since})
+
+
+def stamp_sent(conn, phones: Iterable[tuple[int, str]]) -> None:
+    """Stamp last_sent_at on the phones (user id, token) that took a push, in one statement on conn."""
+    pairs = sorted(set(phones))
+    if pairs:
+        conn.execute(STAMP_SENT_SQL, {"user_ids": [p[0] for p in pairs], "tokens": [p[1] for p in pairs]})

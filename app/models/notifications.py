@@ -301,6 +301,8 @@ class NotificationDelivery(db.Model):
     provider_status_at: Mapped[datetime | None] = mapped_column(_tz)
     # Pending and held back without a try (open breaker, empty bucket, paused push service) since then.
     held_since: Mapped[datetime | None] = mapped_column(_tz)
+    # Push: the endpoints and device tokens that took it while others of the member's still wait (0023).
+    reached: Mapped[list[str] | None] = mapped_column(ARRAY(sa.Text))
     # Its place in a "first" chain (0 goes first; the others wait as standby); NULL: not in a chain.
     route_rank: Mapped[int | None] = mapped_column(sa.SmallInteger)
     created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())

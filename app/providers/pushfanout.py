@@ -4,8 +4,9 @@ The push channel's one provider for the engine. Each target goes to its own part
 provider, "apns" or "fcm"), and every part of a message sends at the same time, so a slow APNs does not
 hold back FCM or Web Push; each target's scope (a push service, APNs' host, FCM's host) keeps its own
 breaker and pause (app/providers/routing.py), and part_of() lets the engine hold the targets of a part an
-operator paused. A message counts as sent when any target accepted it (a retry would duplicate it on the
-others), and its provider reads as the parts that took it ("webpush+apns").
+operator paused. A message counts as sent when any target accepted it, and its provider reads as the parts
+that took it ("webpush+apns"); the targets that failed for now, or were held, get it on the row's next try,
+which leaves out the ones it reached (notification_deliveries.reached), so nobody gets it twice.
 """
 
 from __future__ import annotations
@@ -14,7 +15,16 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import replace
 
-from app.providers.base import Message, PermanentError, Provider, ProviderError, Receipt, TargetOutcome, TransientError
+from app.providers.base import (
+    Message,
+    PermanentError,
+    Provider,
+    ProviderError,
+    Receipt,
+    TargetOutcome,
+    TransientError,
+    point_of_no_return,
+)
 from app.providers.mobile import DeviceTarget
 
 MOBILE_PARTS = {"ios": "apns", "android": "fcm"}
@@ -24,6 +34,7 @@ class PushFanout:
     """The parts of the push channel that are on, as one provider; `with fanout:` enters each part."""
 
     name = "push"
+    fences = True  # send() marks its point of no return: everything before the first request runs unfenced
 
     def __init__(self, parts: list[Provider]) -> None:
         self.parts = {part.name: part for part in parts}
@@ -67,6 +78,7 @@ class PushFanout:
         if not groups:
             raise PermanentError("the recipient has no browser or phone this server can push to", kind="no_target")
         calls = [(name, replace(message, targets=tuple(targets))) for name, targets in groups.items()]
+        point_of_no_return()  # from here a part may have reached a device (its parts run on other threads)
         if len(calls) == 1:
             answers = [self._one(*calls[0])]
         else:

@@ -11,10 +11,11 @@ within that, as they would between two batches.
 
 A provider that sends one message to several targets run by different parties (Web Push: each
 subscription's push service) names each target's scope (`scope_of`, host:port). Each scope has its
-own Gate, a pause and a breaker: admit() drops the targets whose scope is paused or open, and each
-target's answer is reported to its own scope only. So a member's endpoint that answers 429 with a
-ten-year Retry-After, or fails on purpose, holds back only that endpoint's push service, for at
-most RETRY_CAP_SECONDS, and never opens the provider's breaker for everyone.
+own Gate, a pause and a breaker: admit() drops the targets whose scope is paused or open (the row
+comes back for them when it may), and each target's answer is reported to its own scope only. So a
+member's endpoint that answers 429 with a ten-year Retry-After, or fails on purpose, holds back only
+that endpoint's push service, for at most RETRY_CAP_SECONDS, and never opens the provider's breaker
+for everyone.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ reply, each target within PUSH_TIMEOUT and a batch's targets within its delivery
 reached; 404/410 the subscription is gone (the engine marks it invalidated); 429 and 5xx transient,
 with Retry-After (strictly parsed, capped at RETRY_CAP_SECONDS); any other 4xx permanent; any other
 exception is that target's transient failure, never the batch's. One message goes to all of a user's
-devices: it counts as sent when at least one accepted it (a partial retry would duplicate it on the
-others). Each target's outcome is reported per push service (host:port, scope_of) so that one
+devices: it counts as sent when at least one accepted it; the push channel retries the others alone
+(notification_deliveries.reached). Each target's outcome is reported per push service (host:port, scope_of) so that one
 service's pauses and failures hold back only its own subscriptions (app/providers/routing.py).
 """
 

@@ -53,7 +53,10 @@ def phones(stack, tmp_path):
         for name, value in settings.items():
             if name.startswith(("APNS_", "FCM_")):
                 stack["env"][name] = str(value)
-        stack["env"].update(APNS_TIMEOUT="2", FCM_TIMEOUT="2", PUSH_PROVIDER="webpush", VAPID_PRIVATE_KEY="")
+        # A batch starts no row that could still be sending when its lease ends (lease - margin - the slowest
+        # timeout: 3 s here), so the kill's rows come back a few seconds after it and batches still finish.
+        stack["env"].update(APNS_TIMEOUT="2", FCM_TIMEOUT="2", PUSH_PROVIDER="webpush", VAPID_PRIVATE_KEY="",
+                            DELIVERY_LEASE_SECONDS="10")  # fmt: skip
         yield apns, fcm
 
 

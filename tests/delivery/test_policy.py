@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime, time
+from datetime import UTC, datetime, time, timedelta
 
 import pytest
 
-from app.delivery.policy import Backoff, quiet_until
+from app.delivery.policy import Backoff, next_state, quiet_until
 
 
 class MaxRandom(random.Random):
@@ -74,3 +74,24 @@ def test_unknown_time_zone_falls_back_to_utc():
     now = datetime(2026, 3, 1, 23, 0, tzinfo=UTC)
 
     assert quiet_until(now, "Mars/Olympus", time(22), time(7)) == datetime(2026, 3, 2, 7, 0, tzinfo=UTC)
+
+
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+
+
+def test_a_row_some_of_whose_targets_failed_for_now_comes_back_after_the_backoff():
+    backoff = Backoff(base=2, cap=60, max_attempts=3, rng=MaxRandom())
+
+    assert next_state("sent", None, None, 1, backoff, now=NOW, waiting=True) == ("pending", None, 2)
+    assert next_state("sent", None, 30, 1, backoff, now=NOW, waiting=True) == ("pending", None, 30)  # Retry-After
+    assert next_state("sent", None, None, 3, backoff, now=NOW, waiting=True) == ("sent", None, 0.0)  # tries used up
+
+
+def test_a_row_with_held_targets_comes_back_just_after_the_hold():
+    backoff = Backoff(base=2, cap=60, max_attempts=3, rng=MaxRandom())
+    held = NOW + timedelta(minutes=10)
+
+    assert next_state("sent", None, None, 1, backoff, now=NOW, held_until=held) == ("pending", None, 601.0)
+    expires = NOW + timedelta(minutes=5)  # a chain's row gives up sooner: it reached someone, so it is sent
+    assert next_state("sent", None, None, 1, backoff, expires, now=NOW, held_until=held) == ("sent", None, 0.0)
+    assert next_state("sent", None, None, 1, backoff, now=NOW) == ("sent", None, 0.0)  # everyone took it

@@ -217,3 +217,76 @@ def test_the_phone_variant_goes_to_phones_and_the_browser_keeps_its_own(app, vap
                                                         "body": "Browser text"}  # fmt: skip
     assert fcm.received[0].message["notification"] == {"title": "📦 Shipped", "body": "Browser text"}
     assert push_service.received[0].payload["title"] == "Shipped: Shipped"
+
+
+def reached(delivery_id: int) -> list[str] | None:
+    sql = sa.text("SELECT reached FROM notification_deliveries WHERE id = :d")
+    return db.session.execute(sql, {"d": delivery_id}).scalar_one()
+
+
+@pytest.mark.committed
+def test_a_phone_that_failed_for_now_gets_it_on_the_retry_and_the_others_not_twice(app, vapid, push_service, apns,
+                                                                                    fcm):  # fmt: skip
+    iphone = device_token()
+    user = member_with_everything(push_service, iphone)
+    fcm.script(ANDROID, "UNAVAILABLE", retry_after="1", times=1)
+    _, delivery = push_row(user)
+
+    assert deliver_batch("push", [delivery.id]).get("pending") == 1
+    row = reload(delivery)
+    assert row.status == "pending" and row.attempts == 1 and row.sent_at is None
+    assert sorted(reached(delivery.id)) == sorted([iphone, push_service.received[0].endpoint])
+    assert attempt_providers(delivery.id) == ["webpush+apns"]
+    assert (row.next_attempt_at - row.updated_at).total_seconds() >= 1  # FCM's Retry-After for the phone
+
+    time.sleep(1.1)  # FCM's scope is paused for its Retry-After too
+    db.session.execute(sa.text("UPDATE notification_deliveries SET next_attempt_at = now() WHERE id = :d"),
+                       {"d": delivery.id})  # fmt: skip
+    db.session.commit()
+    assert deliver_batch("push", [delivery.id]).get("sent") == 1
+    assert reload(delivery).status == "sent"
+    assert attempt_providers(delivery.id) == ["webpush+apns", "fcm"]
+    assert [p.token for p in fcm.received] == [ANDROID]
+    assert len(apns.received) == 1 and len(push_service.received) == 1  # nobody got it twice
+
+
+@pytest.mark.committed
+def test_a_paused_part_gets_the_message_when_resumed_while_the_others_get_it_now(app, vapid, push_service, apns, fcm):
+    from app.delivery import switches
+
+    iphone = device_token()
+    user = member_with_everything(push_service, iphone)
+    _, delivery = push_row(user)
+    switches.pause(None, "push", "apns", "APNs key rotation", app.config)
+    db.session.commit()
+    switches.forget()
+
+    assert deliver_batch("push", [delivery.id]).get("pending") == 1
+    assert apns.received == [] and [p.token for p in fcm.received] == [ANDROID] and len(push_service.received) == 1
+    assert reload(delivery).status == "pending"
+
+    switches.resume(None, "push", "apns", app.config)
+    db.session.commit()
+    switches.forget()
+    assert switches.release_resumed(app.config) == 1
+    assert deliver_batch("push", [delivery.id]).get("sent") == 1
+    assert [p.token for p in apns.received] == [iphone]
+    assert len(fcm.received) == 1 and len(push_service.received) == 1
+
+
+@pytest.mark.committed
+def test_a_row_whose_waiting_phone_was_removed_counts_as_sent(app, vapid, push_service, apns, fcm):
+    iphone = device_token()
+    user = member_with_everything(push_service, iphone)
+    fcm.script(ANDROID, "UNAVAILABLE", times=1)
+    _, delivery = push_row(user)
+    deliver_batch("push", [delivery.id])
+    devices.remove(user.id, ANDROID)
+    db.session.execute(sa.text("UPDATE notification_deliveries SET next_attempt_at = now() WHERE id = :d"),
+                       {"d": delivery.id})  # fmt: skip
+    db.session.commit()
+
+    assert deliver_batch("push", [delivery.id]).get("sent") == 1
+    row = reload(delivery)
+    assert row.status == "sent" and row.sent_at is not None and row.attempts == 1
+    assert len(apns.received) == 1 and fcm.received == []

@@ -71,5 +71,17 @@ class Channel:
         raise NotImplementedError(f"the {self.name} channel does not render notifications")
 
     def record_outcome(self, conn, result) -> None:
-        """Write what the provider's answer means beyond the row, on the send ledger's connection."""
+        """Write at once what the provider's answer means beyond the row, on the send ledger's connection."""
+        return None
+
+    def stamps(self, result) -> list:
+        """What the answer leaves to note that may wait for the batch's end (which phones took it), if anything.
+
+        A record costs one round trip under the engine's fence; notes that say when something last worked
+        need not be durable with it, so the batch writes them together (write_stamps) as it ends.
+        """
+        return []
+
+    def write_stamps(self, conn, stamps: list) -> None:
+        """Write a batch's stamps (what stamps() returned for its sends)."""
         return None

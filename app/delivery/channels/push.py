@@ -2,7 +2,8 @@
 
 One message per row goes to all of them (app/providers/pushfanout.py): the browsers get the JSON payload cut
 to fit, the phones an alert in each one's language with the unread count as the iPhone's badge. Gone
-subscriptions and refused device tokens are invalidated; the phones that took it are stamped.
+subscriptions and refused device tokens are invalidated at once; the browsers and phones that took it are
+stamped as the batch ends.
 """
 
 from __future__ import annotations
@@ -54,12 +55,20 @@ class PushChannel(Channel):
         parts = super().providers(config)
         return [PushFanout(parts)] if parts else []
 
+    def send_timeout(self, config: Mapping) -> float:
+        """The slowest part's timeout: no row starts that could still be sending when the batch's lease ends."""
+        timeouts = {"apns": "APNS_TIMEOUT", "fcm": "FCM_TIMEOUT"}
+        if config["VAPID_PRIVATE_KEY"]:  # Web Push is on only with its key
+            timeouts["webpush"] = "PUSH_TIMEOUT"
+        names = [name for name in provider_names(self.name, config) if name in timeouts]
+        return max((float(config[timeouts[name]]) for name in names), default=0.0)
+
     def targets(self, rows: Iterable) -> dict[int, tuple]:
         """The active browsers and phones of each row's user (two statements for the batch)."""
         rows = list(rows)
         users = {row.user_id for row in rows}
         browsers, phones = push_queries.active_targets(users), device_queries.active_targets(users)
-        found = {row.id: browsers.get(row.user_id, ()) + phones.get(row.user_id, ()) for row in rows}
+        found = {row.id: _not_reached(row, browsers.get(row.user_id, ()) + phones.get(row.user_id, ())) for row in rows}
         return {row_id: targets for row_id, targets in found.items() if targets}
 
     def build_message(self, row: BatchRow, templates: dict[tuple[str, str], Template], config: Mapping,
@@ -108,14 +117,36 @@ class PushChannel(Channel):
                           priority="high" if row.priority == "high" else "normal")  # fmt: skip
 
     def record_outcome(self, conn, result) -> None:
-        """Stamp the browsers and phones that took the message; invalidate the ones their service says are gone."""
+        """Invalidate the browsers and phones whose push service says they are gone (at once: never again)."""
         tokens = {outcome.target for outcome in result.outcomes if outcome.target}
-        endpoints = [e for e in result.reached if e not in tokens], [e for e in result.invalidated if e not in tokens]
-        if any(endpoints):
-            push_service.record_outcome(conn, *endpoints)
-        if tokens:
-            gone = [(o.target, o.invalid, o.invalid_since) for o in result.outcomes if o.target and o.invalid]
-            device_service.record_outcome(conn, result.row.user_id, [t for t in result.reached if t in tokens], gone)
+        browsers_gone = [e for e in result.invalidated if e not in tokens]
+        if browsers_gone:
+            push_service.record_outcome(conn, (), tuple(browsers_gone))
+        gone = [(o.target, o.invalid, o.invalid_since) for o in result.outcomes if o.target and o.invalid]
+        if gone:
+            device_service.record_outcome(conn, result.row.user_id, (), gone)
+
+    def stamps(self, result) -> list:
+        """The browsers (endpoint) and phones ((user id, token)) that took the message, stamped as the batch ends."""
+        tokens = {outcome.target for outcome in result.outcomes if outcome.target}
+        return [(result.row.user_id, e) if e in tokens else e for e in result.reached]
+
+    def write_stamps(self, conn, stamps: list) -> None:
+        """last_success_at of the browsers and last_sent_at of the phones, one statement each."""
+        browsers = [stamp for stamp in stamps if isinstance(stamp, str)]
+        phones = [stamp for stamp in stamps if isinstance(stamp, tuple)]
+        if browsers:
+            push_service.record_outcome(conn, tuple(browsers), ())
+        if phones:
+            device_service.stamp_sent(conn, phones)
+
+
+def _not_reached(row, targets: tuple) -> tuple:
+    """The targets an earlier try of row did not reach (browsers by endpoint, phones by token)."""
+    reached = set(getattr(row, "reached", None) or ())  # a row from elsewhere than the ledger has reached nothing
+    if not reached:
+        return targets
+    return tuple(t for t in targets if (t.token if isinstance(t, DeviceTarget) else t.endpoint) not in reached)
 
 
 CHANNEL = PushChannel()
