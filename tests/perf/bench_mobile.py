@@ -30,8 +30,14 @@ route, record the try or stamp the device; the worker also signs its JWT and fet
 within the clock. Every phase checks that the stand-in accepted each device exactly once (0 lost, no
 duplicates) and refused none.
 
+Then the floor, per platform and in process: what a worker must do per row besides the request, each in a
+loop of its own over the rows: render the message (template, the iPhone's badge read) and record the try (the
+one durable statement the engine writes under the fence). A worker sends one message at a time past the
+fence's point and records it before the next, so even one that did nothing else reaches at most
+request / (request + record) of the raw loop: that is the ceiling printed (and with the render in line too).
+
 Prints a table, then one JSON line: apns_per_s, fcm_per_s, raw_apns_per_s, raw_fcm_per_s (best runs) and
-ratio, the smaller of the two Hato/raw ratios (target 0.7).
+ratio, the smaller of the two Hato/raw ratios (target 0.7); record_ms, render_ms, ceiling_apns, ceiling_fcm.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.support.databases import bench_urls, fresh_bench_database
@@ -154,6 +161,36 @@ class Bench:
         built = [channel.build_message(row, batch.context, self.app.config, targets[row.id]) for row in batch.rows]
         db.session.rollback()
         return built
+
+    def floor(self, platform: str) -> dict[str, float]:
+        """Milliseconds per row of what a worker must do besides the request, each in a loop of its own: render the
+        row's message (the template, the iPhone's badge read) and record its try durably (the one statement the
+        engine writes under the fence, on the send ledger's connection) (untimed by the phases)."""
+        from app.delivery import service
+        from app.delivery.channels import channel_for
+        from app.delivery.sending import Result
+        from app.delivery.source import Try
+        from app.extensions import db
+
+        channel = channel_for("push")
+        source = channel.source
+        claim = source.claim("push", self.rows(platform), 600)
+        batch = source.load(claim, channel)
+        targets = channel.targets(batch.rows)
+        db.session.commit()
+        started = time.perf_counter()
+        for row in batch.rows:
+            channel.build_message(row, batch.context, self.app.config, targets[row.id])
+        render = (time.perf_counter() - started) / len(batch.rows)
+        db.session.commit()
+        now = datetime.now(UTC)
+        started = time.perf_counter()
+        with service.send_ledger() as conn:
+            for row in batch.rows:
+                result = Result(row, "sent", PLATFORMS[platform], now, 1, message_id="bench", subject="s", body="b")
+                service.record_result(Try(result, "sent"), claim.lease, conn)
+        record = (time.perf_counter() - started) / len(batch.rows)
+        return {"render_ms": render * 1000, "record_ms": record * 1000}
 
     def requests(self, platform: str) -> tuple[list[tuple[str, bytes, dict]], object]:
         """Pre-built (url, body, headers) of every request, and the client to send them with (untimed)."""
@@ -310,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     hato: dict[str, list[float]] = {"ios": [], "android": []}
     wide: dict[str, float] = {}
     figures: dict[str, dict] = {}
+    floors: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="hato-bench-") as tmp:
         bench = Bench(counts, Path(tmp), args.db, args.redis_db)
         try:
@@ -327,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
                 hato[platform].append(_said(f"1 worker {platform}", bench.worker(platform)[0]))
             for platform in counts:
                 raw[platform].append(_said(f"raw {platform}", bench.raw(platform, prepared[platform])))
+            for platform in counts:
+                floors[platform] = bench.floor(platform)
             for _, client in prepared.values():
                 client.close()
         finally:
@@ -345,6 +385,17 @@ def main(argv: list[str] | None = None) -> int:
         ]  # fmt: skip
         for label, rate, note in rows:
             print(f"{label:<46} {rate:>11.0f}  {note}")
+    ceilings = {}
+    for platform, name in (("ios", "APNs"), ("android", "FCM")):
+        # One message at a time is past the fence's point: its request and its record follow each other, so even
+        # a worker that did nothing else reaches request / (request + record) of the raw loop; rendering too when
+        # it cannot overlap (the GIL: it is CPU work).
+        request_ms, f = 1000 / best[platform][0], floors[platform]
+        ceilings[platform] = request_ms / (request_ms + f["record_ms"])
+        inline = request_ms / (request_ms + f["record_ms"] + f["render_ms"])
+        print(f"{name}: request {request_ms:.2f} ms (raw), record {f['record_ms']:.2f} ms, render {f['render_ms']:.2f}"
+              f" ms per row → ceiling at 1 in flight {ceilings[platform]:.2f}x raw ({inline:.2f}x with the render in"
+              f" line)")  # fmt: skip
     for platform, name, also in (("ios", "APNs", ""), ("android", "FCM", ", the token request's included")):
         f = figures[platform]
         print(f"{name} stand-in, 1 worker: {f['received']} accepted, 0 lost, 0 duplicates, "
@@ -354,6 +405,9 @@ def main(argv: list[str] | None = None) -> int:
                       "raw_fcm_per_s": round(best["android"][0], 1), "ratio_apns": round(ratios["ios"], 3),
                       "ratio_fcm": round(ratios["android"], 3), "ratio": round(min(ratios.values()), 3),
                       "raw_apns_20_per_s": round(wide["ios"], 1), "raw_fcm_20_per_s": round(wide["android"], 1),
+                      "record_ms": {p: round(f["record_ms"], 3) for p, f in floors.items()},
+                      "render_ms": {p: round(f["render_ms"], 3) for p, f in floors.items()},
+                      "ceiling_apns": round(ceilings["ios"], 3), "ceiling_fcm": round(ceilings["android"], 3),
                       "lost": 0, "duplicates": 0}))  # fmt: skip
     return 0
 
