@@ -151,6 +151,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("VAPID_SUBJECT", "mailto:ops@localhost", "str", help="contact sent to push services (mailto: or https:)"),
     Setting("DEFAULT_LOCALE", "en", "str", help="language for users who chose none (after Accept-Language) and template locale fallback"),
     Setting("DEFAULT_TIMEZONE", "UTC", "str", help="time zone for users without one"),
+    Setting("DEFAULT_PHONE_REGION", "JP", "str", help="where a phone number written without +country code is read (ISO 3166 code, e.g. JP, US)"),
     Setting("RETRY_BASE_SECONDS", 2.0, "float", 0.01, DAY, "first retry delay"),
     Setting("RETRY_CAP_SECONDS", 600.0, "float", 0.1, 7 * DAY, "longest retry delay, and the longest Retry-After honoured"),
     Setting("RETRY_MAX_ATTEMPTS", 8, "int", 1, 100, "attempts before a delivery goes to the DLQ"),
@@ -370,6 +371,9 @@ def _value_problems(config: Mapping) -> list[str]:
         ZoneInfo(config["DEFAULT_TIMEZONE"])
     except (ZoneInfoNotFoundError, ValueError):
         problems.append(f"DEFAULT_TIMEZONE={config['DEFAULT_TIMEZONE']!r} is not an IANA time zone (e.g. Asia/Tokyo)")
+    if config["DEFAULT_PHONE_REGION"] not in _phone_regions():
+        problems.append(f"DEFAULT_PHONE_REGION={config['DEFAULT_PHONE_REGION']!r} is not a region phone numbers know "
+                        "(an ISO 3166 code in capitals, e.g. JP or US)")  # fmt: skip
     for name in ("MAIL_FROM", "DEFAULT_LOCALE", "EMAIL_PROVIDER", "PUSH_PROVIDER"):
         if not str(config[name]).strip():
             problems.append(f"{name} is empty")
@@ -521,6 +525,12 @@ def _fcm_problems(config: Mapping) -> list[str]:
             f"less than one FCM request may take (FCM_TIMEOUT={_num(config['FCM_TIMEOUT'])}): a row could be sent twice"
         )
     return problems
+
+
+def _phone_regions() -> frozenset[str]:
+    import phonenumbers
+
+    return frozenset(phonenumbers.SUPPORTED_REGIONS)
 
 
 def _is_private_key(pem: str) -> bool:

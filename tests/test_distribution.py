@@ -36,6 +36,7 @@ DISTRIBUTED = {
     "provider_events",
     # A phone's token moves between users under an advisory lock on it (app/devices/service.py), not a global key.
     "devices",
+    "sms_consents",  # a member's SMS consent history (issue 29)
 }
 
 REFERENCE = {
