@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
+import signal
 import ssl
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
@@ -23,7 +28,9 @@ from slack_sdk.webhook import WebhookClient
 from tests.support.chat_webhooks_server import ChatWebhooksServer
 from tests.support.line_server import LineServer
 from tests.support.slack_server import SlackServer
+from tests.support.waiting import wait_for
 
+ROOT = Path(__file__).resolve().parents[2]
 USER = "U" + "4af4980629" * 3 + "ab"  # a LINE user id: U and 32 hex digits
 
 
@@ -387,3 +394,68 @@ def test_teams_workflow_without_strict_cards_accepts_then_fails_the_run():
 def test_the_https_server_is_only_trusted_with_its_ca(hooks):
     with httpx.Client(timeout=5) as client, pytest.raises(httpx.ConnectError):
         client.post(hooks.url_for("discord"), json={"content": "x"})
+
+
+# -- on their own (`make run`)
+
+
+def _serve(module: str, directory: Path) -> tuple[subprocess.Popen, dict]:
+    """Start a stand-in on a free port; it and the settings it wrote once it listens."""
+    settings_file = directory / "settings.json"
+    settings_file.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", module, "--port", "0", "--dir", str(directory)]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_for(lambda: settings_file.exists() or proc.poll() is not None, 30, f"{module} to write settings.json")
+    assert proc.poll() is None, proc.stdout.read()
+    return proc, json.loads(settings_file.read_text())
+
+
+def _portless(settings: dict) -> dict:
+    return {k: re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1", v) for k, v in settings.items()}
+
+
+def _stop(proc: subprocess.Popen) -> str:
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 0, output
+    return output
+
+
+def _post_slack(settings: dict) -> None:
+    client = WebClient(token=settings["SLACK_BOT_TOKEN"], base_url=settings["SLACK_API_BASE"], timeout=5)
+    assert client.chat_postMessage(channel="C0DEMO0001", text="demo")["ok"]
+    assert WebhookClient(settings["SLACK_WEBHOOK_URL"], timeout=5).send(text="hook").body == "ok"
+
+
+def _post_line(settings: dict) -> None:
+    config = Configuration(host=settings["LINE_API_BASE"], access_token=settings["LINE_CHANNEL_ACCESS_TOKEN"])
+    with ApiClient(config) as client:
+        assert MessagingApi(client).push_message_with_http_info(_push("demo")).status_code == 200
+
+
+def _post_hooks(settings: dict) -> None:
+    verify = ssl.create_default_context(cafile=settings["CHAT_WEBHOOK_CA_FILE"])
+    with httpx.Client(verify=verify, timeout=5) as client:
+        assert client.post(settings["DISCORD_WEBHOOK_URL"], json={"content": "demo"}).status_code == 204
+        assert client.post(settings["TEAMS_WORKFLOW_URL"], json=CARD).status_code == 202
+
+
+@pytest.mark.parametrize(("module", "post", "printed"), [
+    ("tests.support.slack_server", _post_slack, "posted to C0DEMO0001: 'demo'"),
+    ("tests.support.line_server", _post_line, f"200 push to …{USER[-6:]}: 'demo'"),
+    ("tests.support.chat_webhooks_server", _post_hooks, "202 teams default: 'card accepted'"),
+])  # fmt: skip
+def test_stand_ins_serve_on_their_own_until_sigterm_and_keep_their_settings(tmp_path, module, post, printed):
+    proc, settings = _serve(module, tmp_path)
+    try:
+        post(settings)
+    finally:
+        output = _stop(proc)
+    assert printed in output
+    proc, again = _serve(module, tmp_path)
+    try:
+        # The same secrets and webhooks after a restart (ports aside), so the app's settings stay valid.
+        assert _portless(again) == _portless(settings)
+        post(again)
+    finally:
+        _stop(proc)
