@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 import phonenumbers
+from flask_babel import lazy_gettext
 from phonenumbers import NumberParseException, PhoneNumberFormat, ValidationResult
 
 E164_MAX_DIGITS = 15  # ITU-T E.164: country code and national number together
@@ -34,26 +35,32 @@ _LENGTH_REASONS = {
     ValidationResult.TOO_LONG: "too_long",
     ValidationResult.INVALID_LENGTH: "invalid_length",
 }
+# What the member reads (lazy: in the reader's language when shown); `where` (a region or +country code) is kept
+# on the error for logs and callers that want to say more.
 _MESSAGES = {
-    "empty": "No phone number was given.",
-    "letters": "A phone number has no letters: type its digits (spaces, hyphens and parentheses are fine).",
-    "not_a_number": "This does not look like a phone number.",
-    "invalid_country_code": "The country code is missing or unknown: start an international number with +.",
-    "too_short": "The number is too short{where}.",
-    "too_long": "The number is too long{where}.",
-    "invalid_length": "The number has the wrong number of digits{where}.",
-    "extension": "An extension cannot receive text messages: leave it out.",
-    "invalid_for_region": "This is not a valid phone number{where}.",
+    "empty": lazy_gettext("No phone number was given."),
+    "letters": lazy_gettext(
+        "A phone number has no letters: type its digits (spaces, hyphens and parentheses are fine)."
+    ),
+    "not_a_number": lazy_gettext("This does not look like a phone number."),
+    "invalid_country_code": lazy_gettext(
+        "The country code is missing or unknown: start an international number with +."
+    ),
+    "too_short": lazy_gettext("The number is too short for its country."),
+    "too_long": lazy_gettext("The number is too long for its country."),
+    "invalid_length": lazy_gettext("The number has the wrong number of digits for its country."),
+    "extension": lazy_gettext("An extension cannot receive text messages: leave it out."),
+    "invalid_for_region": lazy_gettext("This is not a valid phone number for its country."),
 }
 REASONS = frozenset(_MESSAGES)  # every InvalidPhone.reason, for callers that map them (API problem types)
 
 
 class InvalidPhone(ValueError):
-    """A phone number that cannot be used; `reason` is a short machine code, the message plain English."""
+    """A phone number that cannot be used; `reason` is a short machine code, `message` what the member reads."""
 
     def __init__(self, reason: str, where: str | None = None):
-        super().__init__(_MESSAGES[reason].format(where=f" for {where}" if where else ""))
-        self.reason = reason
+        self.reason, self.where, self.message = reason, where, _MESSAGES[reason]
+        super().__init__(f"{reason} ({where})" if where else reason)
 
 
 def normalise(raw: str, region: str) -> str:
