@@ -151,6 +151,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("VAPID_SUBJECT", "mailto:ops@localhost", "str", help="contact sent to push services (mailto: or https:)"),
     Setting("DEFAULT_LOCALE", "en", "str", help="language for users who chose none (after Accept-Language) and template locale fallback"),
     Setting("DEFAULT_TIMEZONE", "UTC", "str", help="time zone for users without one"),
+    Setting("DEFAULT_PHONE_REGION", "JP", "str", help="where a phone number written without +country code is read (ISO 3166 code, e.g. JP, US)"),
     Setting("RETRY_BASE_SECONDS", 2.0, "float", 0.01, DAY, "first retry delay"),
     Setting("RETRY_CAP_SECONDS", 600.0, "float", 0.1, 7 * DAY, "longest retry delay, and the longest Retry-After honoured"),
     Setting("RETRY_MAX_ATTEMPTS", 8, "int", 1, 100, "attempts before a delivery goes to the DLQ"),
@@ -201,6 +202,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FCM_API_BASE", FCM_API, "str", help="FCM HTTP v1 origin (https; http only on a loopback host)"),
     Setting("FCM_CA_FILE", "", "str", help="PEM CA bundle trusted for FCM and its token endpoint instead of the system's (tests, staging)"),
     Setting("FCM_CONCURRENCY", 20, "int", 1, 1000, "FCM requests in flight at once for one message's devices"),
+    Setting("SMS_PROVIDER", "", "str", help="SMS providers in failover order by registry name (twilio, vonage); empty: no SMS"),
+    Setting("SMS_TIMEOUT", 10.0, "float", 0.1, 300, "seconds for one SMS provider request (connect, send, answer)"),
+    Setting("TWILIO_ACCOUNT_SID", "", "str", help="Twilio account SID (AC…); Twilio is on with it, the token and a sender"),
+    Setting("TWILIO_AUTH_TOKEN", "", "str", help="Twilio auth token: authenticates sends and signs Twilio's callbacks"),
+    Setting("TWILIO_FROM", "", "str", help="the Twilio number SMS come from (E.164), when no messaging service is set"),
+    Setting("TWILIO_MESSAGING_SERVICE_SID", "", "str", help="a Twilio messaging service (MG…) that picks the sender; wins over TWILIO_FROM"),
+    Setting("TWILIO_API_BASE", "https://api.twilio.com", "str", help="Twilio REST origin (https; http only on a loopback host)"),
     Setting("FCM_TIMEOUT", 10.0, "float", 0.1, 300, "seconds for each step of one FCM request (connect, send, answer), the token request too"),
     Setting("BREAKER_FAILURES", 5, "int", 1, 1_000_000, "transient failures in the window that open a provider's breaker"),
     Setting("BREAKER_WINDOW_SECONDS", 30.0, "float", 0.1, DAY, "the breaker's failure window"),
@@ -370,6 +378,9 @@ def _value_problems(config: Mapping) -> list[str]:
         ZoneInfo(config["DEFAULT_TIMEZONE"])
     except (ZoneInfoNotFoundError, ValueError):
         problems.append(f"DEFAULT_TIMEZONE={config['DEFAULT_TIMEZONE']!r} is not an IANA time zone (e.g. Asia/Tokyo)")
+    if config["DEFAULT_PHONE_REGION"] not in _phone_regions():
+        problems.append(f"DEFAULT_PHONE_REGION={config['DEFAULT_PHONE_REGION']!r} is not a region phone numbers know "
+                        "(an ISO 3166 code in capitals, e.g. JP or US)")  # fmt: skip
     for name in ("MAIL_FROM", "DEFAULT_LOCALE", "EMAIL_PROVIDER", "PUSH_PROVIDER"):
         if not str(config[name]).strip():
             problems.append(f"{name} is empty")
@@ -380,6 +391,7 @@ def _value_problems(config: Mapping) -> list[str]:
     problems += _hook_problems(config)
     problems += _apns_problems(config)
     problems += _fcm_problems(config)
+    problems += _twilio_problems(config)
     return [p for p in problems if p]
 
 
@@ -489,6 +501,18 @@ def _https_problem(name: str, value: str) -> str | None:
     return f"{name}={value!r} is not an https:// URL (http:// only on 127.0.0.1, ::1 or localhost)"
 
 
+def _twilio_problems(config: Mapping) -> list[str]:
+    """Twilio: an https origin, and the SID, the token and a sender together."""
+    if not (config["TWILIO_ACCOUNT_SID"] or config["TWILIO_AUTH_TOKEN"]):
+        return []
+    problems = [_https_problem("TWILIO_API_BASE", config["TWILIO_API_BASE"])]
+    if not (config["TWILIO_ACCOUNT_SID"] and config["TWILIO_AUTH_TOKEN"]):
+        problems.append("TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN go together: set both or neither")
+    elif not (config["TWILIO_FROM"] or config["TWILIO_MESSAGING_SERVICE_SID"]):
+        problems.append("Twilio needs a sender: TWILIO_FROM (a number of the account) or TWILIO_MESSAGING_SERVICE_SID")
+    return problems
+
+
 def _fcm_problems(config: Mapping) -> list[str]:
     """FCM: an https origin, and a readable service-account key with what the token request needs."""
     problems = [_https_problem("FCM_API_BASE", config["FCM_API_BASE"])]
@@ -521,6 +545,12 @@ def _fcm_problems(config: Mapping) -> list[str]:
             f"less than one FCM request may take (FCM_TIMEOUT={_num(config['FCM_TIMEOUT'])}): a row could be sent twice"
         )
     return problems
+
+
+def _phone_regions() -> frozenset[str]:
+    import phonenumbers
+
+    return frozenset(phonenumbers.SUPPORTED_REGIONS)
 
 
 def _is_private_key(pem: str) -> bool:
@@ -577,7 +607,7 @@ def check(config: Mapping, providers: Iterable[str] = ()) -> list[str]:
     problems += _value_problems(config)
     problems += _combination_problems(config)
     known = sorted(providers)
-    for key in ("EMAIL_PROVIDER", "PUSH_PROVIDER"):
+    for key in ("EMAIL_PROVIDER", "PUSH_PROVIDER", "SMS_PROVIDER"):
         unknown = [n.strip() for n in str(config[key]).split(",") if n.strip() and n.strip() not in known]
         if known and unknown:
             problems.append(

@@ -36,6 +36,7 @@ DISTRIBUTED = {
     "provider_events",
     # A phone's token moves between users under an advisory lock on it (app/devices/service.py), not a global key.
     "devices",
+    "sms_consents",  # a member's SMS consent history (issue 29)
 }
 
 REFERENCE = {
@@ -116,8 +117,8 @@ def test_per_user_tables_are_distributed_or_named_as_lookups():
             )
         ).scalars()
     )
-    # push_receivers is a view over push_subscriptions and devices (migration 0022), not a table.
-    assert with_user - DISTRIBUTED <= {"login_links", "push_subscriptions", "push_receivers"}
+    # push_receivers and sms_receivers are views (migrations 0022, 0025), not tables.
+    assert with_user - DISTRIBUTED <= {"login_links", "push_subscriptions", "push_receivers", "sms_receivers"}
 
 
 @pytest.mark.parametrize("table", sorted(DISTRIBUTED))

@@ -167,6 +167,9 @@ class UserOut(BaseModel):
     display_name: str
     locale: str | None
     timezone: str
+    phone: str | None = Field(description="E.164.")
+    phone_verified: bool = Field(description="Whether SMS may go to the number (verified, and not refused).")
+    sms_opt_in: bool = Field(description="The member's consent to SMS in force.")
 
 
 class LoginLinkOut(BaseModel):
@@ -244,6 +247,30 @@ class ExportProfileOut(BaseModel):
     quiet_hours_end: str | None
     digest_time: str | None
     created_at: datetime
+    phone: str | None = None
+    phone_verified_at: datetime | None = None
+    sms_opt_in: bool = False
+    sms_opt_in_at: datetime | None = None
+    sms_consent_source: str | None = None
+
+
+class ExportConsentOut(BaseModel):
+    phone: str | None
+    opted_in: bool
+    source: str
+    detail: str
+    created_at: datetime
+
+
+class ExportDeviceOut(BaseModel):
+    platform: str
+    app_id: str | None
+    app_version: str | None
+    locale: str | None
+    timezone: str | None
+    created_at: datetime
+    last_seen_at: datetime
+    disabled: bool
 
 
 class ExportPreferenceOut(BaseModel):
@@ -299,4 +326,10 @@ class ExportOut(BaseModel):
     preferences: list[ExportPreferenceOut] = Field(description="Only the user's deviations from the types' defaults.")
     digest_preferences: list[ExportDigestPreferenceOut]
     announcement_reads: list[ExportAnnouncementReadOut]
+    sms_consents: list[ExportConsentOut] = Field(
+        default_factory=list, description="Every change of the SMS consent, oldest first."
+    )
+    devices: list[ExportDeviceOut] = Field(
+        default_factory=list, description="The member's phones (their push tokens are left out: secrets of the phone)."
+    )
     notifications: list[ExportNotificationOut] = Field(description="Newest first, each with its deliveries.")

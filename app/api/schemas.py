@@ -25,7 +25,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError, core_schema
 from typing_extensions import TypeAliasType
 
-from app import limits
+from app import limits, phones
 from app.delivery.channels import member_channels
 from app.links import SHAPE_PATTERN, same_site_path
 from app.web.bodies import JsonBody, Timezone, absent_by_default, field_errors
@@ -60,6 +60,12 @@ RFC3339_PATTERN = r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-
 
 LINK_MESSAGE = lazy_gettext("must be a relative path on this site, such as /orders/42")
 TIMEZONE_MESSAGE = lazy_gettext("must be an IANA time zone name such as Europe/Paris")
+PHONE_MESSAGE = lazy_gettext(
+    "must be a mobile number such as +81 90 1234 5678 (or a national number of this server's region)"
+)
+# What a phone number is written with (full-width digits and the long-vowel dash too, as Japanese keyboards type
+# them); whether the digits make a number phones use is the numbering plan's question, asked after (e164()).
+PHONE_PATTERN = r"^\+?[0-9０-９ ()\-.ー－]{3,40}$"
 RECIPIENTS_MESSAGE = lazy_gettext("send either recipients (a list) or recipient (one id)")
 CHANNELS_REPEAT_MESSAGE = lazy_gettext("name each channel once")
 
@@ -75,6 +81,7 @@ MESSAGES = {
     RFC3339_PATTERN: SEND_AT_MESSAGE,
     "link": LINK_MESSAGE,
     "timezone": TIMEZONE_MESSAGE,
+    PHONE_PATTERN: PHONE_MESSAGE,
     "recipients": RECIPIENTS_MESSAGE,
     "channels": CHANNELS_REPEAT_MESSAGE,
 }
@@ -131,6 +138,7 @@ ExternalId = _text(1, limits.EXTERNAL_ID_MAX, EXTERNAL_ID_PATTERN)
 Link = Annotated[_text(1, limits.LINK_MAX, SHAPE_PATTERN), AfterValidator(_same_site_link)]
 Locale = _text(2, limits.LOCALE_MAX, LOCALE_PATTERN)
 EmailAddress = _text(3, limits.EMAIL_MAX, EMAIL_PATTERN)
+PhoneNumber = _text(3, 40, PHONE_PATTERN)
 DataKey = _text(1, limits.DATA_KEY_MAX)
 
 # Strict scalars: in lax mode "007" would quietly become the integer 7.
@@ -283,10 +291,34 @@ class UserIn(_In):
     timezone: Timezone = Field(
         None, description="Default: the server's DEFAULT_TIMEZONE.", json_schema_extra=absent_by_default
     )
+    phone: PhoneNumber | None = Field(
+        None,
+        description="The member's mobile number for SMS, stored as E.164: international (+81 90 1234 5678) or "
+        "national, read in the server's DEFAULT_PHONE_REGION. Your service vouches for it (it counts as verified); "
+        "null removes it.",
+    )
+    sms_opt_in: StrictBool = Field(
+        None,
+        description="The member's consent to SMS, recorded with its time and source `api`. SMS goes only to a "
+        "verified number with consent; a STOP reply withdraws it.",
+        json_schema_extra=absent_by_default,
+    )
 
     def changes(self) -> dict:
-        """The fields the request actually sent."""
-        return self.model_dump(include=self.model_fields_set)
+        """The fields the request actually sent, the phone number as E.164."""
+        changes = self.model_dump(include=self.model_fields_set)
+        if changes.get("phone") is not None:
+            changes["phone"] = e164(changes["phone"])
+        return changes
+
+
+def e164(raw: str) -> str:
+    """raw as E.164 (a national number read in DEFAULT_PHONE_REGION); 422 naming the field when no phone has it."""
+    try:
+        return phones.normalise(raw, current_app.config["DEFAULT_PHONE_REGION"])
+    except phones.InvalidPhone:
+        errors = [{"field": "phone", "message": str(PHONE_MESSAGE)}]
+        raise ApiError(422, gettext("This is not a phone number SMS can be sent to."), errors=errors) from None
 
 
 class ApiError(Exception):

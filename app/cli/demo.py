@@ -8,6 +8,8 @@ not catalog entries; what the command prints is (in DEFAULT_LOCALE's language).
 
 Alice has a phone, two in fact: an iPhone (APNs) and an Android phone (FCM), registered as the demo app
 would at its start. Their tokens are made up and fixed, so a second seed refreshes the same two devices.
+Her number takes SMS too (with her consent, as the product's API would set them), and "Reservation approved"
+goes by SMS besides e-mail and push.
 Once, she is also sent a notification through the real pipeline (a type with push on by default), so
 `make run`'s worker sends it to her phones (through the local APNs/FCM stand-ins) and her e-mail, and the
 delivery log shows it going out.
@@ -30,7 +32,7 @@ from app.extensions import db
 from app.models import Announcement, MessageTemplate, Notification, NotificationType
 from app.notify.service import notify
 from app.unitofwork import commit
-from app.users.service import create_or_update_user
+from app.users.service import create_or_update_user, upsert_member
 
 demo_cli = AppGroup("demo", help="Demo data.")
 
@@ -243,6 +245,7 @@ def seed_notifications(members: list[tuple[int, str | None]], now: datetime) -> 
 # Alice's phones. The tokens are made up (an APNs token is 32 bytes in hex; an FCM token is longer, with a
 # colon), fixed so a second seed refreshes the same devices rather than adding some.
 PHONE_OWNER = "demo-alice"
+DEMO_SMS_NUMBER = "+819012345678"  # the number Japanese examples use (090-1234-5678)
 DEMO_PHONES = [
     {
         "platform": "ios",
@@ -268,6 +271,16 @@ def seed_phones(user_id: int) -> None:
     for phone in DEMO_PHONES:
         app_id = current_app.config["APNS_TOPIC"] if phone["platform"] == "ios" else None
         devices.register(user_id, {**phone, "app_id": app_id or None})
+
+
+def seed_sms() -> None:
+    """Alice's number with her consent, as the product's API sets them; "Reservation approved" goes by SMS too."""
+    upsert_member(PHONE_OWNER, {"phone": DEMO_SMS_NUMBER, "sms_opt_in": True})
+    db.session.execute(
+        sa.text("UPDATE notification_types SET default_channels = array_append(default_channels, 'sms') "
+                "WHERE type = :type AND NOT 'sms' = ANY(default_channels)"),
+        {"type": PHONE_PUSH_TYPE},
+    )  # fmt: skip
 
 
 def send_phone_push(user_id: int, locale: str | None) -> None:
@@ -338,6 +351,7 @@ def seed() -> None:
     seed_announcements(now)
     alice = next(u for u in users if u.external_id == PHONE_OWNER)
     seed_phones(alice.id)
+    seed_sms()
     db.session.flush()
     send_phone_push(alice.id, alice.locale)
 

@@ -21,7 +21,9 @@ BATCH_SQL = sa.text(
     f"""
 SELECT d.id, d.channel, d.attempts, d.locked_until, d.route_rank, d.created_at, d.reached,
        n.id AS notification_id, n.type, n.title, n.body, n.link_path, n.data, n.group_key,
-       u.id AS user_id, u.email, u.display_name, u.locale, u.timezone,
+       u.id AS user_id, u.email, u.display_name, u.locale, u.timezone, u.phone,
+       (u.phone_verified_at IS NOT NULL AND u.phone_invalidated_at IS NULL) AS phone_usable, u.sms_opt_in,
+       t.sms_max_segments,
        u.quiet_hours_start, u.quiet_hours_end,
        t.label AS type_label, t.priority, t.mandatory,
        {EFFECTIVE_SEND_SQL} AS allowed,
@@ -91,6 +93,10 @@ class BatchRow:
     created_at: datetime | None = None
     expires_at: datetime | None = None  # a chain's row gives up here (DELIVERY_MAX_AGE) and hands over
     reached: list[str] | None = None  # push: the targets that took it already (a retry leaves them out)
+    phone: str | None = None  # SMS: the member's number (E.164), whether it is verified and not refused,
+    phone_usable: bool = False  # and whether they consent
+    sms_opt_in: bool = False
+    sms_max_segments: int = 3
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,8 @@ from app.devstack.settings import (
     TEST_DB,
     TEST_REDIS_DB,
     TEST_SECRET_KEY,
+    TWILIO_STANDIN_DIR,
+    TWILIO_STANDIN_PORT,
     VAR,
     WEB_PORT,
     _out_lock,
@@ -80,6 +82,8 @@ PHONE_SERVICES = [
      ["tests.support.apns_server", "--topic", DEMO_APNS_TOPIC]),
     ("fcm", "FCM", "FCM_CREDENTIALS_FILE", FCM_STANDIN_PORT, FCM_STANDIN_DIR,
      ["tests.support.fcm_server", "--project", DEMO_FCM_PROJECT]),
+    ("twilio", "Twilio", "TWILIO_ACCOUNT_SID", TWILIO_STANDIN_PORT, TWILIO_STANDIN_DIR,
+     ["tests.support.twilio_server"]),
 ]  # fmt: skip
 
 
@@ -102,7 +106,7 @@ def start_phone_services(env: dict[str, str], signals: Signals, children: list[C
     for child, label, port, directory, settings_file in started:
         settings = wait_for_standin(child, settings_file, port)
         env.update(settings)
-        origin = settings.get("APNS_ENDPOINT") or settings.get("FCM_API_BASE")
+        origin = settings.get("APNS_ENDPOINT") or settings.get("FCM_API_BASE") or settings.get("TWILIO_API_BASE")
         where = directory.relative_to(ROOT)
         say(f"{label}: the local stand-in answers on {origin} (its key, CA and {STANDIN_SETTINGS} in {where}/)")
         lines.append(f"  {label}: the local stand-in on {origin} (a line per push it takes, under `{child.name}`)")
@@ -150,6 +154,7 @@ def cmd_run() -> int:
         # The demo host page (a second origin embedding the bell) may call the feed.
         env.setdefault("FEED_ALLOWED_ORIGINS", f"http://{HOST}:{DEMO_PORT}")
         env["PYTHONUNBUFFERED"] = "1"
+        env.setdefault("SMS_PROVIDER", "twilio")  # alice's number gets the demo's texts (the stand-in, or yours)
         # Before the seed: alice's iPhone registers with the APNs topic in force.
         phone_lines = start_phone_services(env, signals, children)
 

@@ -39,7 +39,7 @@ from app.models.notifications import (
     NotificationType,
     ScheduledNotification,
 )
-from app.models.users import ROLES, User
+from app.models.users import CONSENT_SOURCES, ROLES, SmsConsent, User
 from app.models.webhooks import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
 __all__ = [
@@ -72,6 +72,8 @@ __all__ = [
     "Device",
     "ROLES",
     "User",
+    "SmsConsent",
+    "CONSENT_SOURCES",
     "CHANNEL_MODES",
     "DELIVERY_STATUSES",
     "PRIORITIES",

@@ -45,6 +45,7 @@ class NotificationType(db.Model):
             "email_frequency IN ('immediate', 'hourly', 'daily')", name="notification_types_email_frequency"
         ),
         sa.CheckConstraint(f"channel_mode IN {CHANNEL_MODES!r}", name="notification_types_channel_mode"),
+        sa.CheckConstraint("sms_max_segments BETWEEN 1 AND 10", name="notification_types_sms_max_segments"),
     )
 
     type: Mapped[str] = mapped_column(sa.Text, primary_key=True)
@@ -75,6 +76,8 @@ class NotificationType(db.Model):
     default_channels: Mapped[list[str]] = mapped_column(ARRAY(sa.Text), server_default="{}")
     # Every channel on by default, the seed's three columns and default_channels together (what the rule reads).
     default_on: Mapped[list[str]] = mapped_column(ARRAY(sa.Text), sa.Computed(DEFAULT_ON_SQL))
+    # An SMS of this type may take this many parts at most (a longer rendering fails for good; 0025).
+    sms_max_segments: Mapped[int] = mapped_column(sa.SmallInteger, server_default="3")
 
 
 class Notification(db.Model):

@@ -12,6 +12,8 @@ from werkzeug.security import check_password_hash, generate_password_hash
 from app.extensions import db
 
 ROLES = ("member", "operator", "admin")
+# Where a member's SMS consent came from: the product's API, the member on the preferences page, a reply (STOP).
+CONSENT_SOURCES = ("api", "member", "keyword")
 
 
 class User(UserMixin, db.Model):
@@ -21,6 +23,9 @@ class User(UserMixin, db.Model):
     __table_args__ = (
         sa.CheckConstraint(f"role IN {ROLES!r}", name="users_role"),
         sa.Index("users_email_key", sa.text("lower(email)"), unique=True),
+        sa.CheckConstraint(r"phone ~ '^\+[1-9][0-9]{6,14}$'", name="users_phone_e164"),
+        sa.CheckConstraint(f"sms_consent_source IN {CONSENT_SOURCES!r}", name="users_sms_consent_source"),
+        sa.Index("users_phone_idx", "phone", postgresql_where=sa.text("phone IS NOT NULL")),
     )
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
@@ -37,6 +42,15 @@ class User(UserMixin, db.Model):
     created_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), server_default=sa.func.now())
     # Bumped to end every session at once (sign out everywhere, password or role change).
     session_version: Mapped[int] = mapped_column(sa.Integer, server_default="0")
+    # SMS (0024): the number as E.164, when it was verified (a code, or the product's API vouching for it), and
+    # when a provider refused it for good; the consent in force, with when and from where it came.
+    phone: Mapped[str | None] = mapped_column(sa.Text)
+    phone_verified_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True))
+    phone_invalidated_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True))
+    phone_invalid_reason: Mapped[str | None] = mapped_column(sa.Text)
+    sms_opt_in: Mapped[bool] = mapped_column(sa.Boolean, server_default=sa.false())
+    sms_opt_in_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True))
+    sms_consent_source: Mapped[str | None] = mapped_column(sa.Text)
 
     def set_password(self, password: str) -> None:
         """Store a scrypt hash of password."""
@@ -60,3 +74,18 @@ class User(UserMixin, db.Model):
     def name(self) -> str:
         """What the header shows: the display name, else the e-mail."""
         return self.display_name or self.email or f"user {self.id}"
+
+
+class SmsConsent(db.Model):
+    """One change of a member's SMS consent: the number then, in or out, from where (CONSENT_SOURCES), and when."""
+
+    __tablename__ = "sms_consents"
+    __table_args__ = (sa.CheckConstraint(f"source IN {CONSENT_SOURCES!r}", name="sms_consents_source"),)
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    phone: Mapped[str | None] = mapped_column(sa.Text)
+    opted_in: Mapped[bool] = mapped_column(sa.Boolean)
+    source: Mapped[str] = mapped_column(sa.Text)
+    detail: Mapped[str] = mapped_column(sa.Text, server_default="")
+    created_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), server_default=sa.func.now())

@@ -36,13 +36,13 @@ def skip_reason_lateral() -> str:
     The thread is muted, or the channel's own born_skip holds (no e-mail address, no push subscription…).
     """
     branches = "\n".join(
-        f"      WHEN c.channel = '{channel.name}' AND {channel.born_skip[0]} THEN '{channel.born_skip[1]}'"
+        f"  WHEN c.channel = '{channel.name}' AND {channel.born_skip[0]} THEN '{channel.born_skip[1]}'"
         for channel in all_channels()
         if channel.born_skip
     )
     return f"""  CROSS JOIN LATERAL (
     SELECT CASE
-      WHEN c.muted THEN 'muted'
+  WHEN c.muted THEN 'muted'
 {branches}
     END AS reason
   ) s

@@ -24,8 +24,17 @@ FORMAT_VERSION = 1
 
 PROFILE_SQL = sa.text(
     """SELECT external_id, email, display_name, locale, timezone, quiet_hours_start, quiet_hours_end,
-              digest_time, created_at
+              digest_time, created_at, phone, phone_verified_at, sms_opt_in, sms_opt_in_at, sms_consent_source
        FROM users WHERE id = :user_id"""
+)
+CONSENTS_SQL = sa.text(
+    "SELECT phone, opted_in, source, detail, created_at FROM sms_consents WHERE user_id = :user_id ORDER BY id"
+)
+# A push token is a secret of the phone: the export names the phone, not the token.
+DEVICES_SQL = sa.text(
+    """SELECT platform, app_id, app_version, locale, timezone, created_at, last_seen_at,
+              disabled_at IS NOT NULL AS disabled
+       FROM devices WHERE user_id = :user_id ORDER BY id"""
 )
 PREFERENCES_SQL = sa.text(
     "SELECT type, channel, enabled FROM notification_preferences WHERE user_id = :user_id ORDER BY type, channel"
@@ -117,6 +126,8 @@ def stream(user_id: int, page_size: int | None = None) -> Iterator[str]:
         yield f',"preferences":{_dumps(_rows(PREFERENCES_SQL, params))}'
         yield f',"digest_preferences":{_dumps(_rows(DIGEST_PREFERENCES_SQL, params))}'
         yield f',"announcement_reads":{_dumps(_rows(ANNOUNCEMENT_READS_SQL, params))}'
+        yield f',"sms_consents":{_dumps(_rows(CONSENTS_SQL, params))}'
+        yield f',"devices":{_dumps(_rows(DEVICES_SQL, params))}'
         yield ',"notifications":['
         first = True
         for page in notification_pages(user_id, page_size):

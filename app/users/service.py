@@ -112,7 +112,34 @@ def save_account(actor, email: str, password: str | None, **fields) -> User:
 
 # --- members, the product's recipients (the API) -----------------------------------------------
 
-USER_FIELDS = ("email", "display_name", "locale", "timezone")
+USER_FIELDS = ("email", "display_name", "locale", "timezone", "phone", "sms_opt_in")
+
+# What a changed field also sets: a number the product's server sends counts as verified by it (kept when it is
+# the number already there), and one that changes is no longer refused; a change of consent is stamped 'api'.
+FIELD_ASSIGNMENTS = {
+    "phone": """phone = EXCLUDED.phone,
+      phone_verified_at = CASE WHEN users.phone IS NOT DISTINCT FROM EXCLUDED.phone
+                               THEN coalesce(users.phone_verified_at, EXCLUDED.phone_verified_at)
+                               ELSE EXCLUDED.phone_verified_at END,
+      phone_invalidated_at = CASE WHEN users.phone IS NOT DISTINCT FROM EXCLUDED.phone
+                                  THEN users.phone_invalidated_at END,
+      phone_invalid_reason = CASE WHEN users.phone IS NOT DISTINCT FROM EXCLUDED.phone
+                                  THEN users.phone_invalid_reason END""",
+    "sms_opt_in": """sms_opt_in = EXCLUDED.sms_opt_in,
+      sms_opt_in_at = CASE WHEN users.sms_opt_in = EXCLUDED.sms_opt_in THEN users.sms_opt_in_at ELSE now() END,
+      sms_consent_source = CASE WHEN users.sms_opt_in = EXCLUDED.sms_opt_in THEN users.sms_consent_source
+                                ELSE 'api' END""",
+}
+
+# The consent in force before this request (locked: two requests for one member record their changes in order).
+CONSENT_BEFORE_SQL = sa.text("SELECT sms_opt_in FROM users WHERE external_id = :external_id FOR UPDATE")
+
+CONSENT_SQL = sa.text(
+    """
+INSERT INTO sms_consents (user_id, phone, opted_in, source, detail)
+SELECT id, phone, sms_opt_in, :source, :detail FROM users WHERE external_id = :external_id
+"""
+)
 
 
 class UserNotFound(LookupError):
@@ -129,29 +156,43 @@ class EmailTaken(ValueError):
 
 def _upsert_sql(changed: list[str]) -> sa.TextClause:
     # Column names come from USER_FIELDS only, never from the request.
-    assignments = ", ".join(f"{c} = EXCLUDED.{c}" for c in changed) or "external_id = EXCLUDED.external_id"
+    assignments = ", ".join(FIELD_ASSIGNMENTS.get(c, f"{c} = EXCLUDED.{c}") for c in changed)
     return sa.text(
         f"""
-INSERT INTO users (external_id, email, display_name, locale, timezone)
-VALUES (:external_id, :email, :display_name, :locale, :timezone)
-ON CONFLICT (external_id) DO UPDATE SET {assignments}
+INSERT INTO users (external_id, email, display_name, locale, timezone, phone, phone_verified_at, sms_opt_in,
+                   sms_opt_in_at, sms_consent_source)
+VALUES (:external_id, :email, :display_name, :locale, :timezone, :phone,
+        CASE WHEN CAST(:phone AS text) IS NOT NULL THEN now() END, :sms_opt_in,
+        CASE WHEN :consent_sent THEN now() END, CASE WHEN :consent_sent THEN 'api' END)
+ON CONFLICT (external_id) DO UPDATE SET {assignments or "external_id = EXCLUDED.external_id"}
 WHERE users.role = 'member'
-RETURNING external_id, email, display_name, locale, timezone, (xmax = 0) AS created
+RETURNING external_id, email, display_name, locale, timezone, phone,
+          phone IS NOT NULL AND phone_verified_at IS NOT NULL AND phone_invalidated_at IS NULL AS phone_verified,
+          sms_opt_in, (xmax = 0) AS created
 """
     )
 
 
 def upsert_member(external_id: str, changes: dict) -> tuple[dict, bool]:
-    """Create the member with this external id or update the fields in changes; return (user, created)."""
+    """Create the member with this external id or update the fields in changes; return (user, created).
+
+    A change of SMS consent is also written to sms_consents (source api), as the law asks of consent records.
+    """
     config = current_app.config
     values = {
         "email": None,
         "display_name": "",
         "locale": None,
         "timezone": config["DEFAULT_TIMEZONE"],
+        "phone": None,
+        "sms_opt_in": False,
         **changes,
         "external_id": external_id,
+        "consent_sent": "sms_opt_in" in changes,
     }
+    before = None
+    if "sms_opt_in" in changes:
+        before = db.session.execute(CONSENT_BEFORE_SQL, {"external_id": external_id}).scalar()
     try:
         with db.session.begin_nested():
             row = db.session.execute(_upsert_sql([c for c in USER_FIELDS if c in changes]), values).first()
@@ -162,6 +203,8 @@ def upsert_member(external_id: str, changes: dict) -> tuple[dict, bool]:
     if row is None:
         raise NotAMember(external_id)
     user = dict(row._mapping)
+    if "sms_opt_in" in changes and bool(before) != changes["sms_opt_in"]:  # a new member was not opted in
+        db.session.execute(CONSENT_SQL, {"external_id": external_id, "source": "api", "detail": ""})
     return user, user.pop("created")
 
 

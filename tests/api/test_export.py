@@ -93,6 +93,25 @@ def test_the_export_holds_the_profile_preferences_and_every_notification_with_it
     assert "someone-else" not in response.get_data(as_text=True)
 
 
+def test_the_export_holds_the_phone_its_consent_history_and_the_phones_without_their_tokens(client, member):
+    from app.devices import service as devices
+
+    api = api_with(client, "users:read", "users:write")
+    api.put("/v1/users/export-me", {"phone": "+819012345678", "sms_opt_in": True})
+    devices.register(member.id, {"platform": "ios", "token": "ab" * 32, "app_version": "2.1"})
+    db.session.commit()
+
+    response = api.get("/v1/users/export-me/export")
+    document = json.loads(response.get_data(as_text=True))
+    user = document["user"]
+    assert (user["phone"], user["sms_opt_in"], user["sms_consent_source"]) == ("+819012345678", True, "api")
+    assert [(c["phone"], c["opted_in"], c["source"]) for c in document["sms_consents"]] == [
+        ("+819012345678", True, "api")
+    ]
+    assert [(d["platform"], d["app_version"], d["disabled"]) for d in document["devices"]] == [("ios", "2.1", False)]
+    assert "ab" * 32 not in response.get_data(as_text=True)
+
+
 def test_the_document_matches_the_openapi_schema(client, member):
     from app.api.responses import ExportOut
 

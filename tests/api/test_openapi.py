@@ -123,7 +123,7 @@ def test_request_schemas_are_the_validation_models(client):
     assert "Idempotency-Key" in [p["name"] for p in post["parameters"]]
     assert set(post["responses"]) >= {"202", "400", "401", "409", "413", "415", "422", "429"}
     feed = spec["components"]["schemas"]["FeedPreferenceIn"]
-    assert feed["properties"]["channel"]["enum"] == ["in_app", "email", "push"]
+    assert feed["properties"]["channel"]["enum"] == ["in_app", "email", "push", "sms"]
     assert feed["properties"]["enabled"] == {"title": "Enabled", "type": "boolean"}
 
 

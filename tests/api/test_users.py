@@ -25,6 +25,9 @@ def test_put_creates_a_member_with_defaults(api):
         "display_name": "Ann",
         "locale": None,  # not chosen: pages follow Accept-Language, e-mail DEFAULT_LOCALE
         "timezone": "UTC",
+        "phone": None,
+        "phone_verified": False,
+        "sms_opt_in": False,
     }
     row = _user("u-1")
     assert row["role"] == "member" and row["password_hash"] is None
@@ -40,6 +43,9 @@ def test_put_again_updates_only_the_fields_sent(api):
         "display_name": "Bob",
         "locale": "ja-JP",
         "timezone": "Asia/Tokyo",
+        "phone": None,
+        "phone_verified": False,
+        "sms_opt_in": False,
     }
 
 

@@ -17,6 +17,7 @@ def test_the_page_lists_each_sending_channel_with_its_providers(client, operator
     assert [s["id"] for s in page.select("section.channel-switch")] == [
         "channel-email",
         "channel-push",
+        "channel-sms",
         "channel-webhook",
     ]
     assert one(page, "#channel-email header .tag--success").get_text(strip=True) == "Running"

@@ -191,7 +191,7 @@ def test_a_template_with_errors_is_not_saved(client, csrf, operator, audit_rows)
 def test_unknown_type_channel_or_locale_is_404(client, operator):
     for path in (
         "/console/templates/nope/email/en",
-        "/console/templates/comment/sms/en",
+        "/console/templates/comment/fax/en",
         "/console/templates/comment/email/not a locale!",
     ):
         assert client.get(path).status_code == 404, path

@@ -79,7 +79,7 @@ def test_a_forged_request_on_a_mandatory_type_gets_422_and_changes_nothing(clien
 @pytest.mark.parametrize(
     "form",
     [
-        {"type": "comment", "channel": "sms", "enabled": "on"},
+        {"type": "comment", "channel": "fax", "enabled": "on"},
         {"type": "nope", "channel": "email", "enabled": "on"},
         {"type": "comment", "channel": "email", "enabled": "maybe"},
         {"type": "comment", "channel": "email"},

@@ -40,8 +40,8 @@ class PushChannel(Channel):
     no_target_reason = "no_subscription"
     # The phones' variant (mobile_*) is optional: an empty part falls back to subject / body_text.
     template_parts = ("subject", "body_text", "mobile_title", "mobile_subtitle", "mobile_body")
-    # push_receivers (a view, migration 0022): the member's browsers and phones that are neither off nor refused.
-    born_skip = ("NOT EXISTS (SELECT FROM push_receivers r WHERE r.user_id = i.user_id)", "no_push_subscription")
+    # push_reachable (migration 0025): a browser or phone that is neither off nor refused (the push_receivers view).
+    born_skip = ("NOT push_reachable(i.user_id)", "no_push_subscription")
 
     def configured(self, config: Mapping) -> bool:
         """Web Push needs the VAPID keys; APNs and FCM are on with their credentials."""
