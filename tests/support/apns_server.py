@@ -20,13 +20,10 @@ key and certificates in a directory across restarts and writing the APNS_* setti
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
-import os
 import re
-import signal
 import socket
 import threading
 import time
@@ -43,6 +40,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
+from tests.support import standalone
 from tests.support.waiting import free_port, wait_for
 
 TEAM_ID = "TEAM123456"
@@ -462,20 +460,12 @@ class ApnsServer:
 
 # Running on its own (`make run`, benchmarks).
 
-SETTINGS_FILE = "settings.json"
 CLIENT_SETTINGS = ("APNS_KEY_FILE", "APNS_KEY_ID", "APNS_TEAM_ID", "APNS_TOPIC", "APNS_ENDPOINT", "APNS_CA_FILE")
 
 
 def client_settings(server: ApnsServer) -> dict[str, str]:
     """The APNS_* settings an app needs to send to server (as environment values)."""
     return {name: str(value) for name, value in server.settings().items() if name in CLIENT_SETTINGS}
-
-
-def write_json(path: Path, data: dict) -> None:
-    """Write data to path at once (a reader never sees half a file)."""
-    partial = path.with_name(path.name + ".tmp")
-    partial.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(partial, path)
 
 
 def describe(answer: Push | Refusal) -> str:
@@ -490,38 +480,21 @@ def describe(answer: Push | Refusal) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve a stand-in until SIGTERM or Ctrl-C, its key and certificates kept in --dir with settings.json."""
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.support.apns_server",
-        description="A local APNs for development: Apple's provider API over HTTP/2 and TLS, the JWT checked.",
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0: a free one (settings.json names it)")
-    parser.add_argument(
-        "--dir", type=Path, required=True, help="the .p8 key, the CA, the certificate and settings.json (kept)"
-    )
-    parser.add_argument("--topic", default=TOPIC, help="the app's bundle id, the apns-topic it accepts")
-    parser.add_argument("--team-id", default=TEAM_ID)
-    parser.add_argument("--key-id", default=KEY_ID)
-    parser.add_argument("--quiet", action="store_true", help="no line per request")
-    args = parser.parse_args(argv)
-    directory = args.dir.resolve()
-    directory.mkdir(parents=True, exist_ok=True)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    found = standalone.parser("tests.support.apns_server", "A local APNs for development: Apple's provider API "
+                              "over HTTP/2 and TLS, the JWT checked.",
+                              "the .p8 key, the CA, the certificate")  # fmt: skip
+    found.add_argument("--topic", default=TOPIC, help="the app's bundle id, the apns-topic it accepts")
+    found.add_argument("--team-id", default=TEAM_ID)
+    found.add_argument("--key-id", default=KEY_ID)
+    args = found.parse_args(argv)
+    where = standalone.directory(args)
     server = ApnsServer(
-        directory, team_id=args.team_id, key_id=args.key_id, topics=(args.topic,), port=args.port, host=args.host,
+        where, team_id=args.team_id, key_id=args.key_id, topics=(args.topic,), port=args.port, host=args.host,
         keep=True, record=False, on_answer=None if args.quiet else lambda answer: print(describe(answer), flush=True),
     )  # fmt: skip
     server.start()
     try:
-        # Written once it listens: a supervisor that removed the old file waits for this one to appear.
-        write_json(directory / SETTINGS_FILE, client_settings(server))
-        print(
-            f"APNs stand-in on {server.url} (topic {args.topic}); settings in {directory / SETTINGS_FILE}", flush=True
-        )
-        while not stop.wait(0.5):
-            pass
+        standalone.serve(where, client_settings(server), f"APNs stand-in on {server.url} (topic {args.topic})")
     finally:
         server.stop()
     return 0

@@ -33,14 +33,12 @@ directory across restarts and writing the settings that reach it there:
 
 from __future__ import annotations
 
-import argparse
 import functools
 import hashlib
 import json
 import math
 import re
 import secrets
-import signal
 import ssl
 import tempfile
 import threading
@@ -57,7 +55,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import trustme
 
-from tests.support.fcm_server import _TlsServer, write_json
+from tests.support import standalone
+from tests.support.fcm_server import _TlsServer
 
 DISCORD_PATH = re.compile(r"^/api(?:/v\d+)?/webhooks/(\d+)/([^/]+)$")
 TEAMS_PATH = re.compile(r"^/workflows/([0-9a-f]{32})(?:/triggers/manual/paths/invoke)?$")
@@ -581,46 +580,31 @@ def chat_webhooks_server():
 
 # Running on its own (`make run`).
 
-SETTINGS_FILE = "settings.json"
 HOOKS_FILE = "hooks.json"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Serve a stand-in until SIGTERM or Ctrl-C, its CA, certificate and webhooks kept in --dir with settings.json."""
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.support.chat_webhooks_server",
-        description="A local Discord webhook and Teams Workflows trigger, over TLS.",
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0: a free one (settings.json names it)")
-    parser.add_argument("--dir", type=Path, required=True, help="the CA, the certificate, webhooks, settings.json")
-    parser.add_argument("--enforce-rate", action="store_true", help="Discord's 5 posts per 2 s per webhook")
-    parser.add_argument("--quiet", action="store_true", help="no line per post")
-    args = parser.parse_args(argv)
-    directory = args.dir.resolve()
-    directory.mkdir(parents=True, exist_ok=True)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    hooks_file = directory / HOOKS_FILE
+    found = standalone.parser("tests.support.chat_webhooks_server", "A local Discord webhook and Teams Workflows "
+                              "trigger, over TLS.", "the CA, the certificate, the webhooks")  # fmt: skip
+    found.add_argument("--enforce-rate", action="store_true", help="Discord's 5 posts per 2 s per webhook")
+    args = found.parse_args(argv)
+    where = standalone.directory(args)
+    hooks_file = where / HOOKS_FILE
     kept = json.loads(hooks_file.read_text()) if hooks_file.exists() else []
 
     def tell(kind: str, name: str, status: int, what: str) -> None:
         print(f"{status} {kind} {name}: {what[:80]!r}", flush=True)
 
-    with ChatWebhooksServer(args.port, directory, args.host, args.enforce_rate) as server:
+    with ChatWebhooksServer(args.port, where, args.host, args.enforce_rate) as server:
         server.state.record = False
         server.state.on_post = None if args.quiet else tell
         for hook in kept:
             server.state.hooks[(hook["kind"], hook["name"])] = Hook(**hook)
-        settings = server.settings()
-        write_json(hooks_file, [asdict(h) for h in server.state.hooks.values()])
+        settings = server.settings()  # first: it makes the default webhooks, which the hooks file then keeps
+        standalone.write_json(hooks_file, [asdict(h) for h in server.state.hooks.values()])
         hooks_file.chmod(0o600)
-        # Written once it serves: a supervisor that removed the old file waits for this one to appear.
-        write_json(directory / SETTINGS_FILE, settings)
-        print(f"Discord/Teams stand-in on {server.origin}; settings in {directory / SETTINGS_FILE}", flush=True)
-        while not stop.wait(0.5):
-            pass
+        standalone.serve(where, settings, f"Discord/Teams stand-in on {server.origin}")
     return 0
 
 

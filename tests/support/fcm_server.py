@@ -28,13 +28,11 @@ reach it there:
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import os
 import re
 import shutil
-import signal
 import ssl
 import tempfile
 import threading
@@ -50,6 +48,8 @@ import pytest
 import trustme
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.support import standalone
 
 GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
@@ -557,7 +557,6 @@ def fcm_server():
 
 # Running on its own (`make run`, benchmarks).
 
-SETTINGS_FILE = "settings.json"
 KEY_FILE = "service-account.json"
 CLIENT_SETTINGS = ("FCM_CREDENTIALS_FILE", "FCM_API_BASE", "FCM_CA_FILE")
 
@@ -569,52 +568,29 @@ def client_settings(server: FcmServer, credentials_file: str) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve a stand-in until SIGTERM or Ctrl-C, its CA, certificate and key kept in --dir with settings.json."""
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.support.fcm_server",
-        description="A local FCM for development: Google's OAuth token endpoint and FCM's HTTP v1 send, over TLS.",
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0: a free one (settings.json names it)")
-    parser.add_argument(
-        "--dir", type=Path, required=True, help="the CA, the certificate, the service-account key and settings.json"
-    )
-    parser.add_argument("--project", default="hato-test", help="the Firebase project id of a new key")
-    parser.add_argument("--quiet", action="store_true", help="no line per send")
-    args = parser.parse_args(argv)
-    directory = args.dir.resolve()
-    directory.mkdir(parents=True, exist_ok=True)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    found = standalone.parser("tests.support.fcm_server", "A local FCM for development: Google's OAuth token "
+                              "endpoint and FCM's HTTP v1 send, over TLS.",
+                              "the CA, the certificate, the service-account key")  # fmt: skip
+    found.add_argument("--project", default="hato-test", help="the Firebase project id of a new key")
+    args = found.parse_args(argv)
+    where = standalone.directory(args)
 
     def tell(token: str, status: int, what: str) -> None:
         # The token's last 8 characters only: it is the phone's secret.
         print(f"{status} {'send' if status == 200 else 'refused'} to …{token[-8:]}: {what!r}", flush=True)
 
-    with FcmServer(args.port, directory, args.host) as server:
+    with FcmServer(args.port, where, args.host) as server:
         server.state.record = False
         server.state.on_send = None if args.quiet else tell
-        key = directory / KEY_FILE
+        key = where / KEY_FILE
         if key.exists():
             credentials = server.adopt_service_account(key)
         else:
-            credentials = server.service_account(directory, args.project, name=KEY_FILE)
-        # Written once it serves: a supervisor that removed the old file waits for this one to appear.
-        write_json(directory / SETTINGS_FILE, client_settings(server, credentials))
+            credentials = server.service_account(where, args.project, name=KEY_FILE)
         project = json.loads(key.read_text())["project_id"]
-        print(
-            f"FCM stand-in on {server.origin} (project {project}); settings in {directory / SETTINGS_FILE}", flush=True
-        )
-        while not stop.wait(0.5):
-            pass
+        standalone.serve(where, client_settings(server, credentials), f"FCM stand-in on {server.origin} "
+                         f"(project {project})")  # fmt: skip
     return 0
-
-
-def write_json(path: Path, data: dict) -> None:
-    """Write data to path at once (a reader never sees half a file)."""
-    partial = path.with_name(path.name + ".tmp")
-    partial.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(partial, path)
 
 
 if __name__ == "__main__":

@@ -25,24 +25,21 @@ restarts and writing the LINE_* settings there:
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import re
 import secrets
-import signal
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
-from tests.support.fcm_server import write_json
+from tests.support import standalone
 
 PUSH_PATH = "/v2/bot/message/push"
 RECIPIENT = re.compile(r"^[UCR][0-9a-f]{32}$")  # a user, group chat or multi-person chat id
@@ -327,27 +324,16 @@ def line_server():
 
 # Running on its own (`make run`).
 
-SETTINGS_FILE = "settings.json"
 TOKEN_FILE = "channel-access-token"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Serve a stand-in until SIGTERM or Ctrl-C, its token kept in --dir with settings.json."""
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.support.line_server",
-        description="A local LINE Messaging API for development: push messages.",
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0: a free one (settings.json names it)")
-    parser.add_argument("--dir", type=Path, required=True, help="the channel access token and settings.json")
-    parser.add_argument("--quiet", action="store_true", help="no line per push")
-    args = parser.parse_args(argv)
-    directory = args.dir.resolve()
-    directory.mkdir(parents=True, exist_ok=True)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    token_file = directory / TOKEN_FILE
+    found = standalone.parser("tests.support.line_server", "A local LINE Messaging API for development: push "
+                              "messages.", "the channel access token")  # fmt: skip
+    args = found.parse_args(argv)
+    where = standalone.directory(args)
+    token_file = where / TOKEN_FILE
     token = token_file.read_text().strip() if token_file.exists() else None
 
     def tell(to: str, status: int, what: str) -> None:
@@ -359,11 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         server.state.on_push = None if args.quiet else tell
         token_file.write_text(server.token)
         token_file.chmod(0o600)
-        # Written once it serves: a supervisor that removed the old file waits for this one to appear.
-        write_json(directory / SETTINGS_FILE, server.settings())
-        print(f"LINE stand-in on {server.origin}; settings in {directory / SETTINGS_FILE}", flush=True)
-        while not stop.wait(0.5):
-            pass
+        standalone.serve(where, server.settings(), f"LINE stand-in on {server.origin}")
     return 0
 
 

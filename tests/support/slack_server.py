@@ -24,23 +24,20 @@ directory across restarts and writing the settings that reach it there:
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import secrets
-import signal
 import string
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.support.fcm_server import write_json
+from tests.support import standalone
 
 TEAM_ID = "T0HATO0001"
 BOT_USER_ID = "U0HATOBOT1"
@@ -455,28 +452,17 @@ def slack_server():
 
 # Running on its own (`make run`).
 
-SETTINGS_FILE = "settings.json"
 STATE_FILE = "slack.json"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Serve a stand-in until SIGTERM or Ctrl-C, its token and webhooks kept in --dir with settings.json."""
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.support.slack_server",
-        description="A local Slack for development: chat.postMessage and webhooks.",
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0: a free one (settings.json names it)")
-    parser.add_argument("--dir", type=Path, required=True, help="the token, the webhooks and settings.json")
-    parser.add_argument("--enforce-rate", action="store_true", help="one message a second per channel, as Slack")
-    parser.add_argument("--quiet", action="store_true", help="no line per post")
-    args = parser.parse_args(argv)
-    directory = args.dir.resolve()
-    directory.mkdir(parents=True, exist_ok=True)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    kept_file = directory / STATE_FILE
+    found = standalone.parser("tests.support.slack_server", "A local Slack for development: chat.postMessage and "
+                              "webhooks.", "the token and the webhooks")  # fmt: skip
+    found.add_argument("--enforce-rate", action="store_true", help="one message a second per channel, as Slack")
+    args = found.parse_args(argv)
+    where = standalone.directory(args)
+    kept_file = where / STATE_FILE
     kept = json.loads(kept_file.read_text()) if kept_file.exists() else {}
 
     def tell(target: str, outcome: str, text: str) -> None:
@@ -488,13 +474,10 @@ def main(argv: list[str] | None = None) -> int:
         for hook in kept.get("hooks", []):
             server.state.hooks[hook["name"]] = Hook(**hook)
         webhook = server.webhook_url("default")
-        write_json(kept_file, {"token": server.token, "hooks": [asdict(h) for h in server.state.hooks.values()]})
+        hooks = [asdict(h) for h in server.state.hooks.values()]
+        standalone.write_json(kept_file, {"token": server.token, "hooks": hooks})
         kept_file.chmod(0o600)
-        # Written once it serves: a supervisor that removed the old file waits for this one to appear.
-        write_json(directory / SETTINGS_FILE, server.settings(SLACK_WEBHOOK_URL=webhook))
-        print(f"Slack stand-in on {server.origin}; settings in {directory / SETTINGS_FILE}", flush=True)
-        while not stop.wait(0.5):
-            pass
+        standalone.serve(where, server.settings(SLACK_WEBHOOK_URL=webhook), f"Slack stand-in on {server.origin}")
     return 0
 
 

@@ -29,7 +29,6 @@ directory across restarts and writing the TWILIO_* settings that reach it there:
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
 import dataclasses
@@ -40,7 +39,6 @@ import json
 import math
 import os
 import re
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -48,12 +46,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
 from twilio.request_validator import RequestValidator
+
+from tests.support import standalone
 
 API_VERSION = "2010-04-01"
 MESSAGES_PATH = re.compile(r"^/2010-04-01/Accounts/([^/]+)/Messages\.json$")
@@ -700,56 +699,34 @@ def twilio_server():
 
 # Running on its own (`make run`, benchmarks).
 
-SETTINGS_FILE = "settings.json"
 ACCOUNT_FILE = "account.json"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Serve a stand-in until SIGTERM or Ctrl-C, its credentials kept in --dir with settings.json."""
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.support.twilio_server",
-        description="A local Twilio for development: the Messages API, status callbacks and signed webhooks.",
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0: a free one (settings.json names it)")
-    parser.add_argument("--dir", type=Path, required=True, help="the account's credentials and settings.json")
-    parser.add_argument("--callback-delay", type=float, default=0.5, help="seconds between status callbacks")
-    parser.add_argument("--quiet", action="store_true", help="no line per send")
-    args = parser.parse_args(argv)
-    directory = args.dir.resolve()
-    directory.mkdir(parents=True, exist_ok=True)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    found = standalone.parser("tests.support.twilio_server", "A local Twilio for development: the Messages API, "
+                              "status callbacks and signed webhooks.", "the account's credentials")  # fmt: skip
+    found.add_argument("--callback-delay", type=float, default=0.5, help="seconds between status callbacks")
+    args = found.parse_args(argv)
+    where = standalone.directory(args)
 
     def tell(to: str, status: int, what: str) -> None:
         # The number's last 4 digits only: it is somebody's phone.
         print(f"{status} {'send' if status == 201 else 'refused'} to …{to[-4:]}: {what!r}", flush=True)
 
-    account = directory / ACCOUNT_FILE
+    account = where / ACCOUNT_FILE
     known = json.loads(account.read_text()) if account.exists() else {}
     with TwilioServer(args.port, args.host, callback_delay=args.callback_delay, **known) as server:
         server.state.record = False
         server.state.on_send = None if args.quiet else tell
         if not known:
-            write_json(account, {"account_sid": server.account_sid, "auth_token": server.auth_token,
-                                 "from_number": server.from_number,
-                                 "messaging_service_sid": server.messaging_service_sid})  # fmt: skip
+            standalone.write_json(account, {"account_sid": server.account_sid, "auth_token": server.auth_token,
+                                            "from_number": server.from_number,
+                                            "messaging_service_sid": server.messaging_service_sid})  # fmt: skip
             account.chmod(0o600)
-        # Written once it serves: a supervisor that removed the old file waits for this one to appear.
-        write_json(directory / SETTINGS_FILE, {k: str(v) for k, v in server.settings().items()})
-        print(f"Twilio stand-in on {server.origin} (account {server.account_sid}, from {server.from_number}); "
-              f"settings in {directory / SETTINGS_FILE}", flush=True)  # fmt: skip
-        while not stop.wait(0.5):
-            pass
+        standalone.serve(where, server.settings(), f"Twilio stand-in on {server.origin} (account "
+                         f"{server.account_sid}, from {server.from_number})")  # fmt: skip
     return 0
-
-
-def write_json(path: Path, data: dict) -> None:
-    """Write data to path at once (a reader never sees half a file)."""
-    partial = path.with_name(path.name + ".tmp")
-    partial.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(partial, path)
 
 
 if __name__ == "__main__":

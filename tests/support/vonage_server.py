@@ -34,19 +34,16 @@ secrets in a directory across restarts and writing the VONAGE_* settings there:
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
 import functools
 import hashlib
 import json
 import math
-import os
 import queue
 import re
 import secrets
 import shutil
-import signal
 import socket
 import ssl
 import tempfile
@@ -66,6 +63,8 @@ import pytest
 import trustme
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.support import standalone
 
 SEND_PATH = "/v1/messages"
 E164 = re.compile(r"^[1-9]\d{6,14}$")  # vonage_utils.types.PhoneNumber and the API's ToNumber: no "+", no "00"
@@ -758,48 +757,27 @@ def vonage_server():
 
 # Running on its own (`make run`, benchmarks).
 
-SETTINGS_FILE = "settings.json"
-
 
 def main(argv: list[str] | None = None) -> int:
     """Serve a stand-in until SIGTERM or Ctrl-C, its keys and secrets kept in --dir with settings.json."""
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.support.vonage_server",
-        description="A local Vonage Messages API for development: SMS sends, signed status and inbound webhooks.",
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0: a free one (settings.json names it)")
-    parser.add_argument("--dir", type=Path, required=True, help="the CA, certificate, application key, settings.json")
-    parser.add_argument("--status-url", default=None, help="the application's status webhook URL")
-    parser.add_argument("--number", default="447700900000", help="the account's number (VONAGE_FROM) of a new dir")
-    parser.add_argument("--quiet", action="store_true", help="no line per send")
-    args = parser.parse_args(argv)
-    directory = args.dir.resolve()
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    found = standalone.parser("tests.support.vonage_server", "A local Vonage Messages API for development: SMS "
+                              "sends, signed status and inbound webhooks.",
+                              "the CA, the certificate, the application key")  # fmt: skip
+    found.add_argument("--status-url", default=None, help="the application's status webhook URL")
+    found.add_argument("--number", default="447700900000", help="the account's number (VONAGE_FROM) of a new dir")
+    args = found.parse_args(argv)
+    where = standalone.directory(args)
 
     def tell(to: str, status: int, what: str) -> None:
         # The number's last 4 digits only: it is a person's phone.
         print(f"{status} {'sms' if status == 202 else 'refused'} to …{to[-4:]}: {what!r}", flush=True)
 
-    with VonageServer(args.port, directory, args.host, status_url=args.status_url, number=args.number) as server:
+    with VonageServer(args.port, where, args.host, status_url=args.status_url, number=args.number) as server:
         server.state.record = False
         server.state.on_send = None if args.quiet else tell
-        # Written once it serves: a supervisor that removed the old file waits for this one to appear.
-        write_json(directory / SETTINGS_FILE, {k: str(v) for k, v in server.settings().items()})
-        print(f"Vonage stand-in on {server.origin} (application {server.application.application_id}); "
-              f"settings in {directory / SETTINGS_FILE}", flush=True)  # fmt: skip
-        while not stop.wait(0.5):
-            pass
+        standalone.serve(where, server.settings(), f"Vonage stand-in on {server.origin} (application "
+                         f"{server.application.application_id})")  # fmt: skip
     return 0
-
-
-def write_json(path: Path, data: dict) -> None:
-    """Write data to path at once (a reader never sees half a file)."""
-    partial = path.with_name(path.name + ".tmp")
-    partial.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(partial, path)
 
 
 if __name__ == "__main__":
