@@ -209,6 +209,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("TWILIO_FROM", "", "str", help="the Twilio number SMS come from (E.164), when no messaging service is set"),
     Setting("TWILIO_MESSAGING_SERVICE_SID", "", "str", help="a Twilio messaging service (MG…) that picks the sender; wins over TWILIO_FROM"),
     Setting("TWILIO_API_BASE", "https://api.twilio.com", "str", help="Twilio REST origin (https; http only on a loopback host)"),
+    Setting("VONAGE_APPLICATION_ID", "", "str", help="Vonage application id: sends authenticate with its JWT (with VONAGE_PRIVATE_KEY_FILE)"),
+    Setting("VONAGE_PRIVATE_KEY_FILE", "", "str", help="the Vonage application's private key (PEM file)"),
+    Setting("VONAGE_API_KEY", "", "str", help="Vonage API key: Basic auth when no application is set"),
+    Setting("VONAGE_API_SECRET", "", "str", help="Vonage API secret, with VONAGE_API_KEY"),
+    Setting("VONAGE_SIGNATURE_SECRET", "", "str", help="Vonage signature secret: checks Vonage's signed webhooks"),
+    Setting("VONAGE_FROM", "", "str", help="the number or sender id Vonage SMS come from; Vonage is on with it and credentials"),
+    Setting("VONAGE_API_BASE", "https://api.nexmo.com", "str", help="Vonage Messages API origin (https; http only on a loopback host)"),
     Setting("FCM_TIMEOUT", 10.0, "float", 0.1, 300, "seconds for each step of one FCM request (connect, send, answer), the token request too"),
     Setting("BREAKER_FAILURES", 5, "int", 1, 1_000_000, "transient failures in the window that open a provider's breaker"),
     Setting("BREAKER_WINDOW_SECONDS", 30.0, "float", 0.1, DAY, "the breaker's failure window"),
@@ -392,6 +399,7 @@ def _value_problems(config: Mapping) -> list[str]:
     problems += _apns_problems(config)
     problems += _fcm_problems(config)
     problems += _twilio_problems(config)
+    problems += _vonage_problems(config)
     return [p for p in problems if p]
 
 
@@ -510,6 +518,20 @@ def _twilio_problems(config: Mapping) -> list[str]:
         problems.append("TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN go together: set both or neither")
     elif not (config["TWILIO_FROM"] or config["TWILIO_MESSAGING_SERVICE_SID"]):
         problems.append("Twilio needs a sender: TWILIO_FROM (a number of the account) or TWILIO_MESSAGING_SERVICE_SID")
+    return problems
+
+
+def _vonage_problems(config: Mapping) -> list[str]:
+    """Vonage: an https origin, and the application's key file readable (or an API key with its secret)."""
+    if not config["VONAGE_FROM"]:
+        return []
+    problems = [_https_problem("VONAGE_API_BASE", config["VONAGE_API_BASE"])]
+    if bool(config["VONAGE_APPLICATION_ID"]) != bool(config["VONAGE_PRIVATE_KEY_FILE"]):
+        problems.append("VONAGE_APPLICATION_ID and VONAGE_PRIVATE_KEY_FILE go together: set both or neither")
+    elif config["VONAGE_PRIVATE_KEY_FILE"] and not os.path.isfile(config["VONAGE_PRIVATE_KEY_FILE"]):
+        problems.append(f"VONAGE_PRIVATE_KEY_FILE={config['VONAGE_PRIVATE_KEY_FILE']!r} is not a file")
+    if bool(config["VONAGE_API_KEY"]) != bool(config["VONAGE_API_SECRET"]):
+        problems.append("VONAGE_API_KEY and VONAGE_API_SECRET go together: set both or neither")
     return problems
 
 

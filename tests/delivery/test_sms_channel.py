@@ -122,3 +122,31 @@ def test_twilio_down_is_a_retry_not_a_failure(app, twilio):
 
     assert deliver_batch("sms", [delivery.id]).get("pending") == 1
     assert (reload(delivery).status, reload(delivery).attempts) == ("pending", 1)
+
+
+@pytest.mark.committed
+def test_twilio_down_fails_over_to_vonage_and_nobody_gets_it_twice(app, twilio, monkeypatch):
+    from app.providers.vonage import close_clients as close_vonage
+    from tests.support.vonage_server import VonageServer
+
+    with VonageServer() as vonage:
+        for name, value in {**vonage.settings(), "SMS_PROVIDER": "twilio,vonage", "BREAKER_FAILURES": 1}.items():
+            monkeypatch.setitem(app.config, name, value)
+        twilio.script(PHONE, 20503)  # Twilio answers 503 to everything for this number
+        user = member()
+        first = sms_row(user, title="First")
+        note = NotificationFactory(user_id=user.id, type="sign-in", title="Second", body="Your code is 771204")
+        second = DeliveryFactory(notification_id=note.id, channel="sms")
+        db.session.commit()
+
+        deliver_batch("sms", [first.id, second.id])  # the first fails on Twilio and opens its breaker
+        assert (reload(first).status, reload(second).status) == ("pending", "sent")
+        db.session.execute(sa.text("UPDATE notification_deliveries SET next_attempt_at = now() WHERE id = :d"),
+                           {"d": first.id})  # fmt: skip
+        db.session.commit()
+        deliver_batch("sms", [first.id])
+        close_vonage()
+
+    assert reload(first).status == "sent" and reload(first).provider == "vonage"
+    assert sorted(m.text.split("\n")[0] for m in vonage.received) == ["First", "Second"]  # each once, by Vonage
+    assert twilio.received == []
