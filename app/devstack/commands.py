@@ -108,8 +108,8 @@ def start_phone_services(env: dict[str, str], signals: Signals, children: list[C
         env.update(settings)
         origin = settings.get("APNS_ENDPOINT") or settings.get("FCM_API_BASE") or settings.get("TWILIO_API_BASE")
         where = directory.relative_to(ROOT)
-        say(f"{label}: the local stand-in answers on {origin} (its key, CA and {STANDIN_SETTINGS} in {where}/)")
-        lines.append(f"  {label}: the local stand-in on {origin} (a line per push it takes, under `{child.name}`)")
+        say(f"{label}: the local stand-in answers on {origin} (what it keeps and {STANDIN_SETTINGS} in {where}/)")
+        lines.append(f"  {label}: the local stand-in on {origin} (a line per message it takes, under `{child.name}`)")
     return lines
 
 

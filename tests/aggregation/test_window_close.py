@@ -45,7 +45,11 @@ def test_one_email_when_the_window_closes_then_a_late_event_opens_a_new_window(a
     NotificationTypeFactory(type="like", default_email=True, aggregation_window=300)
     UserFactory(external_id="author", email="author@example.com")
     for n, actor in enumerate(["Alice", "Bob", "Carol", "Dave"]):
-        assert like(actor, n).pending == {"email": [], "push": []}  # nothing enqueued while the window is open
+        assert like(actor, n).pending == {
+            "email": [],
+            "push": [],
+            "sms": [],
+        }  # nothing enqueued while the window is open
 
     assert take_due(30, 100, []) == {}  # not due yet: the window is open
     close_windows()

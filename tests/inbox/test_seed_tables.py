@@ -165,13 +165,17 @@ def test_preference_matrix_for_user_42_keeps_security_email_on():
         ("comment", "email", False, "default"),
         ("comment", "in_app", True, "default"),
         ("comment", "push", True, "user"),
+        ("comment", "sms", False, "default"),  # SMS is on only for types that list it (default_channels)
         ("reservation_approved", "email", False, "user"),
         ("reservation_approved", "in_app", True, "default"),
         ("reservation_approved", "push", True, "default"),
+        ("reservation_approved", "sms", False, "default"),
         ("reservation_remind", "email", False, "default"),
         ("reservation_remind", "in_app", True, "default"),
         ("reservation_remind", "push", True, "default"),
+        ("reservation_remind", "sms", False, "default"),
         ("security", "email", True, "mandatory"),
         ("security", "in_app", True, "mandatory"),
         ("security", "push", False, "mandatory"),
+        ("security", "sms", False, "mandatory"),
     ]
