@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -68,3 +69,23 @@ def current(providers: list[str]) -> list[Problem]:
             data = json.loads(value)
             found.append(Problem(name, str(data.get("text", "")), float(data.get("at", 0))))
     return found
+
+
+class Noted:
+    """One provider's problem as this process told the dashboard: a send that works clears it, without a Redis
+    round trip per send while nothing was noted."""
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self._told = threading.Event()
+
+    def note(self, text: str) -> None:
+        """Tell every process's dashboard what the provider said about the configuration."""
+        self._told.set()
+        note(self.provider, text)
+
+    def solved(self) -> None:
+        """A send worked: the dashboard stops showing what this process noted."""
+        if self._told.is_set():
+            self._told.clear()
+            clear(self.provider)

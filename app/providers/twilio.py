@@ -20,15 +20,13 @@ Phone numbers are the member's: the logs name only their last digits.
 from __future__ import annotations
 
 import logging
-import os
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote
 
 import httpx
 
-from app.providers import problems
+from app.providers import httpclients, problems
 from app.providers.base import Message, PermanentError, Receipt, TransientError, register
 from app.providers.webpush import retry_after
 
@@ -39,6 +37,9 @@ RECIPIENT_ERRORS = {21211: "invalid_number", 21610: "unsubscribed", 21408: "regi
 RATE_LIMITED = 20429
 MISCONFIGURED = (20003, 20404, 21606, 21659)  # wrong SID/token, unknown account, a From that is not the account's
 ERROR_TEXT_MAX = 300
+
+# What this process told the dashboard (Twilio refuses the configuration).
+_noted = problems.Noted("twilio")
 
 
 @dataclass(frozen=True)
@@ -55,28 +56,6 @@ class TwilioSettings:
     def url(self) -> str:
         """The account's Messages resource."""
         return f"{self.api_base.rstrip('/')}/2010-04-01/Accounts/{quote(self.account_sid, safe='')}/Messages.json"
-
-
-_clients: dict[tuple, httpx.Client] = {}  # (process id, api base, timeout) -> a keep-alive client
-_clients_lock = threading.Lock()
-
-
-def _client(settings: TwilioSettings) -> httpx.Client:
-    key = (os.getpid(), settings.api_base, settings.timeout)
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is None:  # a forked worker makes its own: a parent's pooled sockets are not its to share
-            client = _clients[key] = httpx.Client(timeout=settings.timeout, follow_redirects=False)
-        return client
-
-
-def close_clients() -> None:
-    """Close this process's clients (tests; a worker's exit closes them anyway)."""
-    with _clients_lock:
-        clients = list(_clients.values())
-        _clients.clear()
-    for client in clients:
-        client.close()
 
 
 def number_hint(phone: str) -> str:
@@ -117,19 +96,23 @@ class TwilioProvider:
         settings = self.settings
         form = {"To": message.to, "Body": message.text, settings.sender[0]: settings.sender[1]}
         try:
-            response = _client(settings).post(settings.url, data=form, auth=(settings.account_sid, settings.auth_token))
+            response = httpclients.shared(settings.api_base, settings.timeout).post(
+                settings.url, data=form, auth=(settings.account_sid, settings.auth_token)
+            )
         except httpx.TimeoutException as exc:
             raise TransientError(f"Twilio did not answer in time ({type(exc).__name__})", kind="timeout") from None
         except httpx.HTTPError as exc:
             raise TransientError(f"Twilio connection: {type(exc).__name__}: {exc}", kind="connection") from None
         if response.status_code in (200, 201):
-            _problem_solved()
-            return Receipt(self.name, _json(response).get("sid") or "", response_code=response.status_code)
+            _noted.solved()
+            return Receipt(
+                self.name, httpclients.json_object(response).get("sid") or "", response_code=response.status_code
+            )
         raise self._failure(message.to, response)
 
     def _failure(self, phone: str, response: httpx.Response) -> PermanentError | TransientError:
         """The error for a refused request (module docstring)."""
-        status, body = response.status_code, _json(response)
+        status, body = response.status_code, httpclients.json_object(response)
         code = body.get("code") if isinstance(body.get("code"), int) else None
         detail = str(body.get("message") or response.text)[:ERROR_TEXT_MAX].replace(phone, number_hint(phone))
         text = f"Twilio {status} {code or ''}: {detail}".replace("  ", " ")
@@ -142,32 +125,9 @@ class TwilioProvider:
             return PermanentError(text, kind=RECIPIENT_ERRORS[code], response_code=status)
         if status == 401 or code in MISCONFIGURED:
             log.warning("Twilio refuses Hato's configuration: %s", text)
-            _note_problem(text)
+            _noted.note(text)
             return PermanentError(text, kind="misconfigured", response_code=status)
         return PermanentError(text, kind=f"twilio_{code}" if code else f"http_{status}", response_code=status)
-
-
-_noted = threading.Event()  # this process told the dashboard Twilio refuses the configuration
-
-
-def _note_problem(text: str) -> None:
-    _noted.set()
-    problems.note("twilio", text)  # for every process's dashboard
-
-
-def _problem_solved() -> None:
-    """A send worked after this process noted a configuration problem: the dashboard stops showing it."""
-    if _noted.is_set():
-        _noted.clear()
-        problems.clear("twilio")
-
-
-def _json(response: httpx.Response) -> dict:
-    try:
-        body = response.json()
-    except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}
 
 
 register("twilio")(TwilioProvider.from_config)

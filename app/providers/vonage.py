@@ -15,7 +15,6 @@ keep-alive httpx client per process. Answers (RFC 7807 problem documents):
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Mapping
@@ -25,13 +24,16 @@ from pathlib import Path
 import httpx
 from vonage_jwt import JwtClient
 
-from app.providers import problems
+from app.providers import httpclients, problems
 from app.providers.base import Message, PermanentError, Receipt, TransientError, register
 from app.providers.twilio import number_hint
 from app.providers.webpush import retry_after
 
 JWT_REUSE_SECONDS = 10 * 60  # vonage_jwt's tokens live 15 minutes: a new one well before Vonage refuses it
 ERROR_TEXT_MAX = 300
+
+# What this process told the dashboard (Vonage refuses the account or its configuration).
+_noted = problems.Noted("vonage")
 
 
 @dataclass(frozen=True)
@@ -45,28 +47,6 @@ class VonageSettings:
     private_key: str = ""  # PEM text of the application's key
     api_key: str = ""
     api_secret: str = ""
-
-
-_clients: dict[tuple, httpx.Client] = {}  # (process id, api base, timeout) -> a keep-alive client
-_clients_lock = threading.Lock()
-
-
-def _client(settings: VonageSettings) -> httpx.Client:
-    key = (os.getpid(), settings.api_base, settings.timeout)
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is None:  # a forked worker makes its own
-            client = _clients[key] = httpx.Client(timeout=settings.timeout, follow_redirects=False)
-        return client
-
-
-def close_clients() -> None:
-    """Close this process's clients (tests)."""
-    with _clients_lock:
-        clients = list(_clients.values())
-        _clients.clear()
-    for client in clients:
-        client.close()
 
 
 class VonageProvider:
@@ -108,14 +88,16 @@ class VonageProvider:
                 "client_ref": str(message.delivery_id)}  # fmt: skip
         url = f"{self.settings.api_base.rstrip('/')}/v1/messages"
         try:
-            response = _client(self.settings).post(url, json=body, **self._auth())
+            response = httpclients.shared(self.settings.api_base, self.settings.timeout).post(
+                url, json=body, **self._auth()
+            )
         except httpx.TimeoutException as exc:
             raise TransientError(f"Vonage did not answer in time ({type(exc).__name__})", kind="timeout") from None
         except httpx.HTTPError as exc:
             raise TransientError(f"Vonage connection: {type(exc).__name__}: {exc}", kind="connection") from None
         if response.status_code == 202:
-            _problem_solved()
-            return Receipt(self.name, _json(response).get("message_uuid") or "", response_code=202)
+            _noted.solved()
+            return Receipt(self.name, httpclients.json_object(response).get("message_uuid") or "", response_code=202)
         raise self._failure(message.to, response)
 
     def _auth(self) -> dict:
@@ -130,7 +112,7 @@ class VonageProvider:
 
     def _failure(self, phone: str, response: httpx.Response) -> PermanentError | TransientError:
         """The error for a refused request (module docstring)."""
-        status, body = response.status_code, _json(response)
+        status, body = response.status_code, httpclients.json_object(response)
         detail = str(body.get("detail") or body.get("title") or response.text)[:ERROR_TEXT_MAX]
         text = f"Vonage {status} {body.get('title') or ''}: {detail}".replace(phone.lstrip("+"), number_hint(phone))
         if status == 429 or status >= 500:
@@ -138,38 +120,15 @@ class VonageProvider:
             kind = "rate_limited" if status == 429 else f"http_{status}"
             return TransientError(text, kind=kind, retry_after=wait, response_code=status)
         if status == 402:
-            _note_problem(text)
+            _noted.note(text)
             return TransientError(text, kind="low_balance", response_code=status)
         if status in (401, 403):
-            _note_problem(text)
+            _noted.note(text)
             return PermanentError(text, kind="misconfigured", response_code=status)
         fields = {str(item.get("name")) for item in body.get("invalid_parameters") or () if isinstance(item, dict)}
         if status == 422 and "to" in fields:
             return PermanentError(text, kind="invalid_number", response_code=status)
         return PermanentError(text, kind=f"http_{status}", response_code=status)
-
-
-_noted = threading.Event()  # this process told the dashboard Vonage refuses the account or its configuration
-
-
-def _note_problem(text: str) -> None:
-    _noted.set()
-    problems.note("vonage", text)  # for every process's dashboard
-
-
-def _problem_solved() -> None:
-    """A send worked after this process noted a problem: the dashboard stops showing it."""
-    if _noted.is_set():
-        _noted.clear()
-        problems.clear("vonage")
-
-
-def _json(response: httpx.Response) -> dict:
-    try:
-        body = response.json()
-    except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}
 
 
 register("vonage")(VonageProvider.from_config)

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.models import MessageTemplate
-from app.providers.twilio import close_clients
+from app.providers.httpclients import close_all
 from jobs.delivery import deliver_batch
 from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
 from tests.support.delivery import reload
@@ -24,7 +24,7 @@ def twilio(app, monkeypatch):
         for name, value in {**server.settings(), "SMS_PROVIDER": "twilio"}.items():
             monkeypatch.setitem(app.config, name, value)
         yield server
-    close_clients()
+    close_all()
 
 
 def member(phone: str | None = PHONE, verified: bool = True, consent: bool = True, locale: str = "en"):
@@ -126,7 +126,6 @@ def test_twilio_down_is_a_retry_not_a_failure(app, twilio):
 
 @pytest.mark.committed
 def test_twilio_down_fails_over_to_vonage_and_nobody_gets_it_twice(app, twilio, monkeypatch):
-    from app.providers.vonage import close_clients as close_vonage
     from tests.support.vonage_server import VonageServer
 
     with VonageServer() as vonage:
@@ -145,7 +144,7 @@ def test_twilio_down_fails_over_to_vonage_and_nobody_gets_it_twice(app, twilio, 
                            {"d": first.id})  # fmt: skip
         db.session.commit()
         deliver_batch("sms", [first.id])
-        close_vonage()
+        close_all()
 
     assert reload(first).status == "sent" and reload(first).provider == "vonage"
     assert sorted(m.text.split("\n")[0] for m in vonage.received) == ["First", "Second"]  # each once, by Vonage

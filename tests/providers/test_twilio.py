@@ -6,7 +6,8 @@ import pytest
 
 from app.providers import problems
 from app.providers.base import Message, PermanentError, TransientError
-from app.providers.twilio import TwilioProvider, close_clients
+from app.providers.httpclients import close_all
+from app.providers.twilio import TwilioProvider
 from tests.support.twilio_server import TwilioServer
 
 TO = "+819012345678"
@@ -16,7 +17,7 @@ TO = "+819012345678"
 def twilio(app):
     with TwilioServer(callback_delay=0) as server:
         yield server
-    close_clients()
+    close_all()
 
 
 def provider(app, server: TwilioServer, **overrides) -> TwilioProvider:

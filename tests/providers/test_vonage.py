@@ -6,7 +6,8 @@ import pytest
 
 from app.providers import problems
 from app.providers.base import Message, PermanentError, TransientError
-from app.providers.vonage import VonageProvider, close_clients
+from app.providers.httpclients import close_all
+from app.providers.vonage import VonageProvider
 from tests.support.vonage_server import VonageServer
 
 TO = "+819012345678"
@@ -16,7 +17,7 @@ TO = "+819012345678"
 def vonage(app):
     with VonageServer() as server:
         yield server
-    close_clients()
+    close_all()
 
 
 def provider(app, server: VonageServer, **overrides) -> VonageProvider:
