@@ -2,6 +2,7 @@
 
 from app.models.aggregation import NotificationEvent
 from app.models.api import ApiKey, IdempotencyKey, LoginLink
+from app.models.chat import CHAT_PROVIDERS, ChatAccount
 from app.models.console import (
     AUDIENCE_KINDS,
     CAMPAIGN_STATUSES,
@@ -59,6 +60,8 @@ __all__ = [
     "ApiKey",
     "IdempotencyKey",
     "LoginLink",
+    "CHAT_PROVIDERS",
+    "ChatAccount",
     "ATTEMPT_OUTCOMES",
     "PROVIDER_EVENTS",
     "PROVIDER_STATUSES",
