@@ -22,6 +22,7 @@ from wtforms.widgets import CheckboxInput, ListWidget
 from app.api_keys.scopes import DEFAULT_SCOPES, SCOPE_LABELS
 from app.console.labels import PRIORITY_LABELS, ROLE_LABELS
 from app.delivery.channels import member_channels
+from app.delivery.rich_json import MAX_SOURCE_BYTES as RICH_JSON_MAX
 from app.limits import (
     API_KEY_NAME_MAX,
     DESCRIPTION_MAX,
@@ -181,6 +182,16 @@ class TemplateForm(FlaskForm):
         lazy_gettext("Subtitle on iPhones"), validators=[Optional(), Length(max=TEMPLATE_SUBJECT_MAX)]
     )
     mobile_body = TextAreaField(lazy_gettext("Body on phones"), validators=[Optional(), Length(max=TEMPLATE_MAX)])
+    # Chat's rich parts: JSON whose strings are templates, checked by app/delivery/rich_json.py.
+    slack_blocks = TextAreaField(
+        lazy_gettext("Slack blocks (Block Kit JSON)"), validators=[Optional(), Length(max=RICH_JSON_MAX)]
+    )
+    teams_card = TextAreaField(
+        lazy_gettext("Teams card (Adaptive Card JSON)"), validators=[Optional(), Length(max=RICH_JSON_MAX)]
+    )
+    line_flex = TextAreaField(
+        lazy_gettext("LINE Flex message (JSON)"), validators=[Optional(), Length(max=RICH_JSON_MAX)]
+    )
     user_locale = StringField(
         lazy_gettext("Preview for a user whose locale is"), validators=[Optional(), Length(max=LOCALE_MAX)]
     )

@@ -48,7 +48,8 @@ ORDER BY d.id
 
 TEMPLATES_SQL = sa.text(
     """
-SELECT type, locale, subject, body_text, body_html, mobile_title, mobile_subtitle, mobile_body
+SELECT type, locale, subject, body_text, body_html, mobile_title, mobile_subtitle, mobile_body,
+       slack_blocks, teams_card, line_flex
 FROM message_templates
 WHERE channel = :channel AND type = ANY(CAST(:types AS text[]))
 """
@@ -109,6 +110,9 @@ class Template:
     mobile_title: str = ""  # push: what phones show instead ('' falls back to subject / body_text)
     mobile_subtitle: str = ""
     mobile_body: str = ""
+    slack_blocks: str = ""  # chat: optional rich JSON per service (app/delivery/rich_json.py); '' sends the text
+    teams_card: str = ""
+    line_flex: str = ""
 
 
 def claimed_batch(ids: list[int]) -> list[BatchRow]:
@@ -124,7 +128,8 @@ def templates_for(channel: str, types: set[str]) -> dict[tuple[str, str], Templa
         return {}
     rows = db.session.execute(TEMPLATES_SQL, {"channel": channel, "types": sorted(types)})
     return {(r.type, r.locale): Template(r.subject, r.body_text, r.body_html, r.mobile_title, r.mobile_subtitle,
-                                         r.mobile_body) for r in rows}  # fmt: skip
+                                         r.mobile_body, r.slack_blocks, r.teams_card, r.line_flex)
+            for r in rows}  # fmt: skip
 
 
 UNSUBSCRIBE_INFO_SQL = sa.text(

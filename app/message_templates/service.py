@@ -15,7 +15,10 @@ from app.notification_types import queries as type_queries
 from app.refusal import Refused
 
 # Every part a template may have; a channel keeps those it names (Channel.template_parts), the rest stay ''.
-PARTS = ("subject", "body_text", "body_html", "mobile_title", "mobile_subtitle", "mobile_body")
+PARTS = (
+    "subject", "body_text", "body_html", "mobile_title", "mobile_subtitle", "mobile_body",
+    "slack_blocks", "teams_card", "line_flex",
+)  # fmt: skip
 TEMPLATE_FIELDS = ("type", "channel", "locale", *PARTS)
 
 

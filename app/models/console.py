@@ -52,6 +52,10 @@ class TemplateVersion(db.Model):
     mobile_title: Mapped[str] = mapped_column(sa.Text, server_default="")
     mobile_subtitle: Mapped[str] = mapped_column(sa.Text, server_default="")
     mobile_body: Mapped[str] = mapped_column(sa.Text, server_default="")
+    # chat (0029): optional rich JSON per service, its strings templates (app/delivery/rich_json.py)
+    slack_blocks: Mapped[str] = mapped_column(sa.Text, server_default="")
+    teams_card: Mapped[str] = mapped_column(sa.Text, server_default="")
+    line_flex: Mapped[str] = mapped_column(sa.Text, server_default="")
     updated_by: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
 
