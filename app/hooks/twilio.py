@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from urllib.parse import parse_qsl
 
-from flask_babel import lazy_gettext as _l
+from flask_babel import lazy_gettext
 from twilio.request_validator import RequestValidator
 from werkzeug.datastructures import MultiDict
 
@@ -58,10 +58,10 @@ def form(body: bytes) -> MultiDict:
 def verify(auth_token: str, url: str, fields: MultiDict, signature: str | None) -> None:
     """Check X-Twilio-Signature over url and fields; raise Refused (401) when it is missing or wrong."""
     if not signature:
-        raise Refused(401, _l("The request carries no Twilio signature."))
+        raise Refused(401, lazy_gettext("The request carries no Twilio signature."))
     # validate() also tries the URL with and without its port, as Twilio's own libraries do.
     if not RequestValidator(auth_token).validate(url, fields, signature.strip()):
-        raise Refused(401, _l("The Twilio signature does not match."))
+        raise Refused(401, lazy_gettext("The Twilio signature does not match."))
 
 
 def _field(fields: MultiDict, name: str) -> str:

@@ -17,7 +17,7 @@ import hmac
 import json
 
 import jwt
-from flask_babel import lazy_gettext as _l
+from flask_babel import lazy_gettext
 
 from app.hooks.formats import DETAIL_TEXT_MAX, Parsed, PayloadError, ProviderEventIn, from_iso
 from app.hooks.sms_formats import TEXT_MAX, InboundSms, e164
@@ -38,21 +38,21 @@ def verify(secret: str, authorization: str | None, body: bytes, now: float, max_
     """Check the signed webhook's JWT, its payload_hash against body and its age; raise Refused (401)."""
     scheme, _, token = (authorization or "").strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise Refused(401, _l("The request carries no Vonage signature."))
+        raise Refused(401, lazy_gettext("The request carries no Vonage signature."))
     try:
         claims = jwt.decode(token.strip(), secret, algorithms=["HS256"],
                             options={"require": ["iat", "payload_hash"], "verify_aud": False})  # fmt: skip
     except jwt.PyJWTError:
-        raise Refused(401, _l("The Vonage signature does not match.")) from None
+        raise Refused(401, lazy_gettext("The Vonage signature does not match.")) from None
     expected = hashlib.sha256(body).hexdigest()
     if not hmac.compare_digest(expected, str(claims["payload_hash"]).lower()):
-        raise Refused(401, _l("The Vonage signature is for another body."))
+        raise Refused(401, lazy_gettext("The Vonage signature is for another body."))
     try:
         signed_at = float(claims["iat"])
     except (TypeError, ValueError):
-        raise Refused(401, _l("The Vonage signature does not match.")) from None
+        raise Refused(401, lazy_gettext("The Vonage signature does not match.")) from None
     if abs(now - signed_at) > max_age:
-        raise Refused(401, _l("The webhook timestamp is too old (or in the future): a replay is refused."))
+        raise Refused(401, lazy_gettext("The webhook timestamp is too old (or in the future): a replay is refused."))
 
 
 def _document(body: bytes) -> dict:

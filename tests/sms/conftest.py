@@ -123,7 +123,8 @@ def sent_sms(make_delivery):
     """An SMS delivery a provider took, with the message id it answered."""
 
     def _sent(user, provider: str = "twilio", message_id: str | None = None):
-        delivery = make_delivery(user=user, channel="sms", status="sent", attempts=1, provider=provider)
+        delivery = make_delivery(user=user, channel="sms", status="sent", attempts=1, provider=provider,
+                                 sent_at=datetime.now(UTC))  # fmt: skip
         delivery.provider_message_id = message_id or new_sid("SM")
         db.session.flush()
         return delivery
