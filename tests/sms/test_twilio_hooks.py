@@ -235,3 +235,28 @@ def test_a_reply_from_a_short_code_changes_nothing(twilio_hook):
     member()
     assert twilio_hook.inbound("STOP", from_="12345").status_code == 200
     assert count("sms_suppressions") == 0
+
+
+# -- the door itself
+
+
+def test_the_sms_hooks_are_rate_limited_per_provider_and_client(app, twilio_hook, monkeypatch):
+    monkeypatch.setitem(app.config, "HOOK_RATE_LIMIT", "2 per minute")
+    answers = [twilio_hook.inbound("hello", signature="bad").status_code for _ in range(3)]
+    assert answers == [401, 401, 429]
+    assert twilio_hook.inbound("hello").mimetype == "application/problem+json"
+
+
+def test_the_sms_hooks_need_no_csrf_token_and_set_no_cookie(app, twilio_hook, monkeypatch):
+    monkeypatch.setitem(app.config, "WTF_CSRF_ENABLED", True)
+    response = twilio_hook.inbound("HELP")
+    assert response.status_code == 200 and "Set-Cookie" not in response.headers
+
+
+@pytest.mark.parametrize("text, ok", [("Reply STOP to stop.", True), ("", False), ("   ", False), ("x" * 321, False)])
+def test_the_help_text_is_checked_at_start(text, ok):
+    from app.config import Config, check
+    from app.providers.registry import registered_names
+
+    found = check(vars(Config({"SECRET_KEY": "k" * 48, "HATO_DEV": "0", "SMS_HELP_TEXT": text})), registered_names())
+    assert any(p.startswith("SMS_HELP_TEXT") for p in found) is not ok, found
