@@ -47,6 +47,7 @@ REFERENCE = {
     "login_links",
     "push_subscriptions",  # unique by endpoint, read with its user's deliveries
     "email_suppressions",
+    "sms_suppressions",  # numbers that replied STOP (issue 29): read with every SMS batch, written by replies
     "message_templates",
     "message_template_versions",
     "campaigns",
