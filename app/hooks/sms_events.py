@@ -11,17 +11,21 @@ deliveries only and never touching e-mail suppressions:
 
 Replies: STOP and its like suppress the number and withdraw every member's consent there (source keyword);
 START and UNSTOP lift it (app/users/sms.py says whose consent comes back); HELP is answered with SMS_HELP_TEXT.
+A keyword acts once per provider message id (remembered in Redis for REPLY_MEMORY_SECONDS): Twilio's signature
+has no time in it, so a captured STOP posted again after the member's START would otherwise undo it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Mapping
 
 import sqlalchemy as sa
 
-from app.extensions import db
+from app import keyspace
+from app.extensions import db, redis
 from app.hooks import service
 from app.hooks.formats import ProviderEventIn
 from app.hooks.sms_formats import InboundSms, keyword
@@ -33,6 +37,8 @@ from app.users import sms as sms_users
 from app.webhooks import service as webhooks
 
 log = logging.getLogger(__name__)
+
+REPLY_MEMORY_SECONDS = 7 * 86_400
 
 DELIVERIES_SQL = sa.text(
     """
@@ -117,11 +123,28 @@ def _apply(fresh: list[tuple[ProviderEventIn, tuple[int, int]]], recipient_error
         webhooks.emit_many("delivery.delivered", delivered)
 
 
+def _reply_key(inbound: InboundSms) -> str:
+    digest = hashlib.sha256(f"{inbound.provider}:{inbound.message_id}".encode()).hexdigest()
+    return keyspace.key("hooks", "sms-reply", digest)
+
+
+def release_reply(inbound: InboundSms) -> None:
+    """Forget a reply whose effects were not committed after all, so the provider's retry of it acts."""
+    redis.client().delete(_reply_key(inbound))
+
+
 def reply(inbound: InboundSms) -> str | None:
-    """Act on a reply's keyword in the caller's transaction: stop, start or help (answered by the caller); None."""
+    """Act on a reply's keyword in the caller's transaction: stop, start or help (answered by the caller); None.
+
+    A reply already acted on (the same message id) is None. Raises RedisError when the replay check cannot run;
+    the caller gives the claim back (release_reply) if its transaction does not commit.
+    """
     word = keyword(inbound.text)
     if word is None or not inbound.phone:
         return None  # a conversation, or a sender that is no phone number: nothing to change
+    if not redis.client().set(_reply_key(inbound), b"1", nx=True, ex=REPLY_MEMORY_SECONDS):
+        log.info("SMS reply %s from %s was acted on before: ignored", inbound.message_id, mask(inbound.phone))
+        return None
     detail = f"{inbound.provider} {inbound.message_id}: {inbound.text.strip()[:20]}"
     if word == "stop":
         members = sms_users.stop_number(db.session, inbound.phone, inbound.provider, detail)

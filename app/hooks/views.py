@@ -180,6 +180,36 @@ def _vonage_verified() -> bytes:
     return body
 
 
+class _Unavailable(Exception):
+    """Redis is down: the reply cannot be checked for a replay, so the provider is asked to retry."""
+
+
+@bp.errorhandler(_Unavailable)
+def sms_unavailable(_error: _Unavailable):
+    response = problem(503, gettext("The service is temporarily unavailable."))
+    response.headers["Retry-After"] = "30"
+    return response
+
+
+def _acted_on(inbound) -> str | None:
+    """The reply's keyword once it is acted on and committed (None: no keyword, or acted on before)."""
+    try:
+        word = sms_events.reply(inbound)
+    except RedisError as exc:
+        log.warning("SMS reply: Redis unavailable for the replay check: %s", exc)
+        raise _Unavailable from None
+    try:
+        commit()
+    except Exception:
+        if word is not None:
+            try:
+                sms_events.release_reply(inbound)
+            except RedisError:
+                log.warning("SMS reply: could not give back its claim; the provider's retry will be ignored")
+        raise
+    return word
+
+
 @bp.post("/providers/twilio")
 @limiter.limit(lambda: current_app.config["HOOK_RATE_LIMIT"], key_func=_sms_limit_key)
 def twilio_status():
@@ -194,8 +224,7 @@ def twilio_status():
 @limiter.limit(lambda: current_app.config["HOOK_RATE_LIMIT"], key_func=_sms_limit_key)
 def twilio_inbound():
     """A member's SMS to the Twilio number: act on STOP / START; TwiML answers HELP with the help text."""
-    word = sms_events.reply(twilio.parse_inbound(_twilio_verified()))
-    commit()
+    word = _acted_on(twilio.parse_inbound(_twilio_verified()))
     answer = MessagingResponse()
     if word == "help":
         answer.message(current_app.config["SMS_HELP_TEXT"])
@@ -217,8 +246,7 @@ def vonage_status():
 def vonage_inbound():
     """A member's SMS to the Vonage number: act on STOP / START; HELP is answered by an SMS through Vonage."""
     inbound = vonage.parse_inbound(_vonage_verified())
-    word = sms_events.reply(inbound) if inbound is not None else None
-    commit()
+    word = _acted_on(inbound) if inbound is not None else None
     # Vonage's webhook takes no reply text: the answer is an SMS of its own, once the keyword is recorded.
     answered = word == "help" and inbound is not None and sms_events.send_help(current_app.config, inbound)
     return jsonify({"keyword": word, "answered": answered})

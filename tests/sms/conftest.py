@@ -66,8 +66,8 @@ class TwilioPoster:
             params["ErrorCode"] = str(error_code)
         return self.post(TWILIO_STATUS, params, **kwargs)
 
-    def inbound(self, body: str, from_: str = PHONE, **kwargs):
-        sid = new_sid("SM")
+    def inbound(self, body: str, from_: str = PHONE, sid: str | None = None, **kwargs):
+        sid = sid or new_sid("SM")
         params = {"ToCountry": "JP", "SmsMessageSid": sid, "NumMedia": "0", "SmsSid": sid, "SmsStatus": "received",
                   "Body": body, "To": self.server.from_number, "NumSegments": "1", "MessageSid": sid,
                   "AccountSid": self.server.account_sid, "From": from_, "ApiVersion": "2010-04-01",

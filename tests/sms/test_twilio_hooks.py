@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import sqlalchemy as sa
 
@@ -195,6 +197,34 @@ def test_a_second_stop_records_nothing_twice(twilio_hook):
     twilio_hook.inbound("STOP")
     twilio_hook.inbound("STOP")
     assert consents(user) == [(False, "keyword")]
+
+
+def test_a_stop_posted_again_after_start_changes_nothing(twilio_hook):
+    user = member()
+    stop = "SM" + "5" * 32
+    twilio_hook.inbound("STOP", sid=stop)
+    twilio_hook.inbound("START")
+
+    replayed = twilio_hook.inbound("STOP", sid=stop)  # the same signed request, captured and posted again
+    assert replayed.status_code == 200 and replayed.get_data(as_text=True).endswith("<Response />")
+    assert reachable(user) and consents(user) == [(False, "keyword"), (True, "keyword")]
+
+
+def test_without_redis_a_reply_is_a_503_to_retry_and_changes_nothing(twilio_hook, monkeypatch):
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from app.hooks import sms_events
+
+    class Down:
+        def set(self, *args, **kwargs):
+            raise RedisConnectionError("Redis is down")
+
+    member()
+    before = snapshot()
+    monkeypatch.setattr(sms_events, "redis", SimpleNamespace(client=lambda: Down()))  # this check's Redis only
+    response = twilio_hook.inbound("STOP")
+    assert response.status_code == 503 and response.headers["Retry-After"].isdigit()  # Twilio retries later
+    assert snapshot() == before
 
 
 def test_a_suppressed_number_stays_out_when_the_api_opts_the_member_in_again(twilio_hook):
