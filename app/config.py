@@ -106,6 +106,8 @@ DAY = 86_400.0
 FCM_API = "https://fcm.googleapis.com"
 # Hosts an http:// URL may name (a local stand-in); anything else must be https.
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+SMS_HELP_TEXT = "Notifications from Hato. Reply STOP to stop these texts, START to get them again."
+SMS_HELP_TEXT_MAX = 320  # two GSM-7 parts, or five UCS-2 ones: a help text is short
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("HATO_DEV", False, "bool", help="dev mode (set by make run/test/bench): demo seed allowed, dev secrets accepted", key="DEV_MODE"),
@@ -205,7 +207,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SMS_PROVIDER", "", "str", help="SMS providers in failover order by registry name (twilio, vonage); empty: no SMS"),
     Setting("SMS_TIMEOUT", 10.0, "float", 0.1, 300, "seconds for one SMS provider request (connect, send, answer)"),
     Setting("TWILIO_ACCOUNT_SID", "", "str", help="Twilio account SID (AC…); Twilio is on with it, the token and a sender"),
-    Setting("TWILIO_AUTH_TOKEN", "", "str", help="Twilio auth token: authenticates sends and signs Twilio's callbacks"),
+    Setting("TWILIO_AUTH_TOKEN", "", "str", help="Twilio auth token: authenticates sends and signs Twilio's callbacks; empty: /hooks/providers/twilio is off"),
     Setting("TWILIO_FROM", "", "str", help="the Twilio number SMS come from (E.164), when no messaging service is set"),
     Setting("TWILIO_MESSAGING_SERVICE_SID", "", "str", help="a Twilio messaging service (MG…) that picks the sender; wins over TWILIO_FROM"),
     Setting("TWILIO_API_BASE", "https://api.twilio.com", "str", help="Twilio REST origin (https; http only on a loopback host)"),
@@ -213,9 +215,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("VONAGE_PRIVATE_KEY_FILE", "", "str", help="the Vonage application's private key (PEM file)"),
     Setting("VONAGE_API_KEY", "", "str", help="Vonage API key: Basic auth when no application is set"),
     Setting("VONAGE_API_SECRET", "", "str", help="Vonage API secret, with VONAGE_API_KEY"),
-    Setting("VONAGE_SIGNATURE_SECRET", "", "str", help="Vonage signature secret: checks Vonage's signed webhooks"),
+    Setting("VONAGE_SIGNATURE_SECRET", "", "str", help="Vonage signature secret: checks Vonage's signed webhooks; empty: /hooks/providers/vonage is off"),
     Setting("VONAGE_FROM", "", "str", help="the number or sender id Vonage SMS come from; Vonage is on with it and credentials"),
     Setting("VONAGE_API_BASE", "https://api.nexmo.com", "str", help="Vonage Messages API origin (https; http only on a loopback host)"),
+    Setting("SMS_HELP_TEXT", SMS_HELP_TEXT, "str", help="the answer to an SMS reply of HELP (at most 320 characters)"),
     Setting("FCM_TIMEOUT", 10.0, "float", 0.1, 300, "seconds for each step of one FCM request (connect, send, answer), the token request too"),
     Setting("BREAKER_FAILURES", 5, "int", 1, 1_000_000, "transient failures in the window that open a provider's breaker"),
     Setting("BREAKER_WINDOW_SECONDS", 30.0, "float", 0.1, DAY, "the breaker's failure window"),
@@ -400,6 +403,8 @@ def _value_problems(config: Mapping) -> list[str]:
     problems += _fcm_problems(config)
     problems += _twilio_problems(config)
     problems += _vonage_problems(config)
+    if not config["SMS_HELP_TEXT"].strip() or len(config["SMS_HELP_TEXT"]) > SMS_HELP_TEXT_MAX:
+        problems.append(f"SMS_HELP_TEXT must be a text of 1 to {SMS_HELP_TEXT_MAX} characters (the answer to HELP)")
     return [p for p in problems if p]
 
 

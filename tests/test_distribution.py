@@ -37,6 +37,7 @@ DISTRIBUTED = {
     # A phone's token moves between users under an advisory lock on it (app/devices/service.py), not a global key.
     "devices",
     "sms_consents",  # a member's SMS consent history (issue 29)
+    "chat_accounts",  # a member's channel data per chat provider (issue 29), keyed (user_id, provider)
 }
 
 REFERENCE = {
@@ -47,6 +48,7 @@ REFERENCE = {
     "login_links",
     "push_subscriptions",  # unique by endpoint, read with its user's deliveries
     "email_suppressions",
+    "sms_suppressions",  # numbers that replied STOP (issue 29): read with every SMS batch, written by replies
     "message_templates",
     "message_template_versions",
     "campaigns",
@@ -117,8 +119,14 @@ def test_per_user_tables_are_distributed_or_named_as_lookups():
             )
         ).scalars()
     )
-    # push_receivers and sms_receivers are views (migrations 0022, 0025), not tables.
-    assert with_user - DISTRIBUTED <= {"login_links", "push_subscriptions", "push_receivers", "sms_receivers"}
+    # push_receivers, sms_receivers and chat_receivers are views (migrations 0022, 0025, 0026), not tables.
+    assert with_user - DISTRIBUTED <= {
+        "login_links",
+        "push_subscriptions",
+        "push_receivers",
+        "sms_receivers",
+        "chat_receivers",
+    }
 
 
 @pytest.mark.parametrize("table", sorted(DISTRIBUTED))

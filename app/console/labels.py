@@ -48,6 +48,12 @@ OUTCOME_LABELS = {
     "complained": lazy_gettext("complained"),
     "opened": lazy_gettext("opened"),
     "clicked": lazy_gettext("clicked"),
+    # what an SMS provider reported afterwards (issue 29)
+    "queued": lazy_pgettext("sms status", "queued"),
+    "read": lazy_pgettext("sms status", "read"),
+    "undelivered": lazy_pgettext("sms status", "undelivered"),
+    "failed": lazy_pgettext("sms status", "failed"),
+    "canceled": lazy_pgettext("sms status", "canceled"),
 }
 BREAKER_LABELS = {
     "closed": lazy_gettext("closed"),

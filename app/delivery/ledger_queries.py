@@ -23,7 +23,7 @@ PAGE_SIZE = 50
 LOG_STATUSES = DELIVERY_STATUSES
 
 ROW_COLUMNS = """d.id, d.channel, d.status, d.attempts, d.provider, d.error_kind, d.last_error, d.skip_reason,
-       d.route_rank, d.created_at, d.updated_at, d.sent_at, d.next_attempt_at,
+       d.provider_status, d.route_rank, d.created_at, d.updated_at, d.sent_at, d.next_attempt_at,
        n.id AS notification_id, n.type, n.title, n.campaign_id,
        u.id AS user_id, u.external_id, u.email"""
 
@@ -172,7 +172,7 @@ def dlq_facets() -> dict[str, list[tuple[str, int]]]:
 
 DELIVERY_SQL = sa.text(
     f"""
-SELECT {ROW_COLUMNS}, d.provider_message_id, d.provider_status, d.provider_status_at, d.locked_until,
+SELECT {ROW_COLUMNS}, d.provider_message_id, d.provider_status_at, d.locked_until,
        d.rendered_subject, d.rendered_body,
        n.body, n.link_path, n.data, n.in_app, n.read_at, n.dedupe_key, n.created_at AS notification_created_at,
        u.display_name, u.locale, u.timezone, t.label AS type_label, t.priority, c.name AS campaign_name

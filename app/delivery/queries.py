@@ -23,6 +23,7 @@ SELECT d.id, d.channel, d.attempts, d.locked_until, d.route_rank, d.created_at, 
        n.id AS notification_id, n.type, n.title, n.body, n.link_path, n.data, n.group_key,
        u.id AS user_id, u.email, u.display_name, u.locale, u.timezone, u.phone,
        (u.phone_verified_at IS NOT NULL AND u.phone_invalidated_at IS NULL) AS phone_usable, u.sms_opt_in,
+       EXISTS (SELECT 1 FROM sms_suppressions ss WHERE ss.phone = u.phone) AS sms_suppressed,
        t.sms_max_segments,
        u.quiet_hours_start, u.quiet_hours_end,
        t.label AS type_label, t.priority, t.mandatory,
@@ -97,6 +98,7 @@ class BatchRow:
     phone: str | None = None  # SMS: the member's number (E.164), whether it is verified and not refused,
     phone_usable: bool = False  # and whether they consent
     sms_opt_in: bool = False
+    sms_suppressed: bool = False  # the number replied STOP (sms_suppressions), whatever the consent says
     sms_max_segments: int = 3
 
 

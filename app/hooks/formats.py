@@ -89,7 +89,8 @@ def _from_epoch(value: object) -> datetime:
         return datetime.now(UTC)
 
 
-def _from_iso(value: object) -> datetime:
+def from_iso(value: object) -> datetime:
+    """An ISO 8601 time as the providers write it (Z, up to seven fractional digits); unreadable: now."""
     if isinstance(value, str) and value:
         text = value.strip().replace("Z", "+00:00")
         # Postmark writes seven fractional digits (.9070259); Python reads at most six.
@@ -351,7 +352,7 @@ def parse_postmark(body: bytes) -> Parsed:
         event=kind,
         message_ids=(item.message_id,) if item.message_id else (),
         recipient=item.recipient or item.email,
-        occurred_at=_from_iso(item.delivered_at or item.bounced_at or item.received_at),
+        occurred_at=from_iso(item.delivered_at or item.bounced_at or item.received_at),
         detail=_detail(
             type=item.type,
             type_code=item.type_code,

@@ -23,6 +23,7 @@ from app.models.delivery import (
     MessageTemplate,
     ProviderEvent,
     PushSubscription,
+    SmsSuppression,
 )
 from app.models.devices import DEVICE_PLATFORMS, Device
 from app.models.digests import DIGEST_KINDS, FREQUENCIES, DigestPreference, DigestRun, DigestTemplate
@@ -71,6 +72,7 @@ __all__ = [
     "EmailSuppression",
     "MessageTemplate",
     "PushSubscription",
+    "SmsSuppression",
     "DEVICE_PLATFORMS",
     "Device",
     "ROLES",

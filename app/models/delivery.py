@@ -13,8 +13,12 @@ from app.extensions import db
 _tz = sa.DateTime(timezone=True)
 
 ATTEMPT_OUTCOMES = ("sent", "transient", "permanent", "deferred", "expired")
-PROVIDER_EVENTS = ("delivered", "bounced", "soft_bounced", "complained", "opened", "clicked")
-PROVIDER_STATUSES = ("delivered", "bounced", "complained")  # in rising strength: a later event never weakens it
+# E-mail: delivered … clicked; SMS (issue 29): queued … canceled, from Twilio's and Vonage's status callbacks.
+PROVIDER_EVENTS = ("delivered", "bounced", "soft_bounced", "complained", "opened", "clicked",
+                   "queued", "sent", "read", "undelivered", "failed", "canceled")  # fmt: skip
+# In rising strength: a later event never weakens it. An SMS rises sent < delivered < read; canceled, undelivered
+# and failed are final (a late "sent" or "delivered" changes nothing); e-mail's delivered < bounced < complained.
+PROVIDER_STATUSES = ("sent", "delivered", "read", "canceled", "undelivered", "failed", "bounced", "complained")
 SUPPRESSION_REASONS = ("bounce", "complaint", "unsubscribe", "manual")
 
 
@@ -133,6 +137,18 @@ class EmailSuppression(db.Model):
     address: Mapped[str] = mapped_column(sa.Text, primary_key=True)  # stored lower-cased
     reason: Mapped[str] = mapped_column(sa.Text)
     detail: Mapped[str] = mapped_column(sa.Text, server_default="")
+    created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
+
+
+class SmsSuppression(db.Model):
+    """A phone number that replied STOP (or its like): no SMS goes to it, whoever has it, until it replies START."""
+
+    __tablename__ = "sms_suppressions"
+    __table_args__ = (sa.CheckConstraint(r"phone ~ '^\+[1-9][0-9]{6,14}$'", name="sms_suppressions_phone_e164"),)
+
+    phone: Mapped[str] = mapped_column(sa.Text, primary_key=True)  # E.164
+    provider: Mapped[str] = mapped_column(sa.Text)  # whose inbound hook heard it (twilio, vonage)
+    detail: Mapped[str] = mapped_column(sa.Text, server_default="")  # the keyword and the provider's message id
     created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
 
 

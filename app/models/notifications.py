@@ -9,6 +9,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.extensions import db
+from app.models.delivery import PROVIDER_STATUSES
 
 # standby: a later channel of a "first" chain waiting its turn; passed: this channel could not reach the member
 # and the chain went on to the next (migration 0018). The channel names are the registry's
@@ -263,7 +264,7 @@ class NotificationDelivery(db.Model):
         ),
         sa.Index("notification_deliveries_digest_idx", "digest_id", postgresql_where=sa.text("digest_id IS NOT NULL")),
         sa.CheckConstraint(  # what the provider reported after the send (app/hooks), strongest so far
-            "provider_status IS NULL OR provider_status IN ('delivered', 'bounced', 'complained')",
+            f"provider_status IS NULL OR provider_status IN {PROVIDER_STATUSES!r}",
             name="notification_deliveries_provider_status",
         ),
         sa.Index(  # provider events find their delivery by message id, with or without angle brackets (0013)

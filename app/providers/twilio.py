@@ -2,7 +2,8 @@
 
 `POST {TWILIO_API_BASE}/2010-04-01/Accounts/<TWILIO_ACCOUNT_SID>/Messages.json`, form-encoded, with HTTP Basic
 auth (the account SID and TWILIO_AUTH_TOKEN), `To` (E.164), `Body`, and `MessagingServiceSid` when
-TWILIO_MESSAGING_SERVICE_SID is set (Twilio picks the sender), else `From` (TWILIO_FROM). One keep-alive
+TWILIO_MESSAGING_SERVICE_SID is set (Twilio picks the sender), else `From` (TWILIO_FROM), and `StatusCallback`
+= BASE_URL + /hooks/providers/twilio, where Twilio posts the message's statuses (app/hooks). One keep-alive
 httpx client per process, shared by its threads. Answers, by Twilio's documented error codes:
 
 - 201: queued at Twilio; the Message sid (SM…) is the provider message id.
@@ -37,6 +38,7 @@ RECIPIENT_ERRORS = {21211: "invalid_number", 21610: "unsubscribed", 21408: "regi
 RATE_LIMITED = 20429
 MISCONFIGURED = (20003, 20404, 21606, 21659)  # wrong SID/token, unknown account, a From that is not the account's
 ERROR_TEXT_MAX = 300
+STATUS_CALLBACK_PATH = "/hooks/providers/twilio"  # app/hooks/views.py twilio_status
 
 # What this process told the dashboard (Twilio refuses the configuration).
 _noted = problems.Noted("twilio")
@@ -51,6 +53,7 @@ class TwilioSettings:
     sender: tuple[str, str]  # ("MessagingServiceSid", "MG…") or ("From", "+1…")
     api_base: str
     timeout: float
+    status_callback: str = ""  # where Twilio posts the message's statuses ('' : nowhere)
 
     @property
     def url(self) -> str:
@@ -80,7 +83,8 @@ class TwilioProvider:
         if not (sid and token and (service or number)):
             return None
         sender = ("MessagingServiceSid", service) if service else ("From", number)
-        settings = TwilioSettings(sid, token, sender, config["TWILIO_API_BASE"], float(config["SMS_TIMEOUT"]))
+        callback = config["BASE_URL"].rstrip("/") + STATUS_CALLBACK_PATH
+        settings = TwilioSettings(sid, token, sender, config["TWILIO_API_BASE"], float(config["SMS_TIMEOUT"]), callback)
         return cls(settings, float(config["RETRY_CAP_SECONDS"]))
 
     def __enter__(self) -> TwilioProvider:
@@ -95,6 +99,8 @@ class TwilioProvider:
             raise PermanentError("the recipient has no phone number", kind="no_number")
         settings = self.settings
         form = {"To": message.to, "Body": message.text, settings.sender[0]: settings.sender[1]}
+        if settings.status_callback:
+            form["StatusCallback"] = settings.status_callback
         try:
             response = httpclients.shared(settings.api_base, settings.timeout).post(
                 settings.url, data=form, auth=(settings.account_sid, settings.auth_token)

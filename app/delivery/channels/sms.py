@@ -4,7 +4,8 @@ The text is the type's plain-text template in the member's language (or the noti
 link), with absolute links. Its encoding decides its length (app/sms_text.py: GSM-7 160 characters, 153 per
 part once split; UCS-2, which Japanese always is, 70 and 67): a rendering over the type's sms_max_segments
 fails for good instead of going out as a wall of parts. A number the provider refuses for good is marked
-invalid, and a recipient who unsubscribed at the carrier (Twilio 21610) withdraws their consent.
+invalid, and a recipient who unsubscribed at the carrier (Twilio 21610) withdraws their consent. A number that
+replied STOP (app/hooks/sms_events.py) gets nothing, whatever its members' consent says, until it replies START.
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ class SmsChannel(Channel):
     born_skip = ("NOT sms_reachable(i.user_id)", "no_sms_number")
 
     def skip_reason(self, row: BatchRow) -> str | None:
-        """No number, one not verified or refused, or no consent (each may have changed since the row was born)."""
+        """No number, one that replied STOP, one not verified or refused, or no consent (each may have changed)."""
         if not row.phone:
             return "no_sms_number"
+        if row.sms_suppressed:  # replied STOP: only START from that number lifts it, not a consent set anew
+            return "sms_number_stopped"
         if not row.phone_usable:
             return "sms_number_unverified"
         if not row.sms_opt_in:
