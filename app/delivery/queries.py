@@ -23,7 +23,7 @@ SELECT d.id, d.channel, d.attempts, d.locked_until, d.route_rank, d.created_at, 
        n.id AS notification_id, n.type, n.title, n.body, n.link_path, n.data, n.group_key,
        u.id AS user_id, u.email, u.display_name, u.locale, u.timezone, u.phone,
        (u.phone_verified_at IS NOT NULL AND u.phone_invalidated_at IS NULL) AS phone_usable, u.sms_opt_in,
-       t.sms_max_segments,
+       t.sms_max_segments, t.bypass_quiet_hours,
        u.quiet_hours_start, u.quiet_hours_end,
        t.label AS type_label, t.priority, t.mandatory,
        {EFFECTIVE_SEND_SQL} AS allowed,
@@ -97,6 +97,7 @@ class BatchRow:
     phone_usable: bool = False  # and whether they consent
     sms_opt_in: bool = False
     sms_max_segments: int = 3
+    bypass_quiet_hours: bool = False  # the type goes out during quiet hours on every channel (sign-in codes)
 
 
 @dataclass(frozen=True)
