@@ -227,9 +227,12 @@ def update_type(
     item = db.session.get(NotificationType, key, with_for_update=True)
     if item is None:
         raise Refused(gettext("That notification type no longer exists."))
-    if key in BUILTIN_TYPES and (new_key != key or not mandatory):
-        # Hato writes these rows itself (app/notification_types/builtin.py): a rename or an opt-out would break it.
-        raise Refused(gettext("Hato sends this type itself: it keeps its key and stays mandatory."))
+    if key in BUILTIN_TYPES and (
+        new_key != key or not mandatory or (timing is not None and "sms" not in timing.default_channels)
+    ):
+        # Hato writes these rows itself (app/notification_types/builtin.py): a rename, an opt-out or SMS off by
+        # default (the re-check would skip its rows as preference_off) would break it.
+        raise Refused(gettext("Hato sends this type itself: it keeps its key, stays mandatory and stays on SMS."))
     _check_type(label, priority)
     if timing is not None:
         _check_timing(timing)

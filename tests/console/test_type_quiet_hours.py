@@ -46,9 +46,18 @@ def test_the_flag_needs_csrf(client, operator):
 
 def test_hatos_own_type_keeps_its_key_and_stays_mandatory(client, csrf, operator, audit_rows):
     ensure_phone_verification()
-    data = {**FORM, "label": "Phone code", "default_in_app": "", "mandatory": "y", "bypass_quiet_hours": "y"}
-    for change in ({"key": "renamed"}, {"key": PHONE_VERIFICATION, "mandatory": ""}):
-        response = client.post(f"/console/types/{PHONE_VERIFICATION}/edit", headers=csrf(), data={**data, **change})
+    data = {
+        **FORM,
+        "label": "Phone code",
+        "default_in_app": "",
+        "mandatory": "y",
+        "bypass_quiet_hours": "y",
+        "default_channels": "sms",
+    }
+    without_sms = {name: value for name, value in data.items() if name != "default_channels"}
+    for attempt in ({**data, "key": "renamed"}, {**data, "key": PHONE_VERIFICATION, "mandatory": ""},
+                    {**without_sms, "key": PHONE_VERIFICATION}):  # fmt: skip
+        response = client.post(f"/console/types/{PHONE_VERIFICATION}/edit", headers=csrf(), data=attempt)
         assert response.status_code == 422
         assert "Hato sends this type itself" in response.get_data(as_text=True)
     assert audit_rows() == []
