@@ -247,9 +247,9 @@ def test_the_code_depends_on_the_servers_key_and_the_seed():
     assert pv.code_for("key-a", b"seed") == pv.code_for("key-a", b"seed")
     assert re.fullmatch(r"\d{6}", pv.code_for("key-a", b"seed"))
     assert len({pv.code_for("key-a", bytes([n])) for n in range(200)}) > 150
-    assert pv.code_for("key-a", b"seed") != pv.code_for("key-b", b"seed") or pv.code_for(
-        "key-a", b"seed2"
-    ) != pv.code_for("key-b", b"seed2")
+    # Another server key gives other codes for the same seeds (a stolen table alone gives none away).
+    same = sum(pv.code_for("key-a", bytes([n])) == pv.code_for("key-b", bytes([n])) for n in range(200))
+    assert same <= 1
 
 
 # --- bad numbers and limits -----------------------------------------------------------------------------------------
