@@ -154,6 +154,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("DEFAULT_LOCALE", "en", "str", help="language for users who chose none (after Accept-Language) and template locale fallback"),
     Setting("DEFAULT_TIMEZONE", "UTC", "str", help="time zone for users without one"),
     Setting("DEFAULT_PHONE_REGION", "JP", "str", help="where a phone number written without +country code is read (ISO 3166 code, e.g. JP, US)"),
+    Setting("PHONE_CODE_USER_RATE_LIMIT", "5 per hour", "rate", help="verification codes a member may ask for (preferences page)"),
+    Setting("PHONE_CODE_NUMBER_RATE_LIMIT", "3 per hour", "rate", help="verification codes sent to one phone number, whoever asks"),
     Setting("RETRY_BASE_SECONDS", 2.0, "float", 0.01, DAY, "first retry delay"),
     Setting("RETRY_CAP_SECONDS", 600.0, "float", 0.1, 7 * DAY, "longest retry delay, and the longest Retry-After honoured"),
     Setting("RETRY_MAX_ATTEMPTS", 8, "int", 1, 100, "attempts before a delivery goes to the DLQ"),

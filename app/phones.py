@@ -51,6 +51,10 @@ _MESSAGES = {
     "invalid_length": lazy_gettext("The number has the wrong number of digits for its country."),
     "extension": lazy_gettext("An extension cannot receive text messages: leave it out."),
     "invalid_for_region": lazy_gettext("This is not a valid phone number for its country."),
+    # Not a parse error: the number replied STOP (sms_suppressions); only its own START lifts that.
+    "stopped": lazy_gettext(
+        "This number asked us to stop texting it (it replied STOP). Reply START from that phone, then try again."
+    ),
 }
 REASONS = frozenset(_MESSAGES)  # every InvalidPhone.reason, for callers that map them (API problem types)
 

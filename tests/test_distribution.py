@@ -37,6 +37,7 @@ DISTRIBUTED = {
     # A phone's token moves between users under an advisory lock on it (app/devices/service.py), not a global key.
     "devices",
     "sms_consents",  # a member's SMS consent history (issue 29)
+    "phone_verifications",  # a member's code in flight (issue 29), one row per member
     "chat_accounts",  # a member's channel data per chat provider (issue 29), keyed (user_id, provider)
 }
 

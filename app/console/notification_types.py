@@ -31,6 +31,7 @@ def _settings(form: TypeForm) -> dict:
         channels=form.route(),
         channel_mode=form.channel_mode.data,
         default_channels=tuple(form.default_channels.data or ()),
+        bypass_quiet_hours=form.bypass_quiet_hours.data,
     )
     return {name: getattr(form, name).data for name in SETTINGS} | {
         "description": form.description.data or "",

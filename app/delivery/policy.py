@@ -148,6 +148,20 @@ def skip_reason(row: BatchRow, configured: bool, channel_check: ChannelCheck = l
     return None
 
 
+def skips_quiet_hours(row: BatchRow) -> bool:
+    """Whether row goes out during the member's quiet hours.
+
+    A type marked bypass_quiet_hours (sign-in codes) does on every channel. Otherwise an SMS waits: a text
+    wakes the phone of someone asleep, so a type being mandatory or high priority is not reason enough. On
+    the other channels mandatory and high-priority types (security alerts) still go at once, as before.
+    """
+    if row.bypass_quiet_hours:
+        return True
+    if row.channel == "sms":
+        return False
+    return row.mandatory or row.priority == "high"
+
+
 def plan(rows: Iterable[BatchRow], configured: bool, now: datetime,
          channel_check: ChannelCheck = lambda row: None, online: AbstractSet[int] = frozenset()) -> Plan:  # fmt: skip
     """Re-check every claimed row just before sending (provider, preference, escalation, the channel's check,
@@ -158,12 +172,8 @@ def plan(rows: Iterable[BatchRow], configured: bool, now: datetime,
         if reason:
             result.skip.append((row, reason))
             continue
-        # Urgent and mandatory messages (sign-in codes, security alerts) ignore quiet hours.
-        until = (
-            None
-            if (row.mandatory or row.priority == "high")
-            else quiet_until(now, row.timezone, row.quiet_hours_start, row.quiet_hours_end)
-        )
+        until = None if skips_quiet_hours(row) else quiet_until(now, row.timezone, row.quiet_hours_start,
+                                                                  row.quiet_hours_end)  # fmt: skip
         if until is not None:
             result.defer.append((row, until))
         else:

@@ -41,6 +41,7 @@ from app.models.notifications import (
     NotificationType,
     ScheduledNotification,
 )
+from app.models.phones import PhoneVerification
 from app.models.users import CONSENT_SOURCES, ROLES, SmsConsent, User
 from app.models.webhooks import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
@@ -78,6 +79,7 @@ __all__ = [
     "ROLES",
     "User",
     "SmsConsent",
+    "PhoneVerification",
     "CONSENT_SOURCES",
     "CHANNEL_MODES",
     "DELIVERY_STATUSES",

@@ -79,6 +79,8 @@ class NotificationType(db.Model):
     default_on: Mapped[list[str]] = mapped_column(ARRAY(sa.Text), sa.Computed(DEFAULT_ON_SQL))
     # An SMS of this type may take this many parts at most (a longer rendering fails for good; 0025).
     sms_max_segments: Mapped[int] = mapped_column(sa.SmallInteger, server_default="3")
+    # Its messages go out during the member's quiet hours, on every channel (sign-in codes; 0028).
+    bypass_quiet_hours: Mapped[bool] = mapped_column(server_default=sa.false())
 
 
 class Notification(db.Model):

@@ -15,6 +15,7 @@ from app.extensions import db
 from app.limits import TITLE_MAX
 from app.models import CHANNEL_MODES, PRIORITIES, NotificationType
 from app.notification_types import queries
+from app.notification_types.builtin import BUILTIN_TYPES
 from app.preferences.rules import SEED_DEFAULT_COLUMNS
 from app.refusal import Refused
 
@@ -38,6 +39,7 @@ TYPE_FIELDS = (
     "channels",
     "channel_mode",
     "default_channels",
+    "bypass_quiet_hours",
 )
 # What an escalation waits for, and how the console says it.
 ESCALATE_UNLESS = {"read": "unread", "seen": "unseen"}
@@ -68,6 +70,7 @@ class Timing:
     channels: tuple[str, ...] | None = None  # the order notifications go out in; None: every channel, registry order
     channel_mode: str = "all"  # all: every listed channel the member has on; first: the first that reaches them
     default_channels: tuple[str, ...] = ()  # on by default, for channels without a seed column (default_email…)
+    bypass_quiet_hours: bool = False  # sent during the member's quiet hours on every channel (sign-in codes)
 
 
 class NeedsConfirmation(Refused):
@@ -128,6 +131,8 @@ def _check_routing(timing: Timing) -> None:
 def _check_key(key: str) -> None:
     if not TYPE_KEY_RE.match(key):
         raise Refused(gettext("The key must be 2–63 characters: a lower-case letter, then letters, digits or _."))
+    if key in BUILTIN_TYPES:
+        raise Refused(gettext("The key %(key)s is reserved for the messages Hato sends itself.", key=repr(key)))
     if queries.notification_type(key) is not None:
         raise Refused(gettext("A type with the key %(key)s already exists.", key=repr(key)))
 
@@ -222,6 +227,12 @@ def update_type(
     item = db.session.get(NotificationType, key, with_for_update=True)
     if item is None:
         raise Refused(gettext("That notification type no longer exists."))
+    if key in BUILTIN_TYPES and (
+        new_key != key or not mandatory or (timing is not None and "sms" not in timing.default_channels)
+    ):
+        # Hato writes these rows itself (app/notification_types/builtin.py): a rename, an opt-out or SMS off by
+        # default (the re-check would skip its rows as preference_off) would break it.
+        raise Refused(gettext("Hato sends this type itself: it keeps its key, stays mandatory and stays on SMS."))
     _check_type(label, priority)
     if timing is not None:
         _check_timing(timing)

@@ -11,6 +11,7 @@ from flask_babel import lazy_gettext
 from app.delivery.channels import member_channels
 from app.digests.queries import DEFAULT_DIGEST_TIME, frequencies
 from app.extensions import db
+from app.notification_types.builtin import BUILTIN_TYPES
 from app.preferences.rules import EFFECTIVE_SEND_SQL, SOURCE_SQL, TYPE_DEFAULT_SQL
 
 RESOLVE_SQL = sa.text(
@@ -103,7 +104,9 @@ def matrix(user_id: int) -> list[MatrixRow]:
     for cell in resolve([user_id]):
         cells.setdefault(cell.type, {})[cell.channel] = cell
     types = db.session.execute(TYPES_SQL, {"type": None}).mappings()
-    return [MatrixRow(t["type"], t["label"], t["description"], t["mandatory"], cells[t["type"]]) for t in types]
+    # Hato's own types (a phone verification code) are sent on request, not chosen: the matrix leaves them out.
+    return [MatrixRow(t["type"], t["label"], t["description"], t["mandatory"], cells[t["type"]])
+            for t in types if t["type"] not in BUILTIN_TYPES]  # fmt: skip
 
 
 def cell(user_id: int, type_: str, channel: str) -> Resolved | None:

@@ -1,21 +1,23 @@
 """The preference screen: type × channel switches, language, e-mail frequency (digests), time zone and quiet hours,
-muted threads."""
+muted threads, and the member's phone number for SMS (verified by a code) and their consent."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 from flask import Blueprint, abort, current_app, make_response, redirect, render_template, request, url_for
-from flask_babel import gettext
+from flask_babel import gettext, ngettext
 from flask_login import current_user, login_required
 
-from app import timezones
+from app import phones, timezones
+from app.delivery.channels import channel_for
 from app.devices import queries as device_queries
 from app.devices import service as device_service
 from app.extensions import db
 from app.i18n import LANGUAGES, language_or_default, ui_language
 from app.preferences import queries, service
 from app.unitofwork import commit
+from app.users import phone_verification
 from app.web.htmx import is_htmx
 
 bp = Blueprint("preferences", __name__)
@@ -46,6 +48,7 @@ def _language_context(**extra) -> dict:
 def _page(status: int = 200, **schedule):
     context = {"values": _schedule_values(current_user), "errors": {}, "saved": False}
     context.update(_language_context(language_saved=False, language_error=None))
+    context.update(_phone_context())
     context.update(schedule)
     return render_template(
         "preferences/index.html",
@@ -209,3 +212,124 @@ def update_language():
     response = make_response("", 200)
     response.headers["HX-Redirect"] = target
     return response
+
+
+# --- the phone number for SMS (issue 29) ------------------------------------------------------------------------
+
+CONSENT_SOURCE_LABELS = {
+    "api": lambda: gettext("set by the service you use"),
+    "member": lambda: gettext("your choice on this page"),
+    "keyword": lambda: gettext("a text message reply"),
+}
+
+
+def _sms_on() -> bool:
+    return channel_for("sms").configured(current_app.config)
+
+
+def _phone_context(**extra) -> dict:
+    """What the phone section shows: the member's own number, its state, any code in flight, their consent."""
+    if not _sms_on():
+        return {"sms_on": False}
+    context = {
+        "sms_on": True,
+        "phone": phone_verification.state(current_user.id),
+        "phone_value": "",
+        "phone_errors": {},
+        "phone_notice": None,
+        "phone_region": current_app.config["DEFAULT_PHONE_REGION"],
+        "mask_phone": phones.mask,
+        "consent_source_labels": CONSENT_SOURCE_LABELS,
+    }
+    context.update(extra)
+    return context
+
+
+def _phone_answer(status: int = 200, anchor_notice: str | None = None, **extra):
+    """The phone section again (htmx), or the whole page (a form without JavaScript: a redirect after a change)."""
+    if is_htmx():
+        context = _phone_context(**extra)
+        return render_template("preferences/_phone.html", now=datetime.now(UTC), **context), status
+    if status == 200:
+        return redirect(url_for("preferences.index", _anchor="phone"), 303)
+    return _page(status, **_phone_context(**extra))
+
+
+def _require_sms() -> None:
+    if not _sms_on():
+        abort(404)
+
+
+@bp.post("/preferences/phone/code")
+@login_required
+def send_phone_code():
+    """Text a 6-digit code to the number typed (national numbers in DEFAULT_PHONE_REGION); a bad one changes nothing."""
+    _require_sms()
+    typed = request.form.get("phone", "")
+    try:
+        sent = phone_verification.send_code(current_user.id, typed, current_app.config["DEFAULT_PHONE_REGION"])
+    except phones.InvalidPhone as exc:  # refused before anything was written
+        return _phone_answer(422, phone_value=typed, phone_errors={"phone": str(exc.message)})
+    except phone_verification.TooManyCodes as exc:  # refused before anything was written
+        minutes = max(1, -(-exc.retry_after // 60))
+        message = ngettext(
+            "Too many codes were asked for. Try again in %(num)d minute.",
+            "Too many codes were asked for. Try again in %(num)d minutes.",
+            minutes,
+        )
+        response = _phone_answer(429, phone_value=typed, phone_errors={"phone": message})
+        response = make_response(response)
+        response.headers["Retry-After"] = str(exc.retry_after)
+        return response
+    commit()
+    notice = gettext("We sent a code to %(number)s. It expires in 10 minutes.", number=phones.mask(sent.phone))
+    return _phone_answer(phone_notice=notice)
+
+
+@bp.post("/preferences/phone/verify")
+@login_required
+def verify_phone():
+    """Check the code typed; the right one makes the number the member's, verified (5 wrong tries end the code)."""
+    _require_sms()
+    checked = phone_verification.check_code(current_user.id, request.form.get("code", ""),
+                                            current_app.config["SECRET_KEY"])  # fmt: skip
+    commit()  # a wrong try is spent even though the answer is a refusal
+    if checked.outcome == "verified":
+        return _phone_answer(phone_notice=gettext("Your number %(number)s is verified.",
+                                                  number=phones.mask(checked.phone)))  # fmt: skip
+    messages = {
+        "wrong": lambda: ngettext(
+            "That code is not right. %(num)d try left.",
+            "That code is not right. %(num)d tries left.",
+            checked.tries_left,
+        ),  # fmt: skip
+        "used_up": lambda: gettext("That code is not right, and no tries are left. Ask for a new code."),
+        "expired": lambda: gettext("That code has expired. Ask for a new code."),
+        "none": lambda: gettext("There is no code to check. Ask for a code first."),
+        "malformed": lambda: gettext("Type the 6 digits of the code we sent."),
+    }
+    return _phone_answer(422, phone_errors={"code": messages[checked.outcome]()})
+
+
+@bp.post("/preferences/phone/remove")
+@login_required
+def remove_phone():
+    """Forget the member's number (and any code in flight): no SMS reaches them until they add one again."""
+    _require_sms()
+    phone_verification.remove_number(current_user.id)
+    commit()
+    return _phone_answer(phone_notice=gettext("Your number was removed."))
+
+
+@bp.post("/preferences/phone/consent")
+@login_required
+def update_sms_consent():
+    """Give or withdraw consent to SMS (recorded with source member); only a verified number with it gets SMS."""
+    _require_sms()
+    on = _BOOLEANS.get(request.form.get("sms_opt_in", "off").lower())
+    if on is None:
+        abort(422, gettext("Say whether you want text messages."))
+    phone_verification.set_consent(current_user.id, on)
+    commit()
+    notice = gettext("You will get text messages.") if on else gettext("You will not get text messages.")
+    return _phone_answer(phone_notice=notice)

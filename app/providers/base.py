@@ -28,6 +28,8 @@ class Message:
     targets: tuple = ()
     # The phone part of a push message (app/providers/mobile.py MobilePush); None for every other message.
     mobile: MobilePush | None = None
+    # What the ledger keeps of text (rendered_body) when text holds a secret, such as a verification code.
+    logged_text: str | None = None
 
 
 @dataclass(frozen=True)

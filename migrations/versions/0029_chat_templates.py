@@ -4,7 +4,7 @@ message, each JSON whose strings are templates (app/delivery/rich_json.py).
 Empty parts send the template's plain text, so every template keeps working.
 
 Revision ID: 0029_chat_templates
-Revises: 0027_sms_status_replies
+Revises: 0028_phone_verification
 Create Date: 2026-12-02
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0029_chat_templates"
-down_revision = "0027_sms_status_replies"
+down_revision = "0028_phone_verification"
 branch_labels = None
 depends_on = None
 

@@ -90,10 +90,12 @@
   // htmx:load fires for every piece of content htmx inserts, including out-of-band swaps.
   document.addEventListener("htmx:load", function (evt) { refreshTimes(evt.detail.elt); });
 
-  // A form marked data-swap-422 shows the server's explanation in place instead of failing silently.
+  // A form marked data-swap-422 shows the server's explanation in place instead of failing silently (and one
+  // marked data-swap-429 its rate limit's, when the server answers with the form again).
   document.addEventListener("htmx:beforeSwap", function (evt) {
     var elt = evt.detail.requestConfig && evt.detail.requestConfig.elt;
-    if (evt.detail.xhr.status === 422 && elt && elt.closest("[data-swap-422]")) {
+    var status = evt.detail.xhr.status;
+    if (elt && ((status === 422 && elt.closest("[data-swap-422]")) || (status === 429 && elt.closest("[data-swap-429]")))) {
       evt.detail.shouldSwap = true;
       evt.detail.isError = false;
     }

@@ -62,7 +62,7 @@ def test_mandatory_cells_are_locked(page, live_server, member):
 def test_quiet_hours_save_and_errors_show_in_place(page, live_server, member):
     _sign_in(page, member)
     page.goto("/preferences")
-    page.get_by_label("Hold email and push between").check()
+    page.get_by_label("Hold email, push and text messages between").check()
     page.get_by_label("From").fill("22:00")
     page.get_by_role("button", name="Save time zone and quiet hours").click()
     expect(page.get_by_role("alert")).to_contain_text("both a start and an end")
