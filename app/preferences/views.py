@@ -10,14 +10,15 @@ from flask_babel import gettext, ngettext
 from flask_login import current_user, login_required
 
 from app import phones, timezones
-from app.delivery.channels import channel_for
+from app.delivery.channels import channel_for, member_channels
 from app.devices import queries as device_queries
 from app.devices import service as device_service
 from app.extensions import db
 from app.i18n import LANGUAGES, language_or_default, ui_language
+from app.preferences import chat_accounts as chat_places
 from app.preferences import queries, service
 from app.unitofwork import commit
-from app.users import phone_verification
+from app.users import chat_accounts, phone_verification
 from app.web.htmx import is_htmx
 
 bp = Blueprint("preferences", __name__)
@@ -49,6 +50,7 @@ def _page(status: int = 200, **schedule):
     context = {"values": _schedule_values(current_user), "errors": {}, "saved": False}
     context.update(_language_context(language_saved=False, language_error=None))
     context.update(_phone_context())
+    context.update(_chat_context())
     context.update(schedule)
     return render_template(
         "preferences/index.html",
@@ -64,6 +66,18 @@ def _page(status: int = 200, **schedule):
     ), status
 
 
+def _chat_context() -> dict:
+    """The member's chat accounts; the section shows where chat is configured or an account is linked."""
+    accounts = chat_accounts.accounts_of(current_user.id)
+    configured = any(c.name == "chat" for c in member_channels(current_app.config))
+    return {
+        "chat_accounts": accounts,
+        "chat_shown": configured or bool(accounts),
+        "chat_labels": chat_places.SERVICE_NAMES,
+        "chat_place": chat_places.place,
+    }
+
+
 @bp.get("/preferences")
 @login_required
 def index():
@@ -74,6 +88,7 @@ def index():
         email_saved=saved == "email",
         language_saved=saved == "language",
         receiver_saved=saved if saved in RECEIVER_SAVED else None,
+        chat_saved=saved == "chat-unlinked",
     )
 
 
@@ -166,6 +181,16 @@ def change_receiver(kind: str, receiver_id: int):
         abort(404)
     commit()
     return redirect(url_for("preferences.index", saved=f"receiver-{action}", _anchor="receivers"), 303)
+
+
+@bp.post("/preferences/chat/<provider>/unlink")
+@login_required
+def unlink_chat(provider: str):
+    """Unlink one of the member's chat accounts (404 when they have none for that service)."""
+    if not chat_accounts.delete_account(current_user.id, provider):
+        abort(404)
+    commit()
+    return redirect(url_for("preferences.index", saved="chat-unlinked", _anchor="chat-accounts"), 303)
 
 
 @bp.post("/preferences/email-frequency")
