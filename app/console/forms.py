@@ -39,6 +39,7 @@ from app.notification_types.service import (
     CAP_MAX,
     EMAIL_FREQUENCY_LABELS,
     ESCALATE_UNLESS_LABELS,
+    SMS_MAX_SEGMENTS,
     TIMING_MAX_SECONDS,
     TYPE_KEY_RE,
 )
@@ -132,6 +133,10 @@ class TypeForm(FlaskForm):
         ),
         default="all",
     )
+    # How many parts one SMS of the type may take (empty keeps it); a longer rendering fails for good (channels/sms.py).
+    sms_max_segments = IntegerField(
+        lazy_gettext("SMS parts at most"), validators=[Optional(), NumberRange(*SMS_MAX_SEGMENTS)], default=3
+    )
     # On by default, for channels that have no seed column (in-app, e-mail and push have their own above).
     default_channels = SelectMultipleField(
         lazy_gettext("Also on by default"),
@@ -197,6 +202,8 @@ class TemplateForm(FlaskForm):
         lazy_gettext("Preview for a user whose locale is"), validators=[Optional(), Length(max=LOCALE_MAX)]
     )
     sample = TextAreaField(lazy_gettext("Sample data (JSON)"), validators=[Optional(), Length(max=SAMPLE_MAX)])
+    # Asked for only when the SMS rendering needs more parts than the type allows (a second submit).
+    save_over_limit = BooleanField(lazy_gettext("Save anyway: I understand deliveries of this text will fail"))
 
 
 class RoleForm(FlaskForm):

@@ -93,30 +93,38 @@ def edit_template(type_: str, channel: str, locale: str):
         form.user_locale.data, form.sample.data = locale, previews.SAMPLE_JSON
     preview = _preview(item, channel, locale, form)
     status = 200
+    confirm = False  # an SMS over the type's limit: warn at the field, save only on a second, confirmed submit
     if request.method == "POST" and form.validate_on_submit():
-        done = run_action(
-            lambda: service.save_template(
-                current_user,
-                type_,
-                channel,
-                locale,
-                problems=[str(p) for p in preview.problems],
-                **{name: getattr(form, name).data or "" for name in service.PARTS},
-            ),
-            success=lambda saved: (
-                gettext("Template saved; the previous wording is kept below.")
-                if saved and template
-                else gettext("Template saved.")
-                if saved
-                else gettext("Nothing changed.")
-            ),
-            redirect_to=url_for("console.edit_template", type_=type_, channel=channel, locale=locale),
-            form=form,
-        )
-        if done is not None:
-            return done
+        warnings, confirmed = preview.warnings, bool(form.save_over_limit.data)
+        if warnings and not confirmed:
+            form.body_text.errors = [*form.body_text.errors, *warnings]
+            confirm = True
+        else:
+            done = run_action(
+                lambda: service.save_template(
+                    current_user,
+                    type_,
+                    channel,
+                    locale,
+                    problems=[str(p) for p in preview.problems],
+                    warnings=warnings,
+                    confirmed=confirmed,
+                    **{name: getattr(form, name).data or "" for name in service.PARTS},
+                ),
+                success=lambda saved: (
+                    gettext("Template saved; the previous wording is kept below.")
+                    if saved and template
+                    else gettext("Template saved.")
+                    if saved
+                    else gettext("Nothing changed.")
+                ),
+                redirect_to=url_for("console.edit_template", type_=type_, channel=channel, locale=locale),
+                form=form,
+            )
+            if done is not None:
+                return done
     if form.errors or form.form_errors:
-        status = 422
+        status = 409 if confirm else 422
     versions = queries.template_versions(template.id) if template else []
     response = make_response(
         render_template(
@@ -129,6 +137,7 @@ def edit_template(type_: str, channel: str, locale: str):
             preview=preview,
             versions=versions,
             parts=channel_for(channel).template_parts,
+            confirm=confirm,
         ),
         status,
     )

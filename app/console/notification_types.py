@@ -36,6 +36,7 @@ def _settings(form: TypeForm) -> dict:
     return {name: getattr(form, name).data for name in SETTINGS} | {
         "description": form.description.data or "",
         "timing": timing,
+        "sms_max_segments": form.sms_max_segments.data,
     }
 
 

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from flask import current_app
 from flask_babel import gettext, lazy_gettext
 
+from app import sms_text
 from app.delivery import rendering
 from app.delivery.queries import BatchRow, Template
 from app.locales import locale_chain
@@ -74,6 +75,40 @@ class PhoneCard:
     body: str
 
 
+@dataclass(frozen=True)
+class SmsPreview:
+    """What an SMS costs: its encoding and parts against the type's limit, and what forced UCS-2."""
+
+    measured: sms_text.SmsText
+    characters: int  # as a person counts them (code points)
+    limit: int  # the type's sms_max_segments
+    runs: tuple[tuple[str, bool], ...]  # the text in runs of (characters, whether they forced UCS-2)
+
+    @property
+    def forcing_codes(self) -> tuple[tuple[str, str], ...]:
+        """Each character that forced UCS-2 with its code point (U+3000 shows what a blank cannot)."""
+        return tuple((char, f"U+{ord(char):04X}") for char in self.measured.forcing)
+
+    @property
+    def over(self) -> bool:
+        """Whether a delivery of this text fails for good (more parts than the type allows)."""
+        return self.measured.segments > self.limit
+
+
+def sms_preview(text: str, limit: int) -> SmsPreview:
+    """Measure text as app.delivery.channels.sms does before it sends, and mark what forced UCS-2."""
+    measured = sms_text.measure(text)
+    forcing = set(measured.forcing)
+    runs: list[tuple[str, bool]] = []
+    for char in text:
+        marked = char in forcing
+        if runs and runs[-1][1] == marked:
+            runs[-1] = (runs[-1][0] + char, marked)
+        else:
+            runs.append((char, marked))
+    return SmsPreview(measured, len(text), limit, tuple(runs))
+
+
 @dataclass
 class Preview:
     """What the editor shows next to the form."""
@@ -89,6 +124,23 @@ class Preview:
     chain: list[ChainStep] = field(default_factory=list)
     user_locale: str = ""
     phones: list[PhoneCard] = field(default_factory=list)  # push: the iPhone and the Android rendering
+    sms: SmsPreview | None = None  # sms: encoding, parts and the characters that forced UCS-2
+
+    @property
+    def warnings(self) -> list[str]:
+        """Why this wording, though it renders, would fail when sent (saved only once the operator confirms)."""
+        if self.sms is None or not self.sms.over:
+            return []
+        measured = self.sms.measured
+        return [
+            gettext(
+                "With the sample data this SMS takes %(segments)s parts (%(encoding)s) and the type allows "
+                "%(limit)s: every delivery this long fails.",
+                segments=measured.segments,
+                encoding=measured.encoding,
+                limit=self.sms.limit,
+            )
+        ]
 
     @property
     def used_locale(self) -> str | None:
@@ -215,6 +267,14 @@ def _build_preview(type_, channel, locale, parts, user_locale, sample_text, exis
         template = Template(parts.get("subject", ""), parts.get("body_text", ""), parts.get("body_html", ""))
         email = rendering.render_email(row, template, config["BASE_URL"], unsubscribe)
         preview.subject, preview.text, preview.html_document = email.subject, email.text, email.html
+        return preview
+    if channel == "sms":
+        # The SMS channel's own text: the template's, stripped, else the title, body and link on lines.
+        text = rendered.get("body_text", "").strip()
+        if not text:
+            lines = (row.title.strip(), row.body.strip(), context["notification"]["link"])
+            text = "\n".join(part for part in lines if part)
+        preview.text, preview.sms = text, sms_preview(text, type_.sms_max_segments)
         return preview
     preview.subject = " ".join(rendered.get("subject", row.title).split()) or row.type_label
     preview.text = rendered.get("body_text", row.body)

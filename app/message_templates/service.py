@@ -39,16 +39,28 @@ def _keep_version(template: MessageTemplate) -> None:
     db.session.add(version)
 
 
-def save_template(actor, type_: str, channel: str, locale: str, *, problems: list[str],
-                  **parts: str) -> MessageTemplate | None:  # fmt: skip
+class NeedsConfirmation(Refused):
+    """The wording renders but would fail when sent (an SMS over the type's parts): the operator must confirm."""
+
+    def __init__(self, warnings: list[str]) -> None:
+        super().__init__(gettext("Not saved yet: %(warnings)s", warnings="; ".join(warnings)))
+        self.warnings = warnings
+
+
+def save_template(actor, type_: str, channel: str, locale: str, *, problems: list[str], warnings: list[str] = (),
+                  confirmed: bool = False, **parts: str) -> MessageTemplate | None:  # fmt: skip
     """Create or update a template from its parts (subject=…, body_text=…, …), keeping the previous wording as
     a version; None if unchanged.
 
     `problems` are the preview's errors for this wording: a template that cannot render is refused.
+    `warnings` say why its sends would fail (an SMS over the type's limit): saved only when `confirmed`, and the
+    audit row keeps what was confirmed.
     """
     locale = check_template_key(type_, channel, locale)
     if problems:
         raise Refused(gettext("The template has errors and was not saved: %(problems)s", problems="; ".join(problems)))
+    if warnings and not confirmed:
+        raise NeedsConfirmation(list(warnings))
     kept = channel_for(channel).template_parts  # a part the channel has no use for is not kept
     values = {name: (parts.get(name) or "") if name in kept else "" for name in PARTS}
     if not any(values[name].strip() for name in ("subject", "body_text", "body_html")):
@@ -68,14 +80,10 @@ def save_template(actor, type_: str, channel: str, locale: str, *, problems: lis
     template.updated_by = getattr(actor, "id", None)
     template.updated_at = db_now()
     db.session.flush()
-    audit.record(
-        actor,
-        "template.save",
-        "message_template",
-        template.id,
-        before=before,
-        after=audit.snapshot(template, TEMPLATE_FIELDS),
-    )
+    after = audit.snapshot(template, TEMPLATE_FIELDS)
+    if warnings:
+        after = dict(after, confirmed_warnings=list(warnings))
+    audit.record(actor, "template.save", "message_template", template.id, before=before, after=after)
     return template
 
 

@@ -40,6 +40,7 @@ TYPE_FIELDS = (
     "channel_mode",
     "default_channels",
     "bypass_quiet_hours",
+    "sms_max_segments",
 )
 # What an escalation waits for, and how the console says it.
 ESCALATE_UNLESS = {"read": "unread", "seen": "unseen"}
@@ -54,6 +55,7 @@ EMAIL_FREQUENCY_LABELS = {
     "daily": lazy_gettext("in the daily digest"),
 }
 AGGREGATION_MAX_SECONDS = 86400  # a window longer than a day would hold e-mail back too long
+SMS_MAX_SEGMENTS = (1, 10)  # the parts an SMS of the type may take (the table's check constraint)
 
 
 @dataclass(frozen=True)
@@ -149,18 +151,29 @@ def create_type(
     mandatory: bool = False,
     priority: str = "default",
     timing: Timing = Timing(),
+    sms_max_segments: int | None = None,
 ) -> NotificationType:
     """Create a notification type (a new key has no preferences, so mandatory needs no confirmation)."""
     _check_key(key)
     _check_type(label, priority)
     _check_timing(timing)
+    _check_sms_segments(sms_max_segments)
     item = NotificationType(type=key)
     _set_fields(item, label, description, default_in_app, default_email, default_push, mandatory, priority)
     _set_timing(item, timing)
+    if sms_max_segments is not None:
+        item.sms_max_segments = sms_max_segments
     db.session.add(item)
     db.session.flush()
     audit.record(actor, "type.create", "notification_type", key, after=audit.snapshot(item, TYPE_FIELDS))
     return item
+
+
+def _check_sms_segments(value: int | None) -> None:
+    """None keeps the type's limit; else it is a whole number of parts within SMS_MAX_SEGMENTS."""
+    low, high = SMS_MAX_SEGMENTS
+    if value is not None and not low <= value <= high:
+        raise Refused(gettext("An SMS may take from %(low)s to %(high)s parts.", low=low, high=high))
 
 
 def _set_fields(item: NotificationType, label: str, description: str, default_in_app: bool, default_email: bool,
@@ -219,10 +232,11 @@ def update_type(
     priority: str,
     confirmed: bool = False,
     timing: Timing | None = None,
+    sms_max_segments: int | None = None,
 ) -> str:
     """Edit a type (rename only while unused); raise NeedsConfirmation before overriding users' choices.
 
-    timing=None keeps the type's timing and routing as they are.
+    timing=None keeps the type's timing and routing as they are, sms_max_segments=None its SMS part limit.
     """
     item = db.session.get(NotificationType, key, with_for_update=True)
     if item is None:
@@ -236,6 +250,7 @@ def update_type(
     _check_type(label, priority)
     if timing is not None:
         _check_timing(timing)
+    _check_sms_segments(sms_max_segments)
     if new_key != key:
         _check_key(new_key)
         # The row lock above conflicts with the KEY SHARE lock a new notification's foreign key
@@ -250,6 +265,8 @@ def update_type(
     _set_fields(item, label, description, default_in_app, default_email, default_push, mandatory, priority)
     if timing is not None:
         _set_timing(item, timing)
+    if sms_max_segments is not None:
+        item.sms_max_segments = sms_max_segments
     db.session.flush()
     if new_key != key:
         _rename_type(key, new_key)
