@@ -1,6 +1,6 @@
 """SMS throughput against a raw loop, and one-time-password latency while a 100,000-recipient SMS campaign runs.
 
-    python -m tests.perf.bench_sms [--count 10000] [--recipients 100000] [--otps 60] [--db hato_bench_sms]
+    python -m tests.perf.bench_sms [--count 10000] [--recipients 100000] [--otps 100] [--db hato_bench_sms]
                                    [--redis-db 6]
 
 Uses its own database (dropped, created and migrated here) on the server of DATABASE_URL and its own Redis
@@ -25,19 +25,20 @@ The baseline's concurrency is 1 because that is what one worker does with these 
 batch's rows one after another (no DELIVERY_SEND_CONCURRENCY lanes for it; the ledger's fence keeps at most one
 message past its point of no return unrecorded). Every phase checks that each delivery arrived exactly once and
 none was refused. Then the floor, in process: render (the channel builds the text and measures its parts) and
-record (the one durable statement the engine writes under the fence) per row; ceiling = request / (request +
-record), as bench_mobile prints it.
+record (the one durable statement the engine writes under the fence) per row, measured before and after the
+worker phases (the lower counts); ceiling = request / (request + record), as bench_mobile prints it.
 
 One-time passwords: --recipients members with numbers (the last OTP_USERS of them receive the codes), a `high`
 type with SMS on (bypass_quiet_hours too once that column exists) and a `low` campaign type with SMS on. One
 gunicorn web process, 2 RQ workers (`flask worker`: high, default, low) and the sweeper. The campaign is sent to
 every member; once its SMS flow (CAMPAIGN_FLOWING accepted), --otps POST /v1/notifications go out, OTP_RATE per
 second, each to one member, and each code's latency runs from just before its POST to its receipt at the
-stand-in (time.time() in both processes). Bounded: OTP_WAIT_SECONDS for the last code, PHASE_LIMIT_SECONDS in
-all; the campaign is not waited for (its SMS rate during the window is printed).
+stand-in (time.time() in both processes); the POST's own round trip is printed beside it. Bounded:
+OTP_WAIT_SECONDS for the last code, PHASE_LIMIT_SECONDS in all; the campaign is not waited for (its SMS rate
+during the window is printed).
 
 Prints a table, then one JSON line: sms_per_s, raw_sms_per_s, ratio (target >= 0.7), otp_p50_ms, otp_p99_ms
-(target <= 1000), otp_max_ms, campaign_sms_per_s, record_ms, render_ms, ceiling.
+(target <= 1000), otp_max_ms, otp_post_p99_ms, campaign_sms_per_s, record_ms, render_ms, ceiling.
 """
 
 from __future__ import annotations
@@ -292,6 +293,7 @@ class Bench:
                   "the campaign's SMS to flow")  # fmt: skip
             window_start, campaign_before = time.monotonic(), self.standin.ask("received")["accepted"]
             posted: dict[str, float] = {}
+            answered: list[float] = []  # the POST's own round trip (the 202), ms
             headers = {"Authorization": f"Bearer {key}"}
             with httpx.Client(base_url=web.base_url, headers=headers, timeout=10) as client:
                 for n in range(otps):
@@ -305,6 +307,7 @@ class Bench:
                     if answer.status_code != 202:
                         raise SystemExit(f"bench: POST /v1/notifications answered {answer.status_code}: {answer.text}")
                     posted[title] = sent_at
+                    answered.append((time.time() - sent_at) * 1000)
             limit = min(OTP_WAIT_SECONDS, PHASE_LIMIT_SECONDS - (time.monotonic() - started))
             _wait(lambda: len(self.standin.ask("stamps")) >= otps, limit, "every code at the stand-in")
             window = time.monotonic() - window_start
@@ -318,6 +321,7 @@ class Bench:
         latencies = [(stamps[title] - at) * 1000 for title, at in posted.items()]
         campaign_sms = accepted - campaign_before - otps
         return {"otp_p50_ms": percentile(latencies, 50), "otp_p99_ms": percentile(latencies, 99),
+                "post_p99_ms": percentile(answered, 99),
                 "otp_max_ms": max(latencies), "otps": otps, "campaign_sms_per_s": campaign_sms / window,
                 "campaign_sent": accepted - otps, "window_s": window, "duplicates": figures["duplicates"],
                 "refused": figures["refused"], "bypass_quiet_hours": bool(bypass)}  # fmt: skip
@@ -337,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=10_000, help="SMS in each throughput phase")
     parser.add_argument("--recipients", type=int, default=100_000, help="the campaign's audience")
-    parser.add_argument("--otps", type=int, default=60, help="one-time passwords sent during the campaign")
+    parser.add_argument("--otps", type=int, default=100, help="one-time passwords sent during the campaign")
     parser.add_argument("--db", default="hato_bench_sms")
     parser.add_argument("--redis-db", type=int, default=6)
     args = parser.parse_args(argv)
@@ -351,13 +355,16 @@ def main(argv: list[str] | None = None) -> int:
         bench = Bench(args.count, Path(tmp), args.db, args.redis_db)
         try:
             forms = bench.requests()
+            floor_first = bench.floor()
             # A shared machine: the baseline and the headline are each taken first and last; the better counts.
             raw.append(_said("raw", bench.raw(forms)))
             hato.append(_said("1 worker", bench.worker()))
             wide = _said(f"raw, {WIDE}", bench.raw(forms, WIDE))
             hato.append(_said("1 worker", bench.worker()))
             raw.append(_said("raw", bench.raw(forms)))
-            floor = bench.floor()
+            # The floor twice too (before the worker phases and after them), the lower of each part counting.
+            floors = [floor_first, bench.floor()]
+            floor = {name: min(f[name] for f in floors) for name in floor_first}
             otp = bench.otp(args.recipients, args.otps)
             print(f"bench_sms: OTP p99 {otp['otp_p99_ms']:.0f} ms", file=sys.stderr, flush=True)
         finally:
@@ -380,7 +387,8 @@ def main(argv: list[str] | None = None) -> int:
           f"per row → ceiling at 1 in flight {ceiling:.2f}x raw ({inline:.2f}x with the render in line)")  # fmt: skip
     print(f"\nOne-time passwords under a campaign to {args.recipients:,} members (1 web process, 2 workers): "
           f"{otp['otps']} codes at {OTP_RATE:g}/s, POST → stand-in receipt p50 {otp['otp_p50_ms']:.0f} ms, "
-          f"p99 {otp['otp_p99_ms']:.0f} ms, max {otp['otp_max_ms']:.0f} ms; campaign {otp['campaign_sms_per_s']:.0f}"
+          f"p99 {otp['otp_p99_ms']:.0f} ms (the POST's own 202: p99 {otp['post_p99_ms']:.0f} ms), max "
+          f"{otp['otp_max_ms']:.0f} ms; campaign {otp['campaign_sms_per_s']:.0f}"
           f" SMS/s beside them ({otp['campaign_sent']:,} sent when the last code arrived, not waited for); "
           f"bypass_quiet_hours {'set' if otp['bypass_quiet_hours'] else 'not in this schema'}")  # fmt: skip
     print(json.dumps({"sms": args.count, "sms_per_s": round(best, 1), "raw_sms_per_s": round(best_raw, 1),
@@ -388,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
                       "record_ms": round(floor["record_ms"], 3), "render_ms": round(floor["render_ms"], 3),
                       "ceiling": round(ceiling, 3), "otp_p50_ms": round(otp["otp_p50_ms"], 1),
                       "otp_p99_ms": round(otp["otp_p99_ms"], 1), "otp_max_ms": round(otp["otp_max_ms"], 1),
+                      "otp_post_p99_ms": round(otp["post_p99_ms"], 1),
                       "otps": otp["otps"], "campaign_recipients": args.recipients,
                       "campaign_sms_per_s": round(otp["campaign_sms_per_s"], 1), "lost": 0,
                       "duplicates": otp["duplicates"], "refused": otp["refused"]}))  # fmt: skip
