@@ -3,8 +3,8 @@ duplicate per kill (the one message past the fence's point, sent but not yet rec
 
 2,000 members, each with a verified number and consent, get one SMS row whose text names its notification;
 real worker and sweeper processes send them to the Twilio stand-in (the Messages API, in this process), which
-lists every accepted send. A delivery is identified by (To, Body): one number per member, one body per
-notification. Each kill lands mid-batch; a fresh worker takes over and the sweeper returns the killed
+lists every accepted send and every refusal. A delivery is identified by (To, Body): one number per member, one
+body per notification. Each kill lands mid-batch; a fresh worker takes over and the sweeper returns the killed
 batch's rows when their lease ends. Bounded: 60 s after the last kill.
 """
 
@@ -97,4 +97,8 @@ def test_kill_9_worker_three_times_with_sms_in_flight_loses_nothing(app, stack, 
     assert set(arrived) == expected  # none lost, nothing foreign
     assert max(arrived.values()) <= 2  # a delivery goes at most twice
     assert duplicates <= len(KILL_AT)  # at most one duplicate per kill: the row in flight at it
-    assert twilio.rejected == []
+    # A kill while a request is half written leaves the stand-in a form cut short, which it answers as Twilio
+    # answers a form without its To, From or Body (or with half a number): nobody reads that answer, and the row
+    # goes again whole. At most one per kill, and nothing else refused.
+    cut_short = [r for r in twilio.rejected if r.code in (21211, 21602, 21603, 21604)]
+    assert len(twilio.rejected) == len(cut_short) <= len(KILL_AT), twilio.rejected
