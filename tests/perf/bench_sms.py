@@ -29,7 +29,7 @@ record (the one durable statement the engine writes under the fence) per row, me
 worker phases (the lower counts); ceiling = request / (request + record), as bench_mobile prints it.
 
 One-time passwords: --recipients members with numbers (the last OTP_USERS of them receive the codes), a `high`
-type with SMS on (bypass_quiet_hours too once that column exists) and a `low` campaign type with SMS on. One
+type with SMS on (a sign-in code's type; nobody here has quiet hours) and a `low` campaign type with SMS on. One
 gunicorn web process, 2 RQ workers (`flask worker`: high, default, low) and the sweeper. The campaign is sent to
 every member; once its SMS flow (CAMPAIGN_FLOWING accepted), --otps POST /v1/notifications go out, OTP_RATE per
 second, each to one member, and each code's latency runs from just before its POST to its receipt at the
@@ -78,7 +78,6 @@ NOTIFICATIONS_SQL = """INSERT INTO notifications (user_id, type, title, body, de
 QUEUE_WAIT_SQL = """SELECT extract(epoch FROM a.started_at - n.created_at) * 1000 FROM notifications n
     JOIN notification_deliveries d ON d.notification_id = n.id AND d.user_id = n.user_id AND d.channel = 'sms'
     JOIN delivery_attempts a ON a.delivery_id = d.id AND a.user_id = d.user_id WHERE n.type = :type"""
-COLUMNS_SQL = "SELECT column_name FROM information_schema.columns WHERE table_name = 'notification_types'"
 DELIVERIES_SQL = """INSERT INTO notification_deliveries (notification_id, user_id, channel)
     SELECT id, user_id, 'sms' FROM notifications ORDER BY id RETURNING id"""
 
@@ -268,11 +267,8 @@ class Bench:
 
         self._sql("TRUNCATE users RESTART IDENTITY CASCADE")
         redis.client().flushdb()
-        columns = set(db.session.execute(sa.text(COLUMNS_SQL)).scalars())
-        bypass = ", bypass_quiet_hours" if "bypass_quiet_hours" in columns else ""
-        self._sql(f"INSERT INTO notification_types (type, label, default_in_app, default_channels, priority{bypass}) "
-                  f"VALUES (:otp, 'Sign-in code', false, '{{sms}}', 'high'{', true' if bypass else ''}), "
-                  f"(:promo, 'Offers', true, '{{sms}}', 'low'{', false' if bypass else ''})",
+        self._sql("INSERT INTO notification_types (type, label, default_in_app, default_channels, priority) "
+                  "VALUES (:otp, 'Sign-in code', false, '{sms}', 'high'), (:promo, 'Offers', true, '{sms}', 'low')",
                   otp=OTP_TYPE, promo=PROMO_TYPE)  # fmt: skip
         self._sql(MEMBERS_SQL, prefix="camp", country="+8170", count=recipients - OTP_USERS)
         self._sql(MEMBERS_SQL, prefix="otp", country="+8180", count=OTP_USERS)
@@ -334,7 +330,7 @@ class Bench:
                 "campaign_status": fanout,
                 "otp_max_ms": max(latencies), "otps": otps, "campaign_sms_per_s": campaign_sms / window,
                 "campaign_sent": accepted - otps, "window_s": window, "duplicates": figures["duplicates"],
-                "refused": figures["refused"], "bypass_quiet_hours": bool(bypass)}  # fmt: skip
+                "refused": figures["refused"]}  # fmt: skip
 
 
 def _said(phase: str, rate: float) -> float:
@@ -400,8 +396,7 @@ def main(argv: list[str] | None = None) -> int:
           f"p99 {otp['otp_p99_ms']:.0f} ms (the POST's own 202: p99 {otp['post_p99_ms']:.0f} ms), max "
           f"{otp['otp_max_ms']:.0f} ms; a code's row waited for a worker p99 {otp['wait_p99_ms']:.0f} ms; "
           f"campaign {otp['campaign_sms_per_s']:.0f} SMS/s beside them ({otp['campaign_sent']:,} sent when the last "
-          f"code arrived, campaign {otp['campaign_status']}, not waited for); "
-          f"bypass_quiet_hours {'set' if otp['bypass_quiet_hours'] else 'not in this schema'}")  # fmt: skip
+          f"code arrived, campaign {otp['campaign_status']}, not waited for)")  # fmt: skip
     print(json.dumps({"sms": args.count, "sms_per_s": round(best, 1), "raw_sms_per_s": round(best_raw, 1),
                       "ratio": round(ratio, 3), f"raw_{WIDE}_per_s": round(wide, 1),
                       "record_ms": round(floor["record_ms"], 3), "render_ms": round(floor["render_ms"], 3),
