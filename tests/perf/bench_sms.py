@@ -29,7 +29,7 @@ record (the one durable statement the engine writes under the fence) per row, me
 worker phases (the lower counts); ceiling = request / (request + record), as bench_mobile prints it.
 
 One-time passwords: --recipients members with numbers (the last OTP_USERS of them receive the codes), a `high`
-type with SMS on (a sign-in code's type; nobody here has quiet hours) and a `low` campaign type with SMS on. One
+type with SMS on and bypass_quiet_hours (a sign-in code's type) and a `low` campaign type with SMS on. One
 gunicorn web process, 2 RQ workers (`flask worker`: high, default, low) and the sweeper. The campaign is sent to
 every member; once its SMS flow (CAMPAIGN_FLOWING accepted), --otps POST /v1/notifications go out, OTP_RATE per
 second, each to one member, and each code's latency runs from just before its POST to its receipt at the
@@ -267,8 +267,9 @@ class Bench:
 
         self._sql("TRUNCATE users RESTART IDENTITY CASCADE")
         redis.client().flushdb()
-        self._sql("INSERT INTO notification_types (type, label, default_in_app, default_channels, priority) "
-                  "VALUES (:otp, 'Sign-in code', false, '{sms}', 'high'), (:promo, 'Offers', true, '{sms}', 'low')",
+        self._sql("INSERT INTO notification_types (type, label, default_in_app, default_channels, priority, "
+                  "bypass_quiet_hours) VALUES (:otp, 'Sign-in code', false, '{sms}', 'high', true), "
+                  "(:promo, 'Offers', true, '{sms}', 'low', false)",
                   otp=OTP_TYPE, promo=PROMO_TYPE)  # fmt: skip
         self._sql(MEMBERS_SQL, prefix="camp", country="+8170", count=recipients - OTP_USERS)
         self._sql(MEMBERS_SQL, prefix="otp", country="+8180", count=OTP_USERS)
