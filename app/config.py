@@ -104,6 +104,11 @@ def _num(value: float) -> str:
 PUBLIC_PUSH_SERVICES = "fcm.googleapis.com,updates.push.services.mozilla.com,web.push.apple.com,*.notify.windows.com"
 DAY = 86_400.0
 FCM_API = "https://fcm.googleapis.com"
+# Where Slack incoming webhooks, Teams (incoming webhooks and Workflows) and Discord webhooks live.
+CHAT_WEBHOOK_HOSTS = (
+    "hooks.slack.com,*.webhook.office.com,*.logic.azure.com,*.powerplatform.com,discord.com,discordapp.com"
+)
+CHAT_PROVIDERS = ("slack", "msteams", "discord", "line")
 # Hosts an http:// URL may name (a local stand-in); anything else must be https.
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 SMS_HELP_TEXT = "Notifications from Hato. Reply STOP to stop these texts, START to get them again."
@@ -221,6 +226,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("VONAGE_FROM", "", "str", help="the number or sender id Vonage SMS come from; Vonage is on with it and credentials"),
     Setting("VONAGE_API_BASE", "https://api.nexmo.com", "str", help="Vonage Messages API origin (https; http only on a loopback host)"),
     Setting("SMS_HELP_TEXT", SMS_HELP_TEXT, "str", help="the answer to an SMS reply of HELP (at most 320 characters)"),
+    # Chat (issue 29): Slack, Microsoft Teams, Discord, LINE
+    Setting("CHAT_PROVIDER", "", "str", help="chat providers this installation sends through (comma list of slack, msteams, discord, line); empty: no chat"),
+    Setting("CHAT_TIMEOUT", 10.0, "float", 0.1, 300, "seconds for one chat request (Slack, LINE, a Teams or Discord webhook: connect to complete answer)"),
+    Setting("CHAT_ALLOWED_HOSTS", CHAT_WEBHOOK_HOSTS, "str", help="hosts a chat webhook_url may name (comma list, *. wildcards): Slack's, Teams' and Discord's by default"),
+    Setting("CHAT_ALLOW_HTTP_ENDPOINTS", False, "bool", help="accept http:// chat webhook URLs on any port (local testing only)"),
+    Setting("CHAT_ALLOW_PRIVATE_ADDRESSES", False, "bool", help="allow loopback/private chat webhook addresses (local testing only)"),
+    Setting("CHAT_WEBHOOK_CA_FILE", "", "str", help="PEM CA bundle trusted for chat webhooks instead of the system's (a local stand-in in tests)"),
+    Setting("SLACK_BOT_TOKEN", "", "str", help="Slack bot token (xoxb-…): channel data {\"channel\"} posts with chat.postMessage; empty: Slack webhooks only"),
+    Setting("SLACK_API_BASE", "https://slack.com/api/", "str", help="Slack Web API base URL (https; http only on a loopback host)"),
+    Setting("LINE_CHANNEL_ACCESS_TOKEN", "", "str", help="LINE Messaging API channel access token; LINE is on with it"),
+    Setting("LINE_API_BASE", "https://api.line.me", "str", help="LINE Messaging API origin (https; http only on a loopback host)"),
     Setting("FCM_TIMEOUT", 10.0, "float", 0.1, 300, "seconds for each step of one FCM request (connect, send, answer), the token request too"),
     Setting("BREAKER_FAILURES", 5, "int", 1, 1_000_000, "transient failures in the window that open a provider's breaker"),
     Setting("BREAKER_WINDOW_SECONDS", 30.0, "float", 0.1, DAY, "the breaker's failure window"),
@@ -407,6 +423,7 @@ def _value_problems(config: Mapping) -> list[str]:
     problems += _vonage_problems(config)
     if not config["SMS_HELP_TEXT"].strip() or len(config["SMS_HELP_TEXT"]) > SMS_HELP_TEXT_MAX:
         problems.append(f"SMS_HELP_TEXT must be a text of 1 to {SMS_HELP_TEXT_MAX} characters (the answer to HELP)")
+    problems += _chat_problems(config)
     return [p for p in problems if p]
 
 
@@ -542,6 +559,27 @@ def _vonage_problems(config: Mapping) -> list[str]:
     return problems
 
 
+def _chat_problems(config: Mapping) -> list[str]:
+    """Chat: known provider names, https origins, LINE's token when LINE is on, a readable CA file."""
+    names = [name.strip() for name in str(config["CHAT_PROVIDER"]).split(",") if name.strip()]
+    problems = [f"CHAT_PROVIDER={config['CHAT_PROVIDER']!r}: no chat provider called {name} (known: "
+                f"{', '.join(CHAT_PROVIDERS)})" for name in names if name not in CHAT_PROVIDERS]  # fmt: skip
+    if not names:
+        return problems
+    problems.append(_https_problem("SLACK_API_BASE", config["SLACK_API_BASE"]))
+    problems.append(_https_problem("LINE_API_BASE", config["LINE_API_BASE"]))
+    if "line" in names and not config["LINE_CHANNEL_ACCESS_TOKEN"]:
+        problems.append("CHAT_PROVIDER names line but LINE_CHANNEL_ACCESS_TOKEN is empty (LINE Developers console → "
+                        "the channel → Messaging API → Channel access token)")  # fmt: skip
+    if config["SLACK_BOT_TOKEN"] and not config["SLACK_BOT_TOKEN"].startswith("xoxb-"):
+        problems.append("SLACK_BOT_TOKEN is not a bot token (xoxb-…): OAuth & Permissions → Bot User OAuth Token")
+    if config["CHAT_WEBHOOK_CA_FILE"] and not os.path.isfile(config["CHAT_WEBHOOK_CA_FILE"]):
+        problems.append(f"CHAT_WEBHOOK_CA_FILE={config['CHAT_WEBHOOK_CA_FILE']!r} is not a file")
+    if not [host for host in str(config["CHAT_ALLOWED_HOSTS"]).split(",") if host.strip()]:
+        problems.append("CHAT_ALLOWED_HOSTS is empty: no webhook_url could be set")
+    return problems
+
+
 def _fcm_problems(config: Mapping) -> list[str]:
     """FCM: an https origin, and a readable service-account key with what the token request needs."""
     problems = [_https_problem("FCM_API_BASE", config["FCM_API_BASE"])]
@@ -608,6 +646,8 @@ def _combination_problems(config: Mapping) -> list[str]:
             timeouts["PUSH_TIMEOUT"] = config["PUSH_TIMEOUT"]
         if config["APNS_KEY_FILE"]:
             timeouts["APNS_TIMEOUT"] = config["APNS_TIMEOUT"]
+        if config["CHAT_PROVIDER"]:
+            timeouts["CHAT_TIMEOUT"] = config["CHAT_TIMEOUT"]
         name, slowest = max(timeouts.items(), key=lambda item: item[1])
         # A push batch starts no row that could outlast the lease: it needs more than the slowest push's time.
         if lease - margin < slowest or (name != "SMTP_TIMEOUT" and lease - margin <= slowest):

@@ -32,6 +32,7 @@ from app.api.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
 from app.api_keys.scopes import SCOPES
 from app.i18n import LANGUAGES
 from app.limits import DEVICE_TOKEN_MAX
+from app.models.chat import CHAT_PROVIDERS
 from app.pagination import MAX_ID
 from app.web.bodies import too_large
 from app.web.devices import TOKEN_PATTERN
@@ -86,6 +87,11 @@ def _path_parameters() -> dict[str, dict]:
             "schema": TypeAdapter(schemas.Key).json_schema(),
             "description": "The `cancellation_key` sent with the notifications.",
             "example": "order:42",
+        },
+        "provider": {
+            "schema": {"type": "string", "enum": list(CHAT_PROVIDERS)},
+            "description": "The chat provider: slack, msteams (Microsoft Teams), discord or line.",
+            "example": "slack",
         },
         "token": {
             "schema": {"type": "string", "minLength": 1, "maxLength": DEVICE_TOKEN_MAX, "pattern": TOKEN_PATTERN},

@@ -320,6 +320,17 @@ class ExportNotificationOut(BaseModel):
     deliveries: list[ExportDeliveryOut]
 
 
+class ExportChatAccountOut(BaseModel):
+    provider: Literal["slack", "msteams", "discord", "line"]
+    channel: str | None = Field(description="Slack: the channel or member id posted to.")
+    line_user_id: str | None = Field(description="LINE: the member's user id.")
+    webhook_host: str | None = Field(description="The webhook's host (the URL itself is a secret and left out).")
+    created_at: datetime
+    updated_at: datetime
+    invalidated_at: datetime | None = Field(description="When the provider refused it for good; null: it did not.")
+    invalid_reason: str | None
+
+
 class ExportOut(BaseModel):
     format: Literal[1] = Field(description="The document's version; fields are only ever added.")
     user: ExportProfileOut
@@ -331,5 +342,8 @@ class ExportOut(BaseModel):
     )
     devices: list[ExportDeviceOut] = Field(
         default_factory=list, description="The member's phones (their push tokens are left out: secrets of the phone)."
+    )
+    chat_accounts: list[ExportChatAccountOut] = Field(
+        default_factory=list, description="The member's chat accounts (channel data), without webhook URLs."
     )
     notifications: list[ExportNotificationOut] = Field(description="Newest first, each with its deliveries.")

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from app.providers.chat_content import ChatContent
 from app.providers.mobile import MobilePush
 
 
@@ -30,6 +31,8 @@ class Message:
     mobile: MobilePush | None = None
     # What the ledger keeps of text (rendered_body) when text holds a secret, such as a verification code.
     logged_text: str | None = None
+    # A chat message's content (app/providers/chat_content.py); None for every other message.
+    chat: ChatContent | None = None
 
 
 @dataclass(frozen=True)

@@ -145,9 +145,12 @@ class GuardedSession:
     post() as pywebpush calls it on its requests_session. One thread uses a session at a time.
     """
 
-    def __init__(self, policy: EndpointPolicy, reply_max_bytes: int = REPLY_MAX_BYTES) -> None:
+    def __init__(
+        self, policy: EndpointPolicy, reply_max_bytes: int = REPLY_MAX_BYTES, cafile: str | None = None
+    ) -> None:
         self.policy = policy
         self.reply_max_bytes = reply_max_bytes
+        self.cafile = cafile  # a PEM bundle trusted instead of certifi's (a local stand-in: CHAT_WEBHOOK_CA_FILE)
         self._conns: dict[tuple[str, str, int], http.client.HTTPConnection] = {}
         self._watchdog = _Watchdog()
         self._tls: ssl.SSLContext | None = None
@@ -252,7 +255,7 @@ class GuardedSession:
             raise TransportError(f"could not connect to {host}:{port}: {failure}")
         if scheme == "https":
             if self._tls is None:
-                self._tls = ssl.create_default_context(cafile=certifi.where())
+                self._tls = ssl.create_default_context(cafile=self.cafile or certifi.where())
             sock = self._tls.wrap_socket(sock, server_hostname=host)
             conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=self._tls)
         else:

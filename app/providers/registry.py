@@ -39,4 +39,17 @@ def registered_names() -> list[str]:
 
 def _load_builtin() -> None:
     # Imported on first use, so importing app.providers stays light; each module registers itself.
-    from app.providers import apns, fake, fcm, smtp, twilio, vonage, webhook, webpush  # noqa: F401
+    from app.providers import (  # noqa: F401
+        apns,
+        discord,
+        fake,
+        fcm,
+        line,
+        msteams,
+        slack,
+        smtp,
+        twilio,
+        vonage,
+        webhook,
+        webpush,
+    )

@@ -36,6 +36,13 @@ DEVICES_SQL = sa.text(
               disabled_at IS NOT NULL AS disabled
        FROM devices WHERE user_id = :user_id ORDER BY id"""
 )
+# A webhook URL is a secret (whoever has it can post): the export names its host only.
+CHAT_ACCOUNTS_SQL = sa.text(
+    """SELECT provider, data->>'channel' AS channel, data->>'user_id' AS line_user_id,
+              substring(data->>'webhook_url' from '^[A-Za-z]+://([^/:?#]+)') AS webhook_host,
+              created_at, updated_at, invalidated_at, invalid_reason
+       FROM chat_accounts WHERE user_id = :user_id ORDER BY provider"""
+)
 PREFERENCES_SQL = sa.text(
     "SELECT type, channel, enabled FROM notification_preferences WHERE user_id = :user_id ORDER BY type, channel"
 )
@@ -128,6 +135,7 @@ def stream(user_id: int, page_size: int | None = None) -> Iterator[str]:
         yield f',"announcement_reads":{_dumps(_rows(ANNOUNCEMENT_READS_SQL, params))}'
         yield f',"sms_consents":{_dumps(_rows(CONSENTS_SQL, params))}'
         yield f',"devices":{_dumps(_rows(DEVICES_SQL, params))}'
+        yield f',"chat_accounts":{_dumps(_rows(CHAT_ACCOUNTS_SQL, params))}'
         yield ',"notifications":['
         first = True
         for page in notification_pages(user_id, page_size):
