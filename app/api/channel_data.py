@@ -27,7 +27,8 @@ from app.web.documented import documented
 
 SLACK_CHANNEL_PATTERN = r"^[CDGUW][A-Z0-9]{2,29}$"
 LINE_USER_PATTERN = r"^U[0-9a-f]{32}$"
-WEBHOOK_URL_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://[^\s\\\x00-\x1f\x7f]+$"
+# Printable ASCII only (a URL is; an international host name comes punycoded): one rule for Python and the spec.
+WEBHOOK_URL_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://[!-~]+$"
 WEBHOOK_URL_MAX = 2048
 ONE_FIELD = lazy_gettext("send exactly one of channel, webhook_url and user_id")
 PROVIDER = Literal["slack", "msteams", "discord", "line"]
@@ -54,20 +55,21 @@ class ChannelDataIn(JsonBody):
         "one_field": ONE_FIELD,
     }
 
-    channel: text(3, 30, SLACK_CHANNEL_PATTERN) | None = Field(
+    channel: text(3, 30, SLACK_CHANNEL_PATTERN) = Field(
         None, description="slack: a member id (U…, a DM from the bot) or a channel id (C…, G…) the bot is in; "
         "needs the server's SLACK_BOT_TOKEN.", json_schema_extra=absent_by_default,
     )  # fmt: skip
-    webhook_url: text(12, WEBHOOK_URL_MAX, WEBHOOK_URL_PATTERN) | None = Field(
+    webhook_url: text(12, WEBHOOK_URL_MAX, WEBHOOK_URL_PATTERN) = Field(
         None, description="slack (incoming webhook), msteams (incoming webhook or Workflows trigger URL), discord: "
         "the webhook's https URL; its host must be one of the server's CHAT_ALLOWED_HOSTS.",
         json_schema_extra=absent_by_default,
     )  # fmt: skip
-    user_id: text(33, 33, LINE_USER_PATTERN) | None = Field(
+    user_id: text(33, 33, LINE_USER_PATTERN) = Field(
         None, description="line: the member's LINE user id (U…) for the server's LINE_CHANNEL_ACCESS_TOKEN's channel.",
         json_schema_extra=absent_by_default,
     )  # fmt: skip
 
+    # The fields are never null (a null is refused as not a string): the one sent is the one that is not None.
     @model_validator(mode="after")
     def _one_field(self) -> ChannelDataIn:
         if sum(value is not None for value in (self.channel, self.webhook_url, self.user_id)) != 1:

@@ -93,7 +93,7 @@ def test_the_types_own_order_and_mode_apply_when_the_request_names_none(api, rec
 def test_the_openapi_document_lists_the_registrys_channels(api):
     spec = api.get("/v1/openapi.json").get_json()
     body = spec["components"]["schemas"]["NotificationIn"]["properties"]
-    assert body["channels"]["items"]["enum"] == ["in_app", "email", "push", "sms"]
+    assert body["channels"]["items"]["enum"] == ["in_app", "email", "push", "sms", "chat"]
     assert body["channel_mode"]["enum"] == ["all", "first"]
 
 

@@ -93,7 +93,7 @@ def test_the_document_states_the_configured_limits(app, client, monkeypatch):
     assert (ttl["minimum"], ttl["maximum"]) == (60, 600)
     spec = client.get("/v1/openapi.json").get_json()
     bodies = [op["requestBody"] for item in spec["paths"].values() for op in item.values() if "requestBody" in op]
-    assert len(bodies) == 7 and all(body["x-max-bytes"] == 4096 for body in bodies)
+    assert len(bodies) == 8 and all(body["x-max-bytes"] == 4096 for body in bodies)
     assert spec["paths"]["/v1/notifications"]["post"]["responses"]["413"]["description"] == (
         "The body is larger than 4096 bytes."
     )
@@ -123,7 +123,7 @@ def test_request_schemas_are_the_validation_models(client):
     assert "Idempotency-Key" in [p["name"] for p in post["parameters"]]
     assert set(post["responses"]) >= {"202", "400", "401", "409", "413", "415", "422", "429"}
     feed = spec["components"]["schemas"]["FeedPreferenceIn"]
-    assert feed["properties"]["channel"]["enum"] == ["in_app", "email", "push", "sms"]
+    assert feed["properties"]["channel"]["enum"] == ["in_app", "email", "push", "sms", "chat"]
     assert feed["properties"]["enabled"] == {"title": "Enabled", "type": "boolean"}
 
 
