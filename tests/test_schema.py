@@ -62,11 +62,11 @@ def test_unread_index_predicate_is_read_at_is_null():
         ("notification_preferences_pkey", "PRIMARY KEY (user_id, type, channel)"),
         (
             "notification_preferences_channel",
-            "CHECK ((channel = ANY (ARRAY['in_app'::text, 'email'::text, 'push'::text, 'sms'::text])))",
+            "CHECK ((channel = ANY (ARRAY['in_app'::text, 'email'::text, 'push'::text, 'sms'::text, 'chat'::text])))",
         ),
         (
             "notification_deliveries_channel",
-            "CHECK ((channel = ANY (ARRAY['email'::text, 'push'::text, 'sms'::text])))",
+            "CHECK ((channel = ANY (ARRAY['email'::text, 'push'::text, 'sms'::text, 'chat'::text])))",
         ),
         (
             "fk_announcement_reads_announcement_id_announcements",

@@ -47,9 +47,9 @@ def test_one_adapter_module_adds_a_channel_everywhere(database_url, redis_url, t
     assert run.returncode == 0, run.stderr[-3000:]
     found = json.loads(run.stdout.strip().splitlines()[-1])
 
-    assert found["registry"] == ["in_app", "email", "push", "sms", "dummy", "webhook"]
+    assert found["registry"] == ["in_app", "email", "push", "sms", "chat", "dummy", "webhook"]
     assert all("'dummy'" in definition for definition in found["constraints"].values()), found["constraints"]
-    assert found["openapi"] == ["in_app", "email", "push", "sms", "dummy"]
+    assert found["openapi"] == ["in_app", "email", "push", "sms", "chat", "dummy"]
     assert found["post"] == 202
     assert found["delivered"] == {"claimed": 1, "sent": 1}
     assert [(m["to"], m["text"]) for m in found["sink"]] == [("user:1", "Hello: from the dummy")]

@@ -99,7 +99,7 @@ def test_every_provider_paused_holds_the_channel(app, fake_provider, make_delive
 
     assert deliver_batch("email", [delivery.id]) == {"claimed": 1, "paused": 1}
     assert reload(delivery).next_attempt_at == UNTIL_RESUMED
-    assert switches.open_channels(app.config) == ["push", "sms", "webhook"]
+    assert switches.open_channels(app.config) == ["push", "sms", "chat", "webhook"]
 
     switches.resume(None, "email", "fake_spare", app.config)
     commit()

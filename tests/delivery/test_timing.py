@@ -45,7 +45,7 @@ def test_ingest_makes_escalations_wait_and_enqueues_nothing(app):
     result = notify(["ada"], type_=type_.type, title="Hi", body="b", dedupe_key="e1")
     db.session.commit()
 
-    assert result.pending == {"email": [], "push": [], "sms": []}  # the sweeper enqueues them when due
+    assert result.pending == {"email": [], "push": [], "sms": [], "chat": []}  # the sweeper enqueues them when due
     delivery = db.session.scalars(sa.select(NotificationDelivery)).one()
     assert (delivery.status, delivery.escalation) == ("pending", "read")
     wait = (delivery.next_attempt_at - delivery.created_at).total_seconds()

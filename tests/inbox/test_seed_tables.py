@@ -162,18 +162,22 @@ def test_preference_matrix_for_user_42_keeps_security_email_on():
           (42, 'security', 'email', false)""")
     )
     assert [(c.type, c.channel, c.send, c.source) for c in resolve([42])] == [
+        ("comment", "chat", False, "default"),  # chat too, on only for types that list it
         ("comment", "email", False, "default"),
         ("comment", "in_app", True, "default"),
         ("comment", "push", True, "user"),
         ("comment", "sms", False, "default"),  # SMS is on only for types that list it (default_channels)
+        ("reservation_approved", "chat", False, "default"),
         ("reservation_approved", "email", False, "user"),
         ("reservation_approved", "in_app", True, "default"),
         ("reservation_approved", "push", True, "default"),
         ("reservation_approved", "sms", False, "default"),
+        ("reservation_remind", "chat", False, "default"),
         ("reservation_remind", "email", False, "default"),
         ("reservation_remind", "in_app", True, "default"),
         ("reservation_remind", "push", True, "default"),
         ("reservation_remind", "sms", False, "default"),
+        ("security", "chat", False, "mandatory"),
         ("security", "email", True, "mandatory"),
         ("security", "in_app", True, "mandatory"),
         ("security", "push", False, "mandatory"),

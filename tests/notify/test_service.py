@@ -92,7 +92,7 @@ def test_repeat_dedupe_key_returns_the_existing_row_and_adds_no_deliveries(news)
     first = _send([user.id]).recipients[0]
     again = _send([user.id], title="Changed")
     assert again.recipients[0].notification_id == first.notification_id
-    assert again.recipients[0].created is False and again.pending == {"email": [], "push": [], "sms": []}
+    assert again.recipients[0].created is False and again.pending == {"email": [], "push": [], "sms": [], "chat": []}
     assert len(_deliveries()) == 2
 
 

@@ -21,6 +21,7 @@ def test_a_row_written_straight_into_the_table_cannot_turn_off_a_mandatory_type(
         "in_app": (True, "mandatory"),
         "push": (False, "mandatory"),
         "sms": (False, "mandatory"),  # mandatory, but not one of its channels: no stored row turns it on
+        "chat": (False, "mandatory"),
     }
     assert queries.channels_on([member.id], "security") == {member.id: {"email", "in_app"}}
 
@@ -28,7 +29,7 @@ def test_a_row_written_straight_into_the_table_cannot_turn_off_a_mandatory_type(
 def test_matrix_has_every_type_and_channel_with_labels(member):
     rows = queries.matrix(member.id)
     assert [r.type for r in rows] == ["comment", "reservation_approved", "reservation_remind", "security"]
-    assert all(set(r.cells) == {"in_app", "email", "push", "sms"} for r in rows)
+    assert all(set(r.cells) == {"in_app", "email", "push", "sms", "chat"} for r in rows)
     security = rows[-1]
     assert security.mandatory and security.label == "Security" and security.description
     assert {c.source for c in security.cells.values()} == {"mandatory"}
@@ -44,7 +45,7 @@ def test_resolution_is_one_statement_for_many_users(member, app):
         cells = queries.resolve([member.id, *others])
     finally:
         sa.event.remove(engine, "before_cursor_execute", listener)
-    assert len(statements) == 1 and len(cells) == 4 * 4 * 4
+    assert len(statements) == 1 and len(cells) == 4 * 4 * 5
 
 
 def test_cell_and_type_lookups(member):
