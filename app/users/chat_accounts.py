@@ -77,7 +77,7 @@ def check_channel_data(provider: str, data: dict, config) -> dict:
     for name in given:
         if name not in taken:
             raise ChannelDataRefused(name, gettext("%(provider)s channel data takes %(fields)s",
-                                                   provider=provider, fields=" or ".join(taken)))  # fmt: skip
+                                                   provider=provider, fields=", ".join(taken)))  # fmt: skip
     if len(given) != 1:
         raise ChannelDataRefused(taken[0], gettext("send exactly one of %(fields)s", fields=", ".join(taken)))
     if "webhook_url" in given:
