@@ -49,12 +49,15 @@ def test_a_chat_notification_reaches_the_slack_dm_and_line_once(app, api, chat, 
 
 
 @pytest.mark.committed
-def test_a_member_without_chat_accounts_gets_the_row_born_skipped(app, api, chat, recipient):
+def test_a_member_without_chat_accounts_gets_the_row_skipped_and_nothing_sent(app, api, chat, recipient):
     NotificationTypeFactory(type="comment", default_channels=["chat"])
     response = api.post("/v1/notifications", send_body(recipient.external_id, channels=["chat"]))
     notification = response.get_json()["results"][0]["notification_id"]
     db.session.expire_all()
-    row = db.session.execute(sa.text("SELECT status, skip_reason FROM notification_deliveries WHERE "
-                                     "notification_id = :n"), {"n": notification}).one()  # fmt: skip
-    assert tuple(row) == ("skipped", "no_chat_account")
+    query = sa.text("SELECT id, status, skip_reason FROM notification_deliveries WHERE notification_id = :n")
+    delivery = db.session.execute(query, {"n": notification}).one().id
+    db.session.commit()
+    assert deliver_batch("chat", [delivery]).get("skipped") == 1
+    db.session.expire_all()
+    assert tuple(db.session.execute(query, {"n": notification}).one())[1:] == ("skipped", "no_chat_account")
     assert chat[0].received == [] and chat[1].received == []

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from app.delivery import rendering
 from app.delivery.channels import channel_for, member_channels
 from app.extensions import db
+from app.providers import Message
 from app.users import chat_accounts
 from jobs.delivery import deliver_batch
 from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
@@ -178,3 +179,47 @@ def _batch_row(delivery):
                        {"id": delivery.id})  # fmt: skip
     (row,) = claimed_batch([delivery.id])
     return row
+
+
+@pytest.mark.committed  # the dashboard ends its read with a rollback
+def test_slack_refusing_the_bot_token_shows_on_the_dashboard_until_a_post_works(app, client, login_as, chat):
+    from app.providers import PermanentError
+    from app.providers.chat_content import ChatContent, ChatTarget
+    from app.providers.chatfanout import ChatFanout
+    from app.providers.slack import SlackProvider
+    from tests.support.html import one, parse
+
+    slack, _ = chat
+    login_as(UserFactory(role="operator"))
+    db.session.commit()
+    slack.script("C0DASH001", "invalid_auth", times=1)
+    content = ChatContent("Hi", "there", text="Hi")
+    message = Message(1, "chat", "user:1", "Hi", "Hi", targets=(ChatTarget.of("slack", {"channel": "C0DASH001"}),),
+                      chat=content)  # fmt: skip
+    with ChatFanout([SlackProvider(app.config)]) as fanout, pytest.raises(PermanentError):
+        fanout.send(message)
+    problem = one(client.get("/console/dashboard/live").get_data(as_text=True), "#provider-problem-slack")
+    assert "invalid_auth" in problem.get_text()
+    with ChatFanout([SlackProvider(app.config)]) as fanout:
+        fanout.send(message)
+    assert parse(client.get("/console/dashboard/live").get_data(as_text=True)).select("#provider-problem-slack") == []
+
+
+@pytest.mark.parametrize(
+    "settings, problem",
+    [
+        ({"CHAT_PROVIDER": "slack,telegram"}, "no chat provider called telegram"),
+        ({"CHAT_PROVIDER": "line"}, "LINE_CHANNEL_ACCESS_TOKEN is empty"),
+        ({"CHAT_PROVIDER": "slack", "SLACK_API_BASE": "http://slack.example/api/"}, "SLACK_API_BASE"),
+        ({"CHAT_PROVIDER": "slack", "SLACK_BOT_TOKEN": "xoxp-user-token"}, "not a bot token"),
+        ({"CHAT_PROVIDER": "discord", "CHAT_WEBHOOK_CA_FILE": "/nonexistent.pem"}, "CHAT_WEBHOOK_CA_FILE"),
+        ({"CHAT_PROVIDER": "discord", "CHAT_ALLOWED_HOSTS": " , "}, "CHAT_ALLOWED_HOSTS is empty"),
+    ],
+)
+def test_chat_settings_that_cannot_work_stop_the_start(app, settings, problem):
+    from app.config import check
+
+    assert any(problem in found for found in check({**app.config, **settings}))
+    assert not [
+        p for p in check({**app.config, "CHAT_PROVIDER": "slack,msteams,discord"}) if "CHAT" in p or "SLACK" in p
+    ]
