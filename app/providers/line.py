@@ -75,12 +75,16 @@ class LineProvider(ChatPart):
         configuration = Configuration(host=config["LINE_API_BASE"].rstrip("/"),
                                       access_token=config["LINE_CHANNEL_ACCESS_TOKEN"])  # fmt: skip
         configuration.retries = False  # one request per try: the engine retries, with the same retry key
-        self.api = MessagingApi(ApiClient(configuration))
+        self.client = ApiClient(configuration)
+        self.api = MessagingApi(self.client)
 
     @classmethod
     def from_config(cls, config: Mapping) -> LineProvider | None:
         """LINE is on with LINE_CHANNEL_ACCESS_TOKEN."""
         return cls(config) if config["LINE_CHANNEL_ACCESS_TOKEN"] else None
+
+    def __exit__(self, *exc_info) -> None:
+        self.client.rest_client.pool_manager.clear()  # the batch's kept-alive connections to LINE
 
     def post(self, target: ChatTarget, message: Message) -> str:
         """Push to the target's LINE user id with the row's retry key."""
