@@ -18,6 +18,7 @@ def test_the_page_lists_each_sending_channel_with_its_providers(client, operator
         "channel-email",
         "channel-push",
         "channel-sms",
+        "channel-chat",
         "channel-webhook",
     ]
     assert one(page, "#channel-email header .tag--success").get_text(strip=True) == "Running"
