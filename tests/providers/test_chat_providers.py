@@ -307,3 +307,14 @@ def test_a_target_key_names_no_secret_and_survives_a_round_trip():
     target = ChatTarget.of("discord", {"webhook_url": url})
     assert "secret-token" not in target.key and target.data == {"webhook_url": url}
     assert ChatTarget.of("discord", json.loads(target.data_json)).key == target.key
+
+
+def test_an_allowed_name_that_resolves_to_loopback_is_refused_by_the_transport(app):
+    # The URL passes the allow-list by name; the guarded transport checks the address it resolves to.
+    config = {**app.config, "CHAT_ALLOWED_HOSTS": "localhost", "CHAT_ALLOW_HTTP_ENDPOINTS": False,
+              "CHAT_ALLOW_PRIVATE_ADDRESSES": False}  # fmt: skip
+    target = ChatTarget.of("msteams", {"webhook_url": "https://localhost/workflows/abc?sig=x"})
+    with pytest.raises(PermanentError) as raised:
+        send(TeamsProvider(config), target)
+    assert raised.value.kind == ACCOUNT_INVALID and "loopback" in str(raised.value)
+    assert raised.value.outcomes[0].invalid  # the account is invalidated: it can never be posted to
