@@ -7,7 +7,8 @@ a scope of its own (a Slack channel, a webhook, a LINE user): its Retry-After pa
 it, and an operator can pause one part (`channels pause chat --provider slack`).
 
 ChatPart is what the four parts share: the per-scope pacing of the service's published limit (a token bucket
-per scope in Redis, as the providers' own, app/providers/ratelimit.py), one answer per target, and the refusals
+per scope in Redis, as the providers' own, app/providers/ratelimit.py; the fan-out takes the tokens before the
+send's point of no return, so a short wait holds back no other send), one answer per target, and the refusals
 that mean the account is gone (kind account_invalid: the channel invalidates that account). ChatWebhookPolicy and
 WebhookPoster are the guarded transport (app/providers/guardedhttp.py) for Slack, Teams and Discord webhooks:
 https on the standard port to a host CHAT_ALLOWED_HOSTS allows, public addresses only, no redirect, a bounded
@@ -21,6 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 from flask import current_app
 from flask_babel import gettext
@@ -68,6 +70,32 @@ class ChatFanout(PushFanout):
         name = getattr(target, "provider", None)
         return name if name in self.parts else None
 
+    def send(self, message: Message) -> Receipt:
+        """Take each account's rate-limit token first (a short wait is slept here, before the send's point of no
+        return, so it holds back no other send of the batch), then send to the accounts that got one."""
+        ready, held = [], []
+        for target in message.targets:
+            part = self.parts.get(self.part_of(target) or "")
+            wait = part.reserve(target) if part is not None else 0.0
+            if wait:
+                held.append(TargetOutcome(part.scope_of(target), "transient", wait, target=target.key))
+            else:
+                ready.append(target)
+        held_outcomes = tuple(held)
+        wait = min((o.retry_after for o in held), default=None)
+        if not ready and held:
+            raise TransientError("every chat account of the member is at its rate limit for now", kind="rate_limited",
+                                 retry_after=wait, outcomes=held_outcomes)  # fmt: skip
+        try:
+            receipt = super().send(replace(message, targets=tuple(ready)))
+        except ProviderError as exc:
+            if held and not exc.transient:  # the row comes back for the accounts still to try
+                raise TransientError(str(exc), kind=exc.kind, retry_after=wait,
+                                     outcomes=exc.outcomes + held_outcomes) from None  # fmt: skip
+            exc.outcomes = exc.outcomes + held_outcomes
+            raise
+        return replace(receipt, outcomes=receipt.outcomes + held_outcomes)
+
     def _one(self, name: str, message: Message):
         if self._app is None:
             return super()._one(name, message)
@@ -110,7 +138,6 @@ class ChatPart:
         for target in message.targets:
             scope = self.scope_of(target)
             try:
-                self._pace(scope)
                 ids.append(self.post(target, message))
             except ProviderError as exc:
                 invalid = str(exc)[:200] if exc.kind == ACCOUNT_INVALID else None
@@ -129,10 +156,11 @@ class ChatPart:
         raise cls(str(first), kind=first.kind, retry_after=first.retry_after, outcomes=tuple(outcomes),
                   response_code=first.response_code)  # fmt: skip
 
-    def _pace(self, scope: str) -> None:
-        """Take a token of the scope's bucket; a short wait is slept, a longer one is a transient rate_limited."""
+    def reserve(self, target: ChatTarget) -> float:
+        """Take a token of the account's bucket (a short wait is slept): 0.0, or the seconds until one is due."""
         if self.scope_limit is None:
-            return
+            return 0.0
+        scope = self.scope_of(target)
         try:
             with self._lock:
                 bucket = self._buckets.get(scope)
@@ -146,10 +174,8 @@ class ChatPart:
                 wait = bucket.take()
         except (RedisError, RuntimeError) as exc:  # no Redis (or no app): send unpaced, the service's 429 still holds
             log.warning("chat pacing unavailable (%s); sending without it", exc)
-            return
-        if wait > 0:
-            raise TransientError(f"{self.name}: this account's rate limit is used up for {wait:.1f} s",
-                                 kind="rate_limited", retry_after=wait)  # fmt: skip
+            return 0.0
+        return max(wait, 0.0)
 
 
 class ChatWebhookPolicy(EndpointPolicy):

@@ -318,3 +318,16 @@ def test_an_allowed_name_that_resolves_to_loopback_is_refused_by_the_transport(a
         send(TeamsProvider(config), target)
     assert raised.value.kind == ACCOUNT_INVALID and "loopback" in str(raised.value)
     assert raised.value.outcomes[0].invalid  # the account is invalidated: it can never be posted to
+
+
+def test_an_account_at_its_rate_limit_waits_while_the_members_others_get_it(app, slack, line):
+    config = settings(app, slack, line, RATE_LIMIT_MAX_WAIT_SECONDS=0)
+    busy = ChatTarget.of("slack", {"channel": "C0SHARED1"})
+    phone = ChatTarget.of("line", {"user_id": LINE_USER})
+    with ChatFanout([SlackProvider(config), LineProvider(config)]) as fanout:
+        fanout.send(message(busy))  # the shared channel's token for this second
+        receipt = fanout.send(message(busy, phone, delivery_id=8))
+    assert receipt.reached == (phone.key,)
+    (held,) = [o for o in receipt.outcomes if o.target == busy.key]
+    assert held.outcome == "transient" and 0 < held.retry_after <= 1  # the row comes back for the channel alone
+    assert len(slack.received) == 1 and len(line.received) == 1
