@@ -14,13 +14,12 @@ template, and sent instead of each provider's default layout, with the text as t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 
 from flask import current_app
 from flask_babel import lazy_pgettext
 
-from app.delivery import rendering
+from app.delivery import rendering, rich_json
 from app.delivery.channels.base import Channel
 from app.delivery.ledger import LEDGER
 from app.delivery.queries import BatchRow, Template
@@ -31,10 +30,6 @@ from app.providers.chat_content import ChatContent, ChatTarget
 from app.providers.chatfanout import ChatFanout
 from app.providers.registry import provider_names
 from app.users import chat_accounts
-
-# The template's rich parts and the JSON type each must be (Block Kit's blocks, an Adaptive Card, a Flex container).
-RICH_PARTS = {"slack_blocks": list, "teams_card": dict, "line_flex": dict}
-MAX_DEPTH = 32  # of a rich part's JSON (a card nests a few levels; more is a mistake)
 
 
 def enabled(config: Mapping) -> list[str]:
@@ -50,19 +45,6 @@ def can_send(target: ChatTarget, config: Mapping) -> bool:
     return not (target.provider == "slack" and "channel" in target.data and not config.get("SLACK_BOT_TOKEN"))
 
 
-def render_rich(value, context: dict, depth: int = 0):
-    """value (parsed JSON) with every string rendered as a template (raises rendering.RenderError)."""
-    if depth > MAX_DEPTH:
-        raise rendering.RenderError("the rich message is nested too deeply")
-    if isinstance(value, str):
-        return rendering.render_string(value, context) if ("{{" in value or "{%" in value) else value
-    if isinstance(value, list):
-        return [render_rich(item, context, depth + 1) for item in value]
-    if isinstance(value, dict):
-        return {key: render_rich(item, context, depth + 1) for key, item in value.items()}
-    return value
-
-
 class ChatChannel(Channel):
     """One message per row to all of the member's chat accounts; a member with none is skipped (no_chat_account)."""
 
@@ -70,8 +52,8 @@ class ChatChannel(Channel):
     label = lazy_pgettext("channel", "Chat")
     order = 50
     source = LEDGER
-    # The rich parts (JSON) arrive with the template editor's chat columns; until then body_text is the part.
-    template_parts = ("body_text",)
+    # The text, then the optional rich parts per service (JSON whose strings are templates: app/delivery/rich_json.py).
+    template_parts = ("body_text", *rich_json.RICH_PARTS)
     no_target_reason = "no_chat_account"
     # No born skip: its branch ("NOT chat_reachable(i.user_id)", migration 0026) takes the ingest's statement past
     # psycopg's 4 KB parse cache (tests/notify/test_statement_size.py); the engine skips the row instead.
@@ -119,24 +101,16 @@ class ChatChannel(Channel):
             text = body
         else:
             text = "\n".join(part for part in (title, body, link) if part)
-        rich = {name: self._rich(template, name, kind, context) for name, kind in RICH_PARTS.items()}
+        rich = {name: self._rich(template, name, context) for name in rich_json.RICH_PARTS}
         content = ChatContent(title=title, body=body, link=link, text=text, **rich)
         return Message(delivery_id=row.id, channel=self.name, to=f"user:{row.user_id}", subject=title, text=text,
                        targets=tuple(targets), chat=content)  # fmt: skip
 
     @staticmethod
-    def _rich(template: Template | None, name: str, kind: type, context: dict):
-        """The template's rich part called name, parsed and rendered; None when it has none."""
+    def _rich(template: Template | None, name: str, context: dict):
+        """The template's rich part called name, checked for its service's shape and rendered; None when empty."""
         source = str(getattr(template, name, "") or "") if template is not None else ""
-        if not source.strip():
-            return None
-        try:
-            parsed = json.loads(source)
-        except ValueError as exc:
-            raise rendering.RenderError(f"{name} is not JSON: {exc}") from None
-        if not isinstance(parsed, kind) or not parsed:
-            raise rendering.RenderError(f"{name} must be a JSON {'array' if kind is list else 'object'}")
-        return render_rich(parsed, context)
+        return rich_json.render(name, source, context) if source.strip() else None
 
     def record_outcome(self, conn, result) -> None:
         """Invalidate the accounts whose provider says they are gone (at once: no message goes there again)."""
