@@ -73,13 +73,16 @@ def _map_strings(value: object, render: Callable[[str], str]) -> object:
     return value
 
 
-def check(part: str, source: str, context: dict) -> str | None:
-    """What is wrong with the part rendered against context (the editor's sample), or None."""
-    try:
-        _map_strings(parse(part, source), lambda text: rendering.render_string(text, context))
-    except (RichJsonError, rendering.RenderError) as exc:
-        return str(exc)
-    return None
+def _mrkdwn_escaped(value: object) -> object:
+    """Every string of the context as Slack mrkdwn needs it: &, < and > escaped, so no value can write a mention
+    (<!channel>) or a link of its own; the operator's own markup around the values stays as written."""
+    if isinstance(value, str):
+        return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    if isinstance(value, dict):
+        return {key: _mrkdwn_escaped(child) for key, child in value.items()}
+    if isinstance(value, list | tuple):
+        return [_mrkdwn_escaped(child) for child in value]
+    return value
 
 
 def render(part: str, source: str, context: dict) -> object:
@@ -88,4 +91,15 @@ def render(part: str, source: str, context: dict) -> object:
         document = parse(part, source)
     except RichJsonError as exc:
         raise rendering.RenderError(f"{part}: {exc}") from None
+    if part == "slack_blocks":
+        context = _mrkdwn_escaped(context)
     return _map_strings(document, lambda text: rendering.render_string(text, context))
+
+
+def check(part: str, source: str, context: dict) -> str | None:
+    """What is wrong with the part rendered against context (the editor's sample), or None."""
+    try:
+        render(part, source, context)
+    except rendering.RenderError as exc:
+        return str(exc)
+    return None

@@ -17,7 +17,7 @@ from flask import current_app
 from flask_babel import gettext, lazy_gettext
 
 from app import sms_text
-from app.delivery import rendering
+from app.delivery import rendering, rich_json
 from app.delivery.queries import BatchRow, Template
 from app.locales import locale_chain
 from app.push.payload import PUSH_LIMIT, push_payload  # the same JSON the push sender builds
@@ -37,6 +37,9 @@ PART_LABELS = {
     "subject": lazy_gettext("Subject"),
     "body_text": lazy_gettext("Text body"),
     "body_html": lazy_gettext("HTML body"),
+    "slack_blocks": lazy_gettext("Slack blocks"),
+    "teams_card": lazy_gettext("Teams card"),
+    "line_flex": lazy_gettext("LINE Flex message"),
 }
 
 
@@ -125,6 +128,12 @@ class Preview:
     user_locale: str = ""
     phones: list[PhoneCard] = field(default_factory=list)  # push: the iPhone and the Android rendering
     sms: SmsPreview | None = None  # sms: encoding, parts and the characters that forced UCS-2
+    rich: dict[str, str] = field(default_factory=dict)  # chat: each rich part rendered, as indented JSON
+
+    @property
+    def rich_parts(self) -> list[tuple[str, str, str]]:
+        """Each rendered rich part with its label, in the editor's order."""
+        return [(part, str(PART_LABELS[part]), self.rich[part]) for part in rich_json.RICH_PARTS if part in self.rich]
 
     @property
     def warnings(self) -> list[str]:
@@ -261,6 +270,14 @@ def _build_preview(type_, channel, locale, parts, user_locale, sample_text, exis
             rendered[part], problem = render_part(part, parts[part], context)
             if problem:
                 preview.problems.append(problem)
+    for part in rich_json.RICH_PARTS:
+        if parts.get(part, "").strip():
+            try:
+                document = rich_json.render(part, parts[part], context)
+            except rendering.RenderError as exc:
+                preview.problems.append(Problem(part, str(exc).removeprefix(f"{part}: ")))
+            else:
+                preview.rich[part] = json.dumps(document, ensure_ascii=False, indent=2)
     if preview.problems:
         return preview
     if channel == "email":

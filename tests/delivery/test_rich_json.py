@@ -12,8 +12,16 @@ CONTEXT = {"notification": {"title": 'Order "42" <shipped>', "link": "https://ha
 def test_slack_blocks_render_only_inside_strings():
     source = json.dumps([{"type": "section", "text": {"type": "mrkdwn", "text": "*{{ notification.title }}*"}}])
     document = rich_json.render("slack_blocks", source, CONTEXT)
-    # The quotes in the value stay inside the string: the document's shape cannot change.
-    assert document == [{"type": "section", "text": {"type": "mrkdwn", "text": '*Order "42" <shipped>*'}}]
+    # The quotes in the value stay inside the string: the document's shape cannot change (and Slack's own
+    # markup characters in a value are escaped).
+    assert document == [{"type": "section", "text": {"type": "mrkdwn", "text": '*Order "42" &lt;shipped&gt;*'}}]
+
+
+def test_values_in_slack_blocks_cannot_mention_or_link():
+    context = {"notification": {"title": "<!channel> & <https://evil.example|click>"}}
+    source = json.dumps([{"type": "section", "text": {"type": "mrkdwn", "text": "<{{ notification.title }}>"}}])
+    (block,) = rich_json.render("slack_blocks", source, context)
+    assert block["text"]["text"] == "<&lt;!channel&gt; &amp; &lt;https://evil.example|click&gt;>"
 
 
 def test_block_kit_builder_export_is_taken():
