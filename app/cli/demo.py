@@ -32,6 +32,7 @@ from app.extensions import db
 from app.models import Announcement, MessageTemplate, Notification, NotificationType
 from app.notify.service import notify
 from app.unitofwork import commit
+from app.users import chat_accounts
 from app.users.service import create_or_update_user, upsert_member
 
 demo_cli = AppGroup("demo", help="Demo data.")
@@ -246,6 +247,7 @@ def seed_notifications(members: list[tuple[int, str | None]], now: datetime) -> 
 # colon), fixed so a second seed refreshes the same devices rather than adding some.
 PHONE_OWNER = "demo-alice"
 DEMO_SMS_NUMBER = "+819012345678"  # the number Japanese examples use (090-1234-5678)
+DEMO_SLACK_MEMBER = "U0HATOALICE"  # alice's Slack member id: the bot's DM to her (the stand-in, or your workspace)
 DEMO_PHONES = [
     {
         "platform": "ios",
@@ -279,6 +281,16 @@ def seed_sms() -> None:
     db.session.execute(
         sa.text("UPDATE notification_types SET default_channels = array_append(default_channels, 'sms') "
                 "WHERE type = :type AND NOT 'sms' = ANY(default_channels)"),
+        {"type": PHONE_PUSH_TYPE},
+    )  # fmt: skip
+
+
+def seed_chat(user_id: int) -> None:
+    """Alice's Slack DM, as the product's API links it; "Reservation approved" goes to chat too."""
+    chat_accounts.put_account(user_id, "slack", {"channel": DEMO_SLACK_MEMBER})
+    db.session.execute(
+        sa.text("UPDATE notification_types SET default_channels = array_append(default_channels, 'chat') "
+                "WHERE type = :type AND NOT 'chat' = ANY(default_channels)"),
         {"type": PHONE_PUSH_TYPE},
     )  # fmt: skip
 
@@ -352,6 +364,7 @@ def seed() -> None:
     alice = next(u for u in users if u.external_id == PHONE_OWNER)
     seed_phones(alice.id)
     seed_sms()
+    seed_chat(alice.id)
     db.session.flush()
     send_phone_push(alice.id, alice.locale)
 

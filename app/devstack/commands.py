@@ -54,6 +54,8 @@ from app.devstack.settings import (
     ROOT,
     RUN_DB,
     RUN_REDIS_DB,
+    SLACK_STANDIN_DIR,
+    SLACK_STANDIN_PORT,
     SMTP_PORT,
     STANDIN_SETTINGS,
     TEST_DB,
@@ -84,6 +86,7 @@ PHONE_SERVICES = [
      ["tests.support.fcm_server", "--project", DEMO_FCM_PROJECT]),
     ("twilio", "Twilio", "TWILIO_ACCOUNT_SID", TWILIO_STANDIN_PORT, TWILIO_STANDIN_DIR,
      ["tests.support.twilio_server"]),
+    ("slack", "Slack", "SLACK_BOT_TOKEN", SLACK_STANDIN_PORT, SLACK_STANDIN_DIR, ["tests.support.slack_server"]),
 ]  # fmt: skip
 
 
@@ -106,7 +109,8 @@ def start_phone_services(env: dict[str, str], signals: Signals, children: list[C
     for child, label, port, directory, settings_file in started:
         settings = wait_for_standin(child, settings_file, port)
         env.update(settings)
-        origin = settings.get("APNS_ENDPOINT") or settings.get("FCM_API_BASE") or settings.get("TWILIO_API_BASE")
+        origin = next(settings[k] for k in ("APNS_ENDPOINT", "FCM_API_BASE", "TWILIO_API_BASE", "SLACK_API_BASE")
+                      if k in settings)  # fmt: skip
         where = directory.relative_to(ROOT)
         say(f"{label}: the local stand-in answers on {origin} (what it keeps and {STANDIN_SETTINGS} in {where}/)")
         lines.append(f"  {label}: the local stand-in on {origin} (a line per message it takes, under `{child.name}`)")
@@ -155,6 +159,7 @@ def cmd_run() -> int:
         env.setdefault("FEED_ALLOWED_ORIGINS", f"http://{HOST}:{DEMO_PORT}")
         env["PYTHONUNBUFFERED"] = "1"
         env.setdefault("SMS_PROVIDER", "twilio")  # alice's number gets the demo's texts (the stand-in, or yours)
+        env.setdefault("CHAT_PROVIDER", "slack")  # and alice's Slack DM its chat messages
         # Before the seed: alice's iPhone registers with the APNs topic in force.
         phone_lines = start_phone_services(env, signals, children)
 
