@@ -251,6 +251,22 @@ class WebhookPoster:
             raise TransientError(f"{who}: {error}"[:500], kind="transport") from None
 
 
+class WebhookPart(ChatPart):
+    """A chat service reached only through each member's webhook URL (Teams, Discord): no credentials of its own."""
+
+    def __init__(self, config: Mapping) -> None:
+        super().__init__(config)
+        self.webhooks = WebhookPoster(config)
+
+    @classmethod
+    def from_config(cls, config: Mapping):
+        """Always configured: each member's webhook URL carries its own secret."""
+        return cls(config)
+
+    def __exit__(self, *exc_info) -> None:
+        self.webhooks.close()
+
+
 def reply_json(reply: Reply) -> dict:
     """The answer's JSON object, or {} when it has none."""
     try:

@@ -13,12 +13,11 @@ permanent; a refused address permanent, timeouts and transport errors transient.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from app.providers.base import Message, PermanentError, TransientError, register
 from app.providers.chat_content import ChatContent, ChatTarget, digest
-from app.providers.chatfanout import ACCOUNT_INVALID, ChatPart, WebhookPoster, reply_json, webhook_failure
+from app.providers.chatfanout import ACCOUNT_INVALID, WebhookPart, reply_json, webhook_failure
 
 TITLE_MAX, DESCRIPTION_MAX = 256, 4096
 UNKNOWN_WEBHOOK = 10015
@@ -45,23 +44,11 @@ def waiting_url(url: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
-class DiscordProvider(ChatPart):
+class DiscordProvider(WebhookPart):
     """Executes each member's Discord webhook with an embed; see the module docstring."""
 
     name = "discord"
     scope_limit = (2.5, 5)  # 5 requests per 2 seconds per webhook (what Discord's rate-limit headers show)
-
-    def __init__(self, config: Mapping) -> None:
-        super().__init__(config)
-        self.webhooks = WebhookPoster(config)
-
-    @classmethod
-    def from_config(cls, config: Mapping) -> DiscordProvider:
-        """Discord needs no credentials: each member's webhook URL carries its own token."""
-        return cls(config)
-
-    def __exit__(self, *exc_info) -> None:
-        self.webhooks.close()
 
     def post(self, target: ChatTarget, message: Message) -> str:
         """Execute the target's webhook with the embed."""

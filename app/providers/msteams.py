@@ -13,11 +13,9 @@ valid): the account is gone (account_invalid); 408, 409, 425, 429 and 5xx transi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from app.providers.base import Message, register
 from app.providers.chat_content import ChatContent, ChatTarget, digest
-from app.providers.chatfanout import ChatPart, WebhookPoster, webhook_failure
+from app.providers.chatfanout import WebhookPart, webhook_failure
 
 ADAPTIVE = "application/vnd.microsoft.card.adaptive"
 CARD_VERSION = "1.4"
@@ -41,23 +39,11 @@ def envelope(content: ChatContent) -> dict:
     return {"type": "message", "attachments": [{"contentType": ADAPTIVE, "contentUrl": None, "content": card}]}
 
 
-class TeamsProvider(ChatPart):
+class TeamsProvider(WebhookPart):
     """Posts an Adaptive Card to each member's Teams webhook; see the module docstring."""
 
     name = "msteams"
     scope_limit = (4.0, 4)  # Teams throttles a webhook beyond a few posts a second
-
-    def __init__(self, config: Mapping) -> None:
-        super().__init__(config)
-        self.webhooks = WebhookPoster(config)
-
-    @classmethod
-    def from_config(cls, config: Mapping) -> TeamsProvider:
-        """Teams needs no credentials: each member's webhook URL is its own."""
-        return cls(config)
-
-    def __exit__(self, *exc_info) -> None:
-        self.webhooks.close()
 
     def post(self, target: ChatTarget, message: Message) -> str:
         """POST the card to the target's webhook."""

@@ -9,10 +9,12 @@ webhook is paced at that rate and a 429's Retry-After pauses it.
 Answers (docs.slack.dev/reference/methods/chat.postMessage; the incoming-webhook error list):
 
 - ok: sent; the message's ts is the provider message id.
-- channel_not_found, not_in_channel, account_inactive, is_archived; a webhook's 404 no_service, 410
-  channel_is_archived, 403 invalid_token: the account is gone (account_invalid: the channel invalidates it).
-- invalid_auth, not_authed, token_revoked, missing_scope, team_access_not_granted: the installation's token is
-  wrong (misconfigured, on the dashboard until a post works again).
+- channel_not_found, not_in_channel, is_archived; a webhook's 404 no_service, 410 channel_is_archived, 403
+  invalid_token: the account is gone (account_invalid: the channel invalidates it).
+- invalid_auth, not_authed, token_revoked, account_inactive, missing_scope, team_access_not_granted: the
+  installation's token is wrong (misconfigured, on the dashboard until a post works again). Issue 29 lists
+  account_inactive among a member's errors, but Slack documents it as "the token is for a deleted user or
+  workspace": the bot's own token, so treating it per member would invalidate every member's account at once.
 - ratelimited (HTTP 429), internal_error, fatal_error, service_unavailable, request_timeout, 5xx, timeouts and
   connection errors: transient, with Retry-After.
 - anything else (msg_too_long, invalid_blocks…): permanent.
@@ -35,8 +37,10 @@ from app.providers.webpush import retry_after
 
 log = logging.getLogger(__name__)
 
-GONE = frozenset({"channel_not_found", "not_in_channel", "account_inactive", "is_archived"})
-MISCONFIGURED = frozenset({"invalid_auth", "not_authed", "token_revoked", "missing_scope", "team_access_not_granted"})
+GONE = frozenset({"channel_not_found", "not_in_channel", "is_archived"})
+MISCONFIGURED = frozenset(
+    {"invalid_auth", "not_authed", "token_revoked", "account_inactive", "missing_scope", "team_access_not_granted"}
+)
 TRANSIENT = frozenset({"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"})
 WEBHOOK_GONE = frozenset({"no_service", "no_team", "channel_not_found", "channel_is_archived", "invalid_token"})
 SECTION_MAX = 3000  # a section block's text

@@ -11,11 +11,10 @@ import pytest
 from app.delivery.policy import plan, skips_quiet_hours
 from app.delivery.queries import BatchRow
 from app.extensions import db
-from app.providers.httpclients import close_all
 from jobs.delivery import deliver_batch
 from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
 from tests.support.delivery import reload
-from tests.support.twilio_server import TwilioServer
+from tests.support.twilio_server import serving_app
 
 NOW = datetime(2026, 3, 1, 14, 0, tzinfo=UTC)  # 23:00 in Tokyo: inside 22:00–07:00
 QUIET_END = datetime(2026, 3, 1, 22, 0, tzinfo=UTC)  # 07:00 the next morning in Tokyo
@@ -64,11 +63,8 @@ def test_outside_quiet_hours_everything_goes():
 
 @pytest.fixture
 def twilio(app, monkeypatch):
-    with TwilioServer(callback_delay=0) as server:
-        for name, value in {**server.settings(), "SMS_PROVIDER": "twilio"}.items():
-            monkeypatch.setitem(app.config, name, value)
+    with serving_app(app, monkeypatch) as server:
         yield server
-    close_all()
 
 
 def _sleeping_member():

@@ -13,18 +13,15 @@ from app.providers.httpclients import close_all
 from jobs.delivery import deliver_batch
 from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
 from tests.support.delivery import reload
-from tests.support.twilio_server import TwilioServer
+from tests.support.twilio_server import serving_app
 
 PHONE = "+819012345678"
 
 
 @pytest.fixture
 def twilio(app, monkeypatch):
-    with TwilioServer(callback_delay=0) as server:
-        for name, value in {**server.settings(), "SMS_PROVIDER": "twilio"}.items():
-            monkeypatch.setitem(app.config, name, value)
+    with serving_app(app, monkeypatch) as server:
         yield server
-    close_all()
 
 
 def member(phone: str | None = PHONE, verified: bool = True, consent: bool = True, locale: str = "en"):

@@ -99,7 +99,7 @@ def test_a_slack_incoming_webhook_gets_the_same_json_over_the_guarded_transport(
     assert receipt.reached[0].startswith("slack:hook:") and url not in receipt.reached[0]  # the URL is a secret
 
 
-@pytest.mark.parametrize("error", ["channel_not_found", "not_in_channel", "account_inactive", "is_archived"])
+@pytest.mark.parametrize("error", ["channel_not_found", "not_in_channel", "is_archived"])
 def test_a_slack_channel_that_is_gone_invalidates_the_account(app, slack, error):
     slack.script("C0GONE001", error)
     target = ChatTarget.of("slack", {"channel": "C0GONE001"})
@@ -110,7 +110,7 @@ def test_a_slack_channel_that_is_gone_invalidates_the_account(app, slack, error)
     assert (outcome.target, outcome.outcome) == (target.key, "permanent") and error in outcome.invalid
 
 
-@pytest.mark.parametrize("error", ["invalid_auth", "not_authed", "token_revoked"])
+@pytest.mark.parametrize("error", ["invalid_auth", "not_authed", "token_revoked", "account_inactive"])
 def test_a_refused_bot_token_is_a_configuration_error_on_the_dashboard_until_a_post_works(app, slack, error):
     slack.script("C0ANY0001", error, times=1)
     provider = SlackProvider(settings(app, slack))

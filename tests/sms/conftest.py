@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from app.extensions import db
 from app.providers.httpclients import close_all
 from tests.factories import UserFactory
-from tests.support.twilio_server import TwilioServer, new_sid
+from tests.support.twilio_server import TwilioServer, new_sid, serving_app
 from tests.support.vonage_server import VonageServer, sign_webhook
 
 PHONE = "+819012345678"
@@ -29,11 +29,8 @@ VONAGE_INBOUND = "/hooks/providers/vonage/inbound"
 @pytest.fixture
 def twilio(app, monkeypatch):
     """A local Twilio whose account this installation uses (sends, and the hooks' auth token)."""
-    with TwilioServer(callback_delay=0) as server:
-        for name, value in {**server.settings(), "SMS_PROVIDER": "twilio"}.items():
-            monkeypatch.setitem(app.config, name, value)
+    with serving_app(app, monkeypatch) as server:
         yield server
-    close_all()
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from app import phones
 from app.extensions import db
 from app.models import MessageTemplate, NotificationType
 from app.notification_types.builtin import PHONE_VERIFICATION
-from app.providers.httpclients import close_all
 from app.queueing import DELIVER_BATCH_JOB, get_queue
 from app.unitofwork import commit, wait_idle
 from app.users import phone_verification as pv
@@ -23,15 +22,6 @@ from tests.support.twilio_server import TwilioServer
 
 NEW = "+819011112222"
 OLD = "+819033334444"
-
-
-@pytest.fixture
-def twilio(app, monkeypatch):
-    with TwilioServer(callback_delay=0) as server:
-        for name, value in {**server.settings(), "SMS_PROVIDER": "twilio"}.items():
-            monkeypatch.setitem(app.config, name, value)
-        yield server
-    close_all()
 
 
 def _user_row(user_id: int):
