@@ -120,13 +120,12 @@ def test_per_user_tables_are_distributed_or_named_as_lookups():
             )
         ).scalars()
     )
-    # push_receivers, sms_receivers and chat_receivers are views (migrations 0022, 0025, 0026), not tables.
+    # push_receivers and sms_receivers are views (migrations 0022, 0025), not tables.
     assert with_user - DISTRIBUTED <= {
         "login_links",
         "push_subscriptions",
         "push_receivers",
         "sms_receivers",
-        "chat_receivers",
     }
 
 

@@ -8,6 +8,7 @@ TEMPLATE_RENDER_SECONDS; the console preview sets its own, shorter budget with t
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -21,6 +22,7 @@ from markupsafe import Markup, escape
 from app.config import default_of
 from app.delivery.queries import BatchRow, Template
 from app.delivery.sandbox import make_environment, time_budget
+from app.delivery.unsubscribe import unsubscribe_url
 from app.i18n import language_or_default
 from app.links import same_site_path
 from app.locales import pick_for_chain
@@ -107,6 +109,16 @@ def template_context(row: BatchRow, base_url: str, unsubscribe_url: str) -> dict
         "unsubscribe_url": unsubscribe_url,
         "base_url": base_url,
     }
+
+
+def message_context(row: BatchRow, base_url: str, template: Template | None) -> dict:
+    """template_context for a message that carries no unsubscribe header (push, SMS, chat): the signed link (an
+    HMAC per member, most of a short message's render: tests/perf/bench_sms.py's profile) is made only when one of
+    the template's parts names it."""
+    wanted = template is not None and any(
+        "unsubscribe_url" in getattr(template, part.name) for part in dataclasses.fields(template)
+    )
+    return template_context(row, base_url, unsubscribe_url(base_url, row.user_id, row.type) if wanted else "")
 
 
 def recipient_language(locale: str | None) -> str:

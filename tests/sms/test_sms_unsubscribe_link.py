@@ -1,5 +1,5 @@
-"""The SMS channel signs an unsubscribe link only for a template that names it (the bench's cheap win), and
-such a template still gets a working one."""
+"""SMS (like push and chat: rendering.message_context) signs an unsubscribe link only for a template naming it
+(the bench's cheap win), and such a template still gets a working one."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_a_template_naming_the_unsubscribe_link_gets_it_signed(app, twilio):  # 
 @pytest.mark.committed
 def test_the_built_in_text_and_other_templates_sign_nothing(app, twilio, monkeypatch):  # noqa: F811
     signed = []
-    monkeypatch.setattr("app.delivery.channels.sms.unsubscribe_url", lambda *args: signed.append(args) or "x")
+    monkeypatch.setattr("app.delivery.rendering.unsubscribe_url", lambda *args: signed.append(args) or "x")
     first = sms_row(member())
     deliver_batch("sms", [first.id])
     db.session.add(MessageTemplate(type="sign-in", channel="sms", locale="en", subject="", body_text="Code {{ data }}"))

@@ -23,7 +23,6 @@ from app.delivery import rendering, rich_json
 from app.delivery.channels.base import Channel
 from app.delivery.ledger import LEDGER
 from app.delivery.queries import BatchRow, Template
-from app.delivery.unsubscribe import unsubscribe_url
 from app.locales import locale_chain
 from app.providers import Message, Provider
 from app.providers.chat_content import ChatContent, ChatTarget
@@ -55,8 +54,8 @@ class ChatChannel(Channel):
     # The text, then the optional rich parts per service (JSON whose strings are templates: app/delivery/rich_json.py).
     template_parts = ("body_text", *rich_json.RICH_PARTS)
     no_target_reason = "no_chat_account"
-    # No born skip: its branch ("NOT chat_reachable(i.user_id)", migration 0026) takes the ingest's statement past
-    # psycopg's 4 KB parse cache (tests/notify/test_statement_size.py); the engine skips the row instead.
+    # No born skip: a branch like sms's (sms_reachable, 0025) would take the ingest's statement past psycopg's 4 KB
+    # parse cache (tests/notify/test_statement_size.py); the engine skips a member without an account instead.
     born_skip = None
     concurrent_sends = True  # a send is mostly waiting on Slack, LINE or a webhook
 
@@ -91,8 +90,8 @@ class ChatChannel(Channel):
                       targets: tuple = ()) -> Message:  # fmt: skip
         """The text (template or title, body and link) and the template's rich parts, rendered."""
         base_url = config["BASE_URL"]
-        context = rendering.template_context(row, base_url, unsubscribe_url(base_url, row.user_id, row.type))
         template = rendering.pick_template(templates, row.type, locale_chain(row.locale, config["DEFAULT_LOCALE"]))
+        context = rendering.message_context(row, base_url, template)
         link = context["notification"]["link"] or ""
         title = " ".join(row.title.split()) or str(row.type_label)
         body = row.body.strip()
@@ -109,7 +108,7 @@ class ChatChannel(Channel):
     @staticmethod
     def _rich(template: Template | None, name: str, context: dict):
         """The template's rich part called name, checked for its service's shape and rendered; None when empty."""
-        source = str(getattr(template, name, "") or "") if template is not None else ""
+        source = getattr(template, name) if template is not None else ""
         return rich_json.render(name, source, context) if source.strip() else None
 
     def record_outcome(self, conn, result) -> None:

@@ -16,7 +16,6 @@ from app.delivery import rendering
 from app.delivery.channels.base import Channel
 from app.delivery.ledger import LEDGER
 from app.delivery.queries import BatchRow, Template
-from app.delivery.unsubscribe import unsubscribe_url
 from app.devices import queries as device_queries
 from app.devices import service as device_service
 from app.inbox.queries import badge_count
@@ -75,8 +74,8 @@ class PushChannel(Channel):
                       targets: tuple = ()) -> Message:  # fmt: skip
         """Title and body from the template (or the notification), as the JSON payload; TTL, Urgency, Topic."""
         base_url = config["BASE_URL"]
-        context = rendering.template_context(row, base_url, unsubscribe_url(base_url, row.user_id, row.type))
         template = rendering.pick_template(templates, row.type, locale_chain(row.locale, config["DEFAULT_LOCALE"]))
+        context = rendering.message_context(row, base_url, template)
         title, body = row.title, row.body
         if template is not None and template.subject.strip():
             title = rendering.render_string(template.subject, context)

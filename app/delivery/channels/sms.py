@@ -24,7 +24,6 @@ from app.delivery import rendering
 from app.delivery.channels.base import Channel
 from app.delivery.ledger import LEDGER
 from app.delivery.queries import BatchRow, Template
-from app.delivery.unsubscribe import unsubscribe_url
 from app.i18n import language_or_default
 from app.locales import locale_chain
 from app.notification_types.builtin import PHONE_VERIFICATION, verification_wording
@@ -80,11 +79,7 @@ class SmsChannel(Channel):
     def _text(self, row: BatchRow, templates: Mapping, config: Mapping, **extra) -> str:
         base_url = config["BASE_URL"]
         template = rendering.pick_template(templates, row.type, locale_chain(row.locale, config["DEFAULT_LOCALE"]))
-        # The signed unsubscribe link is most of a row's render (an HMAC per member): made only for a template
-        # that names it (tests/perf/bench_sms.py's profile).
-        wanted = template is not None and "unsubscribe_url" in template.body_text
-        unsubscribe = unsubscribe_url(base_url, row.user_id, row.type) if wanted else ""
-        context = rendering.template_context(row, base_url, unsubscribe)
+        context = rendering.message_context(row, base_url, template)
         context.update(extra)
         if template is not None and template.body_text.strip():
             return rendering.render_string(template.body_text, context).strip()
