@@ -130,6 +130,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PRESENCE_TTL_SECONDS", 60.0, "float", 1, 3600, "a user counts as online this long after a web process last saw their socket (refreshed every third of it)"),
     Setting("REALTIME_COALESCE_SECONDS", 0.1, "float", 0, 10, "a web process recounts one user's badge at most once per this many seconds"),
     Setting("REALTIME_FLUSH_THREADS", 2, "int", 1, 64, "threads per web process that recount badges and write the frames"),
+    Setting("REALTIME_REDIS_URL", "", "str", help="Redis for the connection registry, presence, node channels, socket caps, breakers and buckets (default: REDIS_URL; RQ stays on REDIS_URL)"),
+    Setting("REALTIME_REDIS_CLUSTER", False, "bool", help="REALTIME_REDIS_URL names any node of a Redis Cluster (node channels then use sharded pub/sub)"),
+    Setting("REALTIME_NODE_ID", "", "str", help="this web process's id in the connection registry (default: <host>-<pid>-<random>, new for every process)"),
+    Setting("REALTIME_ACK_TIMEOUT_SECONDS", 5.0, "float", 0.1, 300, "a frame the client has not acked this long is resent once; push_when_offline waits this long for an ack"),
+    Setting("OTEL_EXPORTER_OTLP_ENDPOINT", "", "str", help="OpenTelemetry traces go to this OTLP/HTTP endpoint; empty: tracing off, at no cost"),
+    Setting("OTEL_SERVICE_NAME", "hato", "str", help="the service name on every span"),
     Setting("WEB_MAX_SOCKETS", 1000, "int", 0, 100_000, "websockets one gunicorn worker is sized for (one thread each; 0 for API-only processes)"),
     Setting("WEB_REQUEST_THREADS", 32, "int", 1, 10_000, "gunicorn threads per worker for pages and API calls, beside the socket threads"),
     Setting("WEB_WORKERS", 2, "int", 1, 256, "gunicorn worker processes per web process"),
@@ -315,6 +321,7 @@ class Config:
         }
         # Installations sharing a Redis server never hear each other (app/keyspace.py).
         self.REDIS_NAMESPACE = self.REDIS_NAMESPACE or derive_namespace(self.DATABASE_URL)
+        self.REALTIME_REDIS_URL = self.REALTIME_REDIS_URL or self.REDIS_URL
         self.WS_ALLOWED_ORIGINS = [o.strip().rstrip("/") for o in self.WS_ALLOWED_ORIGINS.split(",") if o.strip()]
         self.FEED_ALLOWED_ORIGINS = [o.strip().rstrip("/") for o in self.FEED_ALLOWED_ORIGINS.split(",") if o.strip()]
         secure = urlsplit(self.BASE_URL).scheme == "https"
@@ -390,6 +397,7 @@ def _value_problems(config: Mapping) -> list[str]:
     problems = [
         _url_problem("DATABASE_URL", config["DATABASE_URL"], ("postgresql", "postgres")),
         _url_problem("REDIS_URL", config["REDIS_URL"], ("redis", "rediss", "unix")),
+        _url_problem("REALTIME_REDIS_URL", config["REALTIME_REDIS_URL"], ("redis", "rediss", "unix")),
         _url_problem("BASE_URL", config["BASE_URL"], ("http", "https")),
         _url_problem("SMTP_URL", config["SMTP_URL"], ("smtp", "smtps")),
         _url_problem("SMTP_FALLBACK_URL", config["SMTP_FALLBACK_URL"], ("smtp", "smtps"), optional=True),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import redis as redis_lib
 from flask import Flask, current_app
 from flask_babel import Babel
@@ -12,6 +14,7 @@ from flask_migrate import Migrate
 from flask_sock import Sock
 from flask_sqlalchemy import SQLAlchemy
 from flask_wtf import CSRFProtect
+from redis.cluster import RedisCluster
 from sqlalchemy import MetaData
 
 from app import dbpool, keyspace, ratelimit_storage
@@ -37,7 +40,7 @@ class RedisHandle:
     """One lazily created Redis client per process, shared by every thread (redis-py pools)."""
 
     def __init__(self) -> None:
-        self._clients: dict[str, redis_lib.Redis] = {}
+        self._clients: dict = {}
 
     def init_app(self, app: Flask) -> None:
         app.extensions["hato_redis"] = self
@@ -50,6 +53,27 @@ class RedisHandle:
             client = redis_lib.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2, health_check_interval=30)
             self._clients[url] = client
         return client
+
+    def realtime(self, config: Mapping | None = None) -> redis_lib.Redis:
+        """Return the client of the realtime store (REALTIME_REDIS_URL: a Redis, or a node of a Redis Cluster).
+
+        It holds what every web process must agree on fast: the connection registry, presence, node
+        channels, socket caps, breakers and buckets. RQ's queues stay on REDIS_URL (RQ does not run on
+        a cluster). A RedisCluster client answers the same commands; keys one script touches share a
+        hash tag (app/keyspace.py tagged()).
+        """
+        config = config if config is not None else current_app.config
+        url, cluster = config["REALTIME_REDIS_URL"], bool(config["REALTIME_REDIS_CLUSTER"])
+        client = self._clients.get(("cluster", url) if cluster else url)
+        if client is None and cluster:
+            client = RedisCluster.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+            self._clients[("cluster", url)] = client
+        return client if client is not None else self.client(url)
+
+
+def is_cluster(client) -> bool:
+    """True for a Redis Cluster client (sharded pub/sub, per-slot pipelines)."""
+    return isinstance(client, RedisCluster)
 
 
 redis = RedisHandle()

@@ -43,6 +43,11 @@ def key(*parts: object, config: Mapping | None = None) -> str:
     return ":".join((PREFIX, namespace(config), *(str(part) for part in parts)))
 
 
+def tagged(tag: object, *parts: object, config: Mapping | None = None) -> str:
+    """Return `hato:<namespace>:{<tag>}:<parts…>`: keys with one tag share a Redis Cluster slot (for one script)."""
+    return key(f"{{{tag}}}", *parts, config=config)
+
+
 def queue_name(name: str, config: Mapping | None = None) -> str:
     """Return the RQ queue name for a logical queue (high, default, low)."""
     return f"{namespace(config)}:{name}"
