@@ -17,12 +17,13 @@ from app.delivery import service as ledger
 from app.delivery.ledger_queries import DlqFilters
 from app.extensions import db, redis
 from app.inbox import service as inbox
-from app.live.presence import touch
-from app.live.publish import BadgeEvent, badge_after_commit, user_channel
+from app.live import registry
+from app.live.publish import BadgeEvent, badge_after_commit
 from app.notify.service import notify
 from app.queueing import EnqueueDeliveries, get_queue
 from app.unitofwork import NOTHING, Dispatcher, Handoff, after_commit, commit, run_effects
 from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
+from tests.support.redis_watch import user_event as user_channel
 from tests.support.redisserver import RedisServer
 
 # --- the dispatcher ------------------------------------------------------------------------------
@@ -116,12 +117,14 @@ def test_a_redis_outage_costs_only_the_effects_of_its_own_commits(app, tmp_path,
     Restarted empty: the next commit's effects reach it, with no process restarted."""
     server = RedisServer(tmp_path / "redis")  # not started: Redis is down
     monkeypatch.setitem(app.config, "REDIS_URL", server.url)
+    monkeypatch.setitem(app.config, "REALTIME_REDIS_URL", server.url)
     dispatcher = Dispatcher(app)
     try:
         down = dispatcher.submit([EnqueueDeliveries("default", "email", (1, 2)), BadgeEvent(frozenset({1}), "Hi")])
         assert dispatcher.wait_idle(10)
         assert dict(down.counts) == {}
         server.start()
+        registry.register(server.client(), 1, "node-t", 8, 60, config=app.config)  # user 1 has a tab open
         up = dispatcher.submit([EnqueueDeliveries("default", "email", (3,)), BadgeEvent(frozenset({1}), "Hi")])
         assert dispatcher.wait_idle(10)
         assert dict(up.counts) == {"enqueued": 1, "badges": 1}
@@ -196,14 +199,20 @@ def _comment_type():
     return NotificationTypeFactory(type="comment", default_email=True, priority="default")
 
 
+def _online(user_id: int) -> None:
+    """Give user_id an open tab (on a stand-in node), so that a badge event goes out for them."""
+    registry.register(redis.realtime(), user_id, "producer-node", 8, 60)
+
+
 def _ingest():
     _comment_type()
-    UserFactory(external_id="r1")
+    _online(UserFactory(external_id="r1").id)
     return lambda: notify(["r1"], type_="comment", title="Hi", body="", dedupe_key=uuid.uuid4().hex)
 
 
 def _mark_read():
     user = UserFactory()
+    _online(user.id)
     row = NotificationFactory(user_id=user.id)
     return lambda: inbox.mark_read(user.id, row.id)
 
@@ -238,7 +247,7 @@ def _dlq_bulk():
 def _fanout_batch():
     _comment_type()
     users = [UserFactory() for _ in range(2)]
-    touch(redis.client(), [users[0].id], ttl=60)  # online: its badge event goes out
+    _online(users[0].id)  # a tab open: its badge event goes out (the other's costs only the lookup)
     operator = UserFactory(role="operator")
     campaign = campaigns.create_campaign(operator, name="Spring", type_="comment", title="Sale", body="b")
     campaigns.send_campaign(operator, campaign.id)

@@ -261,7 +261,7 @@ def run_batch(campaign_id: int, size: int) -> Batch | None:
     for channel, ids in pending.items():
         if ids:
             enqueue_deliveries_after_commit(CAMPAIGN_QUEUE, channel, ids)
-    badge_after_commit(row.badge_user_ids, toast_title=campaign.title, online_only=True)
+    badge_after_commit(row.badge_user_ids, toast_title=campaign.title)
     return Batch(
         users=row.users,
         created=row.created,

@@ -1,9 +1,10 @@
-"""Who has a live socket: one Redis sorted set of user id -> last heartbeat (unix seconds).
+"""Who is online: one Redis sorted set (realtime store) of user id -> last time a tab of theirs answered.
 
-Each web process refreshes the users it holds every TTL/3 seconds, so a user is "online" while any
-process refreshed them within the TTL. Nobody removes a user on disconnect (another process may still
-hold a socket for them); they simply age out. Bulk producers (campaign fanout) ask
-`online_user_ids()` so they publish only for users someone is listening for.
+"Online" is a socket that acks (app/realtime/acks.py), not merely one that is open: a web process marks a
+user at their socket's first ack, then every TTL/3 seconds refreshes the users whose sockets acked within
+the TTL (quiet sockets are pinged to ack). A frozen tab stops acking and ages out, so it no longer
+suppresses e-mail or push (skip_when_online). Nobody removes a user on disconnect (another process may
+still hold a socket for them); they simply age out.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def online_user_ids(user_ids: Iterable[int]) -> set[int]:
     cutoff = time.time() - ttl_seconds()
     key = presence_key()
     try:
-        with redis.client().pipeline(transaction=False) as pipe:
+        with redis.realtime().pipeline(transaction=False) as pipe:
             for chunk in _chunks(ids):
                 pipe.zmscore(key, chunk)
             scores = chain.from_iterable(pipe.execute())

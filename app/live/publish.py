@@ -1,85 +1,123 @@
-"""Badge events over Redis pub/sub: hints after a commit; the socket side recomputes the count.
+"""Badge events, routed: a hint after a commit goes only to the web processes (nodes) holding the users' sockets.
 
-Pub/sub is fire-and-forget, so a message carries no state: it only says "recount for this user"
-(or "recount for everyone" after an announcement). Losing one loses nothing but latency.
-Services register them as effects of their transaction (badge_after_commit, broadcast_after_commit);
+A message carries no count: it says "recount for these users" (or "recount for everyone" after an
+announcement, on the one broadcast channel every node hears). The registry (app/live/registry.py) says
+which node holds which user; each node listens on its own channel only (sharded pub/sub on a Redis
+Cluster), so no process reads events for sockets it does not hold. Losing a message loses nothing but
+latency: the frame's ack is missing, and a reconnect recounts.
+Services register events as effects of their transaction (badge_after_commit, broadcast_after_commit);
 they go out only if it commits, merged with other commits' events by the dispatcher.
-Close instructions travel on the same user channel (the hub's one listener already hears it): "close"
-(sockets over the per-user cap, 4008) and "session-end" (sockets of a signed-out session, 4001).
+Close instructions travel the same way to the nodes holding the user: "close" (sockets over the
+per-user cap, 4008) and "session-end" (sockets of a signed-out session, 4001).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
 from app import keyspace
-from app.extensions import redis
-from app.live.presence import online_user_ids
+from app.extensions import is_cluster, redis
+from app.live import registry
 from app.unitofwork import Effect, after_commit
 
 log = logging.getLogger(__name__)
 
-# A campaign may publish for many users; bound each pipeline's buffered replies.
-PIPELINE_CHUNK = 1000
+# A campaign may reach many users on one node; bound one message's size.
+NODE_MESSAGE_USERS = 1000
 TOAST_TITLE_MAX = 200
 # Close codes (4000-4999 are the application's): the browser must not reconnect after either.
 CLOSE_SIGNED_OUT = 4001
 CLOSE_TOO_MANY_SOCKETS = 4008
 
 
-def user_channel(user_id: int | str, config: Mapping | None = None) -> str:
-    """Return the pub/sub channel for one user's badge (`*` for the pattern of all of them)."""
-    return keyspace.key("badge", "user", user_id, config=config)
-
-
 def broadcast_channel(config: Mapping | None = None) -> str:
-    """Return the pub/sub channel that makes every socket recount."""
+    """Return the pub/sub channel that makes every socket recount (every node subscribes to it)."""
     return keyspace.key("badge", "all", config=config)
 
 
 def event_message(toast: dict | None = None) -> str:
-    """Return the JSON message a badge event carries (a toast title at most, never the count)."""
+    """Return the JSON message a broadcast carries (a toast title at most, never the count)."""
     if toast and toast.get("title"):
         return json.dumps({"kind": "badge", "toast": {"title": str(toast["title"])[:TOAST_TITLE_MAX]}})
     return json.dumps({"kind": "badge"})
 
 
-def publish_badge(user_ids: Iterable[int], toast: dict | None = None) -> bool:
-    """Tell every process holding a socket for these users to resend their badge; False if Redis is down."""
-    message = event_message(toast)
-    ids = sorted({int(user_id) for user_id in user_ids})
+def _send(client, node_id: str, message: dict) -> None:
+    """Publish message on node_id's channel (sharded pub/sub on a cluster: only that channel's shard hears it)."""
+    body = json.dumps(message, separators=(",", ":"))
+    if is_cluster(client):
+        client.spublish(registry.node_channel(node_id), body)
+    else:
+        client.publish(registry.node_channel(node_id), body)
+
+
+def route_badge(
+    user_ids: Iterable[int],
+    toast: dict | None = None,
+    notifications: Mapping[int, Iterable[int]] | None = None,
+    accepted_at: float | None = None,
+    trace: str | None = None,
+) -> set[int] | None:
+    """Tell the nodes holding these users' sockets to resend their badge; return the users with a socket.
+
+    One registry lookup for the batch, then one message per node (per NODE_MESSAGE_USERS users) naming its
+    users: a process hears only events for its own sockets, and users with no socket cost only the lookup.
+    notifications: user id -> the notification ids this event shows them (their acks are recorded, for
+    push_when_offline); accepted_at: when the API accepted it (epoch seconds, for the 202-to-ack histogram);
+    trace: the W3C traceparent the frame and its ack continue. None when Redis is unreachable.
+    """
+    notifications = notifications or {}
     try:
-        client = redis.client()
-        prefix = user_channel("")
-        for start in range(0, len(ids), PIPELINE_CHUNK):
-            with client.pipeline(transaction=False) as pipe:
-                for user_id in ids[start : start + PIPELINE_CHUNK]:
-                    pipe.publish(prefix + str(user_id), message)
-                pipe.execute()
+        client = redis.realtime()
+        routes = registry.nodes_of(client, user_ids)
+        for node_id, users in routes.items():
+            for start in range(0, len(users), NODE_MESSAGE_USERS):
+                chunk = users[start : start + NODE_MESSAGE_USERS]
+                message: dict = {"kind": "badge", "users": chunk}
+                if toast and toast.get("title"):
+                    message["toast"] = {"title": str(toast["title"])[:TOAST_TITLE_MAX]}
+                shown = {str(u): sorted(int(n) for n in notifications[u]) for u in chunk if notifications.get(u)}
+                if shown:
+                    message["n"] = shown
+                if accepted_at is not None:
+                    message["t"] = round(accepted_at, 6)
+                if trace:
+                    message["tp"] = trace
+                _send(client, node_id, message)
     except RedisError as exc:
         log.warning("badge publish failed (clients resync on reconnect): %s", exc)
-        return False
-    return True
+        return None
+    return {user_id for users in routes.values() for user_id in users}
+
+
+def publish_badge(user_ids: Iterable[int], toast: dict | None = None) -> bool:
+    """Tell the processes holding sockets of these users to resend their badge; False if Redis is down."""
+    return route_badge(user_ids, toast) is not None
 
 
 def publish_broadcast() -> bool:
     """Tell every socket to recount (an announcement was published or changed)."""
     try:
-        redis.client().publish(broadcast_channel(), event_message())
+        redis.realtime().publish(broadcast_channel(), event_message())
     except RedisError as exc:
         log.warning("broadcast publish failed: %s", exc)
         return False
     return True
 
 
-def _publish_control(user_id: int, message: dict) -> bool:
+def _publish_control(user_id: int, message: dict, nodes: Iterable[str] | None = None) -> bool:
+    """Send a close instruction to the nodes holding user_id's sockets (or to the given nodes)."""
     try:
-        redis.client().publish(user_channel(user_id), json.dumps(message))
+        client = redis.realtime()
+        targets = set(nodes) if nodes is not None else set(registry.nodes_of(client, [user_id]))
+        for node_id in sorted(targets):
+            _send(client, node_id, {**message, "user": int(user_id)})
     except RedisError as exc:
         log.warning("socket close instruction for user %s not published: %s", user_id, exc)
         return False
@@ -89,7 +127,8 @@ def _publish_control(user_id: int, message: dict) -> bool:
 def publish_close(user_id: int, socket_ids: Iterable[str]) -> bool:
     """Tell whichever process holds these sockets of user_id to close them (4008: over the cap)."""
     ids = sorted(socket_ids)
-    return bool(ids) and _publish_control(user_id, {"kind": "close", "sockets": ids})
+    nodes = {registry.node_of(socket_id) for socket_id in ids} - {None}
+    return bool(ids) and _publish_control(user_id, {"kind": "close", "sockets": ids}, nodes)
 
 
 def publish_session_end(
@@ -112,24 +151,37 @@ def publish_session_end(
 class BadgeEvent(Effect):
     """Tell these users' sockets to recount (with a toast title for new notifications).
 
-    online_only: publish only for users with a live socket (bulk producers: a campaign reaches
-    many users, few of whom are looking).
+    notifications: (user id, notification id) pairs the event shows (their acks are recorded);
+    accepted_at: when the first merged event was accepted; trace: the first one's traceparent (one
+    frame continues one trace; merged events from other requests keep their own API spans).
     """
 
     user_ids: frozenset[int]
     toast_title: str | None = None
-    online_only: bool = False
+    notifications: frozenset[tuple[int, int]] = frozenset()
+    accepted_at: float | None = None
+    trace: str | None = None
 
     def merge_key(self):
-        return ("badge", self.toast_title, self.online_only)
+        return ("badge", self.toast_title)
 
     def merge(self, other: BadgeEvent) -> BadgeEvent:
-        return BadgeEvent(self.user_ids | other.user_ids, self.toast_title, self.online_only)
+        times = [t for t in (self.accepted_at, other.accepted_at) if t is not None]
+        return BadgeEvent(
+            self.user_ids | other.user_ids,
+            self.toast_title,
+            self.notifications | other.notifications,
+            min(times) if times else None,
+            self.trace or other.trace,
+        )
 
     def run(self) -> frozenset[int]:
-        ids = online_user_ids(self.user_ids) if self.online_only else self.user_ids
         toast = {"title": self.toast_title} if self.toast_title else None
-        return frozenset(ids) if ids and publish_badge(ids, toast=toast) else frozenset()
+        shown: dict[int, list[int]] = {}
+        for user_id, notification_id in self.notifications:
+            shown.setdefault(user_id, []).append(notification_id)
+        reached = route_badge(self.user_ids, toast, shown, self.accepted_at, self.trace)
+        return frozenset(reached or ())
 
     def count(self, result: object) -> dict[str, int]:
         return {"badges": len(self.user_ids & result)} if result else {}
@@ -177,11 +229,17 @@ def session_end_after_commit(user_id: int, below_version: int, keep_sid: str | N
     after_commit(SessionEnd(int(user_id), int(below_version), keep_sid))
 
 
-def badge_after_commit(user_ids: Iterable[int], toast_title: str | None = None, online_only: bool = False) -> None:
-    """Publish a badge event for these users once the current transaction commits."""
+def badge_after_commit(
+    user_ids: Iterable[int], toast_title: str | None = None, notifications: Iterable[tuple[int, int]] = ()
+) -> None:
+    """Publish a badge event for these users once the current transaction commits.
+
+    notifications: the (user id, notification id) pairs it shows, so that the members' acks are recorded.
+    """
     ids = frozenset(int(user_id) for user_id in user_ids)
     if ids:
-        after_commit(BadgeEvent(ids, toast_title, online_only))
+        pairs = frozenset((int(u), int(n)) for u, n in notifications)
+        after_commit(BadgeEvent(ids, toast_title, pairs, time.time()))
 
 
 def broadcast_after_commit() -> None:

@@ -321,7 +321,8 @@ def notify(
             enqueue_deliveries_after_commit(
                 delivery_queue(result.priority, campaign_id is not None), channel, ids, True
             )
-    badge_after_commit(result.badge_user_ids(), toast_title=title)
+    shown = [(r.user_id, r.notification_id) for r in result.recipients if r.created and r.in_app]
+    badge_after_commit(result.badge_user_ids(), toast_title=title, notifications=shown)
     return result
 
 

@@ -31,6 +31,7 @@ from redis.exceptions import RedisError
 from app import backpressure
 from app.delivery import stats, switches
 from app.extensions import db, redis
+from app.ops.realtime_metrics import RealtimeCollector
 from app.providers import breaker
 from app.queue_state import queue_lags
 from app.queueing import QUEUE_NAMES, get_queue
@@ -232,6 +233,7 @@ class CachedBody:
 def _exposition() -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(LedgerCollector())
+    registry.register(RealtimeCollector())
     try:
         return generate_latest(registry)
     finally:

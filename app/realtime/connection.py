@@ -23,6 +23,7 @@ from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import LocalProtocolError
 
 from app.live.publish import CLOSE_SIGNED_OUT, CLOSE_TOO_MANY_SOCKETS
+from app.realtime.acks import PLAIN, FrameMeta, Outbox
 
 GOING_AWAY = 1001
 INTERNAL_ERROR = 1011
@@ -254,11 +255,19 @@ class Connection:
         "json",
         "expires_at",
         "on_message",
+        "outbox",
+        "device",
         "__weakref__",
     )
 
     def __init__(
-        self, user_id: int, ws, sid: str | None = None, ver: int | None = None, language: str | None = None
+        self,
+        user_id: int,
+        ws,
+        sid: str | None = None,
+        ver: int | None = None,
+        language: str | None = None,
+        ack_timeout: float = 5.0,
     ) -> None:
         self.user_id = user_id
         self.ws = ws
@@ -271,24 +280,38 @@ class Connection:
         self.expires_at: float | None = None
         self.on_message: Callable[[Connection, str], None] | None = None
         # Every frame carries the full count, so when a client falls behind only the newest matter.
-        self.frames: deque[str] = deque(maxlen=8)
+        self.frames: deque[tuple[str, FrameMeta]] = deque(maxlen=8)
         self.write_lock = threading.Lock()
+        self.outbox = Outbox(ack_timeout)
+        self.device: str | None = None
 
     @property
     def frame_key(self) -> str:
         """Which rendering of a user's frame this socket reads: its language, prefixed for JSON."""
         return f"{JSON_FRAMES}{self.language}" if self.json else self.language
 
-    def push(self, frame: str) -> None:
-        """Queue a frame and wake the handler thread."""
-        self.frames.append(frame)
+    def push(self, frame: str, meta: FrameMeta = PLAIN) -> None:
+        """Queue a frame (with what it shows, for its ack) and wake the handler thread."""
+        self.frames.append((frame, meta))
         self.wake()
 
-    def write_pending(self) -> None:
-        """Send the queued frames, oldest first (only the socket's handler thread calls this)."""
+    def write_pending(self) -> int:
+        """Send the queued frames, oldest first, numbered (only the socket's handler thread calls this).
+
+        Returns how many went.
+        """
+        sent = 0
         while self.frames:
+            body, meta = self.frames.popleft()
             with self.write_lock:
-                self.ws.send(self.frames.popleft())
+                self.ws.send(self.outbox.send(body, meta, self.json))
+            sent += 1
+        return sent
+
+    def send_now(self, wire: str) -> None:
+        """Write an already numbered frame (a resend) from the handler thread."""
+        with self.write_lock:
+            self.ws.send(wire)
 
     def stop_reading(self) -> None:
         """Release the socket from the shared reader before the server closes it (its fd number is reused)."""

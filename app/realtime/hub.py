@@ -1,22 +1,23 @@
-"""The per-process websocket hub: one Redis listener, per-user coalescing, frames to local sockets.
+"""The per-process websocket hub (a node of the realtime tier): registry, routed events, coalescing, acked frames.
 
 Threads, all started lazily by the first socket (never at import, in create_app, CLI or RQ workers):
-- the listener holds the process's only pub/sub connection (pattern `hato:badge:user:*` plus the
-  broadcast channel) and turns messages into "user N is dirty"; a heartbeat thread refreshes presence
-  and the socket counts;
-- a few flushers (REALTIME_FLUSH_THREADS) run flush_due() whenever a user falls due: recount dirty
-  users, at most once per user per REALTIME_COALESCE_SECONDS, with a database session only for the
-  length of a batch, and hand the rendered frame to that user's sockets (one statement counts both
-  badges, unread and unseen; the frame shows the one BADGE_COUNTS picks and carries both);
-- each socket's own handler thread is the only one that writes to it, so a slow client only ever
-  blocks itself.
+- listeners (app/realtime/listener.py) hold the node's own channel and the broadcast channel, and turn
+  messages into "user N is dirty": events arrive only for users with a socket here (app/live/publish.py
+  routes them through the registry), never by pattern;
+- a heartbeat thread refreshes the node's registry entries, presence (users whose tab acked lately), and
+  pings sockets that have been quiet; a stats thread adds this node's counters to Redis (app/live/nodestats.py);
+- a few flushers (REALTIME_FLUSH_THREADS) recount dirty users, at most once per user per
+  REALTIME_COALESCE_SECONDS, with a database session only for the length of a batch, and hand the
+  rendered frame to that user's sockets (one statement counts both badges, unread and unseen);
+- each socket's own handler thread is the only one that writes to it, numbers its frames, reads its
+  client's acks and resends the unacked once (app/realtime/acks.py), so a slow client only blocks itself.
 Each socket remembers the language its page was served in (at the handshake); a user's frame is counted
 once and rendered once per language among their sockets (almost always one), inside force_locale.
 One socket, its close codes and which sockets a session event closes live in app/realtime/connection.py;
 what a frame says (HTML partials or JSON) in app/realtime/frames.py.
-Every socket is also counted per user across processes (app/live/sockets.py): the one that pushes a
-user over WS_MAX_SOCKETS_PER_USER gets the oldest closed (4008) by whichever process holds it, told on
-the user's channel; a signed-out session's sockets are closed the same way (4001).
+Every socket is registered per user across processes (app/live/registry.py): the one that pushes a
+user over WS_MAX_SOCKETS_PER_USER gets the oldest closed (4008) by whichever node holds it, told on that
+node's channel; a signed-out session's sockets are closed the same way (4001).
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ import heapq
 import json
 import logging
 import os
+import secrets
 import socket
 import threading
 import time
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from flask import Flask
 from flask_babel import force_locale
@@ -41,14 +44,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.extensions import db, redis
 from app.i18n import language_or_default
 from app.inbox import queries
-from app.live import presence, sockets
-from app.live.publish import (
-    CLOSE_SIGNED_OUT,
-    CLOSE_TOO_MANY_SOCKETS,
-    broadcast_channel,
-    publish_close,
-    user_channel,
-)
+from app.live import nodestats, presence, registry, seen
+from app.live.publish import CLOSE_SIGNED_OUT, CLOSE_TOO_MANY_SOCKETS, broadcast_channel, publish_close
+from app.realtime import listener
+from app.realtime.acks import PING, FrameMeta, parse_ack
 from app.realtime.connection import (
     CLOSE_TOKEN_EXPIRED,
     GOING_AWAY,
@@ -67,12 +66,28 @@ FLUSH_BATCH = 50
 MAX_TOASTS_PER_FRAME = 5
 # Handler threads sleep until woken by a frame, a client message or a close; this is only a backstop.
 IDLE_WAKE_SECONDS = 30.0
-LISTEN_POLL_SECONDS = 1.0
-# The listener's retries after losing Redis: doubling up to a cap short enough that sockets resync
-# within about that long of Redis coming back (one connection attempt per process, so cheap).
-LISTEN_RETRY_FIRST_SECONDS = 0.5
-LISTEN_RETRY_MAX_SECONDS = 2.0
+HEARTBEAT_RETRY_SECONDS = 1.0
 CLOSE_ECHO_SECONDS = 1.0
+
+
+def node_id_for(config) -> str:
+    """Return a new node id for this process: REALTIME_NODE_ID (or the host name), the pid and a random part."""
+    prefix = config["REALTIME_NODE_ID"] or socket.gethostname()
+    return f"{prefix}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+@dataclass
+class Dirty:
+    """A user's recount waiting for its flush: the toasts and notifications it shows, when and in which trace."""
+
+    toasts: list[dict] = field(default_factory=list)
+    notifications: set[int] = field(default_factory=set)
+    accepted_at: float | None = None
+    trace: str | None = None
+
+    def meta(self) -> FrameMeta:
+        """What the frame shows, for its ack."""
+        return FrameMeta(tuple(sorted(self.notifications)), self.accepted_at, self.trace)
 
 
 DEFAULTS = {
@@ -92,7 +107,7 @@ class Hub:
         self._clock = clock  # seconds; coalescing windows are measured on it (tests pass their own)
         self._cond = threading.Condition()
         self._conns: dict[int, set[Connection]] = {}
-        self._pending: dict[int, list[dict]] = {}
+        self._pending: dict[int, Dirty] = {}
         self._due: list[tuple[float, int]] = []
         self._last_flush: dict[int, float] = {}
         self._threads: list[threading.Thread] = []
@@ -100,6 +115,9 @@ class Hub:
         self._stopping = threading.Event()
         self.listening = threading.Event()
         self._beat = threading.Event()
+        self.node_id: str | None = None  # set when the threads start (after gunicorn's fork)
+        self.stats = nodestats.NodeStats()
+        self._presence_touched: dict[int, float] = {}
         _hubs.add(self)
 
     # --- registry -------------------------------------------------------------------------------
@@ -112,14 +130,18 @@ class Hub:
         ver: int | None = None,
         language: str | None = None,
         feed: tuple[float, Callable[[Connection, str], None] | None] | None = None,
+        device: str | None = None,
     ) -> Connection:
         """Register a socket (before its first count, so no event can slip between) and start the threads.
 
         It is counted against the user's cap across processes; the oldest sockets over the cap are closed.
         language is the one its frames speak (the page's); None means DEFAULT_LOCALE's. feed, for a socket
         authenticated by a user token: (its expiry in epoch seconds, the handler of its client's messages).
+        device: the client's device id, kept in the registry beside the node. The user counts as online
+        (presence) once the socket acks its first frame, not before.
         """
-        conn = Connection(user_id, ws, sid, ver, language or self._default_language())
+        conn = Connection(user_id, ws, sid, ver, language or self._default_language(), self._ack_timeout())
+        conn.device = device
         if feed is not None:
             conn.json, (conn.expires_at, conn.on_message) = True, feed
         self.ensure_started()
@@ -127,20 +149,20 @@ class Hub:
             if self._stopping.is_set():
                 conn.close(GOING_AWAY)  # this process is going away: reconnect elsewhere
             self._conns.setdefault(user_id, set()).add(conn)
-        try:
-            presence.touch(redis.client(self.app.config["REDIS_URL"]), [user_id], self._ttl(), config=self.app.config)
-        except RedisError as exc:
-            log.warning("presence update failed: %s", exc)
+        self.stats.add("connects")
         self._count(conn)
         return conn
 
+    def _store(self):
+        return redis.realtime(self.app.config)
+
     def _count(self, conn: Connection) -> None:
-        """Add conn to the user's cross-process count; close whatever it pushed over the cap."""
+        """Register conn on this node under its user; close whatever it pushed over the cap."""
         try:
-            client = redis.client(self.app.config["REDIS_URL"])
-            conn.socket_id, evicted = sockets.register(
-                client, conn.user_id, self._max_sockets(), self._ttl(), self.app.config
-            )
+            conn.socket_id, evicted = registry.register(
+                self._store(), conn.user_id, self.node_id, self._max_sockets(), self._ttl(), conn.device,
+                self.app.config,
+            )  # fmt: skip
         except RedisError as exc:
             # Without Redis the cap holds per process only (and no process hears another anyway).
             log.warning("socket count failed, capping this process only: %s", exc)
@@ -150,7 +172,7 @@ class Hub:
                 self._close(old, CLOSE_TOO_MANY_SOCKETS)
             return
         if evicted:
-            # The holder may be this process or another: every listener hears the user's channel.
+            # The holder may be this node or another: each evicted id names its node.
             publish_close(conn.user_id, evicted)
 
     def close_where(self, user_id: int, predicate: Callable[[Connection], bool], code: int) -> int:
@@ -179,12 +201,12 @@ class Hub:
                 if not conns:
                     del self._conns[conn.user_id]
                     self._last_flush.pop(conn.user_id, None)
+                    self._presence_touched.pop(conn.user_id, None)
             self._cond.notify_all()
+        self.stats.add("disconnects")
         if conn.socket_id is not None:
             try:
-                sockets.unregister(
-                    redis.client(self.app.config["REDIS_URL"]), conn.user_id, conn.socket_id, self.app.config
-                )
+                registry.unregister(self._store(), conn.user_id, conn.socket_id, self.app.config)
             except RedisError as exc:
                 log.warning("socket uncount failed (it ages out): %s", exc)
 
@@ -209,20 +231,31 @@ class Hub:
 
     # --- events ---------------------------------------------------------------------------------
 
-    def notify(self, user_id: int, toast: dict | None = None) -> None:
+    def notify(
+        self,
+        user_id: int,
+        toast: dict | None = None,
+        notifications: list[int] | tuple = (),
+        accepted_at: float | None = None,
+        trace: str | None = None,
+    ) -> None:
         """Schedule a recount for a local user: now, or when their coalescing window ends."""
         with self._cond:
             if user_id not in self._conns:
                 return
-            toasts = self._pending.get(user_id)
-            if toasts is None:
-                toasts = self._pending[user_id] = []
+            dirty = self._pending.get(user_id)
+            if dirty is None:
+                dirty = self._pending[user_id] = Dirty()
                 due = max(self._clock(), self._last_flush.get(user_id, 0.0) + self._coalesce())
                 heapq.heappush(self._due, (due, user_id))
                 self._cond.notify()
             if toast:
-                toasts.append(toast)
-                del toasts[:-MAX_TOASTS_PER_FRAME]
+                dirty.toasts.append(toast)
+                del dirty.toasts[:-MAX_TOASTS_PER_FRAME]
+            dirty.notifications.update(notifications)
+            if accepted_at is not None and (dirty.accepted_at is None or accepted_at < dirty.accepted_at):
+                dirty.accepted_at = accepted_at
+            dirty.trace = dirty.trace or trace
 
     def notify_all(self) -> None:
         """Schedule a recount for every local user (broadcast, or after the listener resubscribed)."""
@@ -230,52 +263,78 @@ class Hub:
             self.notify(user_id)
 
     def dispatch(self, message: dict) -> None:
-        """Turn one pub/sub message into recounts."""
+        """Turn one pub/sub message (on this node's channel or the broadcast one) into recounts or closes."""
         kind = message.get("type")
-        if kind in ("subscribe", "psubscribe"):
+        if kind in ("subscribe", "ssubscribe"):
             # (Re)subscribed: anything published while we were not listening was lost, so resync.
             self.listening.set()
-            self._beat.set()  # Redis may have restarted empty: presence and socket counts now
+            self._beat.set()  # Redis may have restarted empty: the registry and presence now
             self.notify_all()
             return
-        if kind not in ("message", "pmessage"):
+        if kind not in ("message", "smessage"):
             return
         channel = message["channel"].decode() if isinstance(message["channel"], bytes) else message["channel"]
         try:
             payload = json.loads(message["data"])
         except (TypeError, ValueError):
-            log.warning("ignoring malformed badge message on %s", channel)
+            log.warning("ignoring malformed realtime message on %s", channel)
             return
-        user_prefix = user_channel("", self.app.config)
         if channel == broadcast_channel(self.app.config):
             self.notify_all()
-        elif channel.startswith(user_prefix) and channel[len(user_prefix) :].isdigit():
-            user_id = int(channel[len(user_prefix) :])
-            kind = payload.get("kind") if isinstance(payload, dict) else None
-            if kind == "close":
-                doomed = {str(socket_id) for socket_id in payload.get("sockets") or ()}
-                self.close_where(user_id, lambda conn: conn.socket_id in doomed, CLOSE_TOO_MANY_SOCKETS)
-            elif kind == "session-end":
-                self.close_where(user_id, lambda conn: session_ended(conn, payload), CLOSE_SIGNED_OUT)
-                # The kept session's sockets reconnect (1001) with its re-stamped cookie; a stolen copy of
-                # that cookie (same sid, old version) cannot, as the handshake refuses it.
-                self.close_where(user_id, lambda conn: session_kept(conn, payload), GOING_AWAY)
-            else:
-                self.notify(user_id, parse_toast(payload))
+            return
+        if not isinstance(payload, dict):
+            return
+        self.stats.add("inbound_messages")
+        kind = payload.get("kind")
+        if kind == "badge":
+            users = [u for u in payload.get("users") or () if type(u) is int]
+            self.stats.add("inbound_events", len(users))
+            toast, shown = parse_toast(payload), payload.get("n") if isinstance(payload.get("n"), dict) else {}
+            accepted_at = payload.get("t") if isinstance(payload.get("t"), int | float) else None
+            trace = payload.get("tp") if isinstance(payload.get("tp"), str) else None
+            for user_id in users:
+                ids = [n for n in shown.get(str(user_id)) or () if type(n) is int]
+                self.notify(user_id, toast, ids, accepted_at, trace)
+            return
+        user_id = payload.get("user")
+        if type(user_id) is not int:
+            return
+        if kind == "close":
+            doomed = {str(socket_id) for socket_id in payload.get("sockets") or ()}
+            self.close_where(user_id, lambda conn: conn.socket_id in doomed, CLOSE_TOO_MANY_SOCKETS)
+        elif kind == "session-end":
+            self.close_where(user_id, lambda conn: session_ended(conn, payload), CLOSE_SIGNED_OUT)
+            # The kept session's sockets reconnect (1001) with its re-stamped cookie; a stolen copy of
+            # that cookie (same sid, old version) cannot, as the handshake refuses it.
+            self.close_where(user_id, lambda conn: session_kept(conn, payload), GOING_AWAY)
 
     # --- threads --------------------------------------------------------------------------------
 
     def ensure_started(self) -> None:
-        """Start the listener and flushers once per process (again after a fork)."""
+        """Start the listeners, heartbeat, stats and flushers once per process (again after a fork)."""
         with self._cond:
             if self._pid == os.getpid() and not self._stopping.is_set():
                 return
             if self._stopping.is_set():
                 return
             self._pid = os.getpid()
+            self.node_id = node_id_for(self.app.config)
+            client = self._store()
+            openers = listener.subscriptions(
+                client, registry.node_channel(self.node_id, self.app.config), broadcast_channel(self.app.config)
+            )
             self._threads = [
-                threading.Thread(target=self._listen, name="hato-realtime-listener", daemon=True),
+                threading.Thread(
+                    target=listener.listen,
+                    args=(client, opener, self.dispatch, self._stopping, self.listening.clear),
+                    name=f"hato-realtime-listener-{n}",
+                    daemon=True,
+                )
+                for n, opener in enumerate(openers)
+            ]
+            self._threads += [
                 threading.Thread(target=self._heartbeat_loop, name="hato-realtime-heartbeat", daemon=True),
+                threading.Thread(target=self._stats_loop, name="hato-realtime-stats", daemon=True),
             ]
             for n in range(int(self.app.config["REALTIME_FLUSH_THREADS"])):
                 self._threads.append(
@@ -285,58 +344,71 @@ class Hub:
                 thread.start()
         atexit.register(self.shutdown)
 
-    def _listen(self) -> None:
-        backoff = LISTEN_RETRY_FIRST_SECONDS
-        client = redis.client(self.app.config["REDIS_URL"])
-        while not self._stopping.is_set():
-            pubsub = client.pubsub()
-            try:
-                pubsub.psubscribe(user_channel("*", self.app.config))
-                pubsub.subscribe(broadcast_channel(self.app.config))
-                backoff = LISTEN_RETRY_FIRST_SECONDS
-                while not self._stopping.is_set():
-                    message = pubsub.get_message(timeout=LISTEN_POLL_SECONDS)
-                    if message:
-                        self.dispatch(message)
-            except (RedisError, OSError) as exc:
-                self.listening.clear()
-                log.warning("badge listener lost Redis, retrying in %.1fs: %s", backoff, exc)
-                self._stopping.wait(backoff)
-                backoff = min(backoff * 2, LISTEN_RETRY_MAX_SECONDS)
-            finally:
-                pubsub.close()
-
     def _heartbeat_loop(self) -> None:
-        """Refresh presence and the socket counts every third of their TTL, and at once after a resubscribe.
+        """Every third of the TTL (and at once after a resubscribe): registry, presence, and pings to quiet sockets.
 
         Apart from the listener: at 5,000 sockets one pass costs ~80 ms of CPU and 0.6-1 s of round trips
         (measured on the shared 2-CPU machine), which every event arriving meanwhile would wait for.
         """
-        client = redis.client(self.app.config["REDIS_URL"])
         while not self._stopping.is_set():
             wait = self._ttl() / 3
             self._beat.clear()  # a resubscribe from here on asks for another pass
             try:
-                presence.touch(client, self.local_user_ids(), self._ttl(), config=self.app.config)
-                sockets.heartbeat(client, self.local_socket_ids(), self._ttl(), self.app.config)
+                client = self._store()
+                registry.heartbeat(client, self.node_id, self.local_socket_ids(), self._ttl(), self.app.config)
+                presence.touch(client, self._answering_users(), self._ttl(), config=self.app.config)
             except (RedisError, OSError) as exc:
-                log.warning("presence heartbeat failed, retrying: %s", exc)
-                wait = LISTEN_POLL_SECONDS
+                log.warning("realtime heartbeat failed, retrying: %s", exc)
+                wait = HEARTBEAT_RETRY_SECONDS
+            self._ping_quiet(wait)
             self._beat.wait(wait)
 
-    def _collect_due(self) -> list[tuple[int, list[dict]]]:
-        """Take the users whose recount is due now (at most FLUSH_BATCH), with their toasts; hold _cond."""
+    def _answering_users(self) -> list[int]:
+        """The users with a socket here that acked within the TTL: "online" is a tab that answers."""
+        now, ttl = time.monotonic(), self._ttl()
+        with self._cond:
+            conns = [conn for conns in self._conns.values() for conn in conns]
+        answering = {
+            conn.user_id for conn in conns if conn.outbox.last_ack is not None and now - conn.outbox.last_ack < ttl
+        }
+        return sorted(answering)
+
+    def _ping_quiet(self, interval: float) -> None:
+        """Ask sockets that acked nothing for an interval, and wait for nothing, to ack a ping."""
+        now = time.monotonic()
+        with self._cond:
+            conns = [conn for conns in self._conns.values() for conn in conns]
+        for conn in conns:
+            if not conn.outbox.unacked and conn.outbox.quiet_since(now, conn.opened) >= interval:
+                conn.push("", PING)
+
+    def _stats_loop(self) -> None:
+        """Add this node's counters to Redis every FLUSH_SECONDS (a failed flush keeps them for the next)."""
+        while not self._stopping.wait(nodestats.FLUSH_SECONDS):
+            self.flush_stats()
+
+    def flush_stats(self) -> None:
+        """Add the counters gathered since the last flush to this node's hash now."""
+        if self.node_id is None:
+            return
+        try:
+            self.stats.flush(self._store(), self.node_id, self.socket_count(), self.app.config)
+        except (RedisError, OSError) as exc:
+            log.warning("realtime stats flush failed: %s", exc)
+
+    def _collect_due(self) -> list[tuple[int, Dirty]]:
+        """Take the users whose recount is due now (at most FLUSH_BATCH), with what they show; hold _cond."""
         now = self._clock()
         batch = []
         while self._due and self._due[0][0] <= now and len(batch) < FLUSH_BATCH:
             _, user_id = heapq.heappop(self._due)
-            toasts = self._pending.pop(user_id, None)
-            if toasts is not None and user_id in self._conns:
+            dirty = self._pending.pop(user_id, None)
+            if dirty is not None and user_id in self._conns:
                 self._last_flush[user_id] = now
-                batch.append((user_id, toasts))
+                batch.append((user_id, dirty))
         return batch
 
-    def _take_due(self) -> list[tuple[int, list[dict]]] | None:
+    def _take_due(self) -> list[tuple[int, Dirty]] | None:
         with self._cond:
             while not self._stopping.is_set():
                 batch = self._collect_due()
@@ -356,9 +428,10 @@ class Hub:
         while (batch := self._take_due()) is not None:
             self._send(batch)
 
-    def _send(self, batch: list[tuple[int, list[dict]]]) -> None:
+    def _send(self, batch: list[tuple[int, Dirty]]) -> None:
         if not batch:
             return
+        metas = {user_id: dirty.meta() for user_id, dirty in batch}
         with self._cond:
             languages = {user_id: {conn.frame_key for conn in self._conns.get(user_id, ())} for user_id, _ in batch}
         try:
@@ -368,16 +441,17 @@ class Hub:
             return
         with self._cond:
             targets = [
-                (conn, by_language[conn.frame_key])
+                (conn, by_language[conn.frame_key], metas[user_id])
                 for user_id, by_language in frames
                 for conn in self._conns.get(user_id, ())
                 if conn.frame_key in by_language  # a socket opened since greets itself
             ]
-        for conn, frame in targets:
-            conn.push(frame)
+        self.stats.add("frames", len(targets))
+        for conn, frame, meta in targets:
+            conn.push(frame, meta)
 
     def _render(
-        self, batch: list[tuple[int, list[dict]]], languages: dict[int, set[str]] | None = None
+        self, batch: list[tuple[int, Dirty]], languages: dict[int, set[str]] | None = None
     ) -> list[tuple[int, dict[str, str]]]:
         """Count each user once, then render their frame once per language their sockets speak."""
         languages = languages or {}
@@ -385,8 +459,8 @@ class Hub:
         frames: list[tuple[int, dict[str, str]]] = []
         with self.app.test_request_context(base_url=self.app.config["BASE_URL"]):
             try:
-                for user_id, toasts in batch:
-                    counted.append((user_id, queries.badge_counts(user_id), toasts))
+                for user_id, dirty in batch:
+                    counted.append((user_id, queries.badge_counts(user_id), dirty.toasts))
             except SQLAlchemyError:
                 # Database trouble: send what was counted; the rest keep their badge until the next event
                 # (one log line per batch, not one per user of a broadcast).
@@ -420,17 +494,18 @@ class Hub:
             return False
         finally:
             db.session.remove()  # never hold a database connection while the socket idles
+        self.stats.add("frames")
         with conn.write_lock:
-            conn.ws.send(frame)
+            conn.ws.send(conn.outbox.send(frame, FrameMeta(), conn.json))
         return True
 
     def serve(self, conn: Connection) -> None:
-        """Write queued frames until the client goes away or the hub closes the socket."""
+        """Write queued frames, read acks, resend the unacked once, until the client goes away or the hub closes it."""
         ws = conn.ws
         try:
             while ws.connected:
                 conn.write_pending()
-                wait = IDLE_WAKE_SECONDS
+                wait = self._resend_due(conn)
                 if conn.expires_at is not None:
                     left = conn.expires_at - time.time()
                     if left <= 0:
@@ -440,15 +515,60 @@ class Hub:
                 ws.event.wait(wait)
                 ws.event.clear()
                 while (message := ws.receive(timeout=0)) is not None:
-                    # Inbox pages have nothing to say (discarded, so the buffer cannot grow); a feed
-                    # socket's client may send a fresh token.
-                    if conn.on_message is not None:
+                    seq = parse_ack(message)
+                    if seq is not None:
+                        self._acked(conn, seq)
+                    elif conn.on_message is not None:
+                        # Inbox pages have nothing else to say (discarded, so the buffer cannot grow); a feed
+                        # socket's client may send a fresh token.
                         conn.on_message(conn, message)
         except ConnectionClosed:
             return
         except OSError:
             # A write the peer did not take within WRITE_TIMEOUT_SECONDS: it is gone, end the connection.
             self._close(conn, GOING_AWAY)
+
+    def _resend_due(self, conn: Connection) -> float:
+        """Resend the newest unacked frame once its ack is late, count the ones given up; return how long to sleep."""
+        resend, given_up = conn.outbox.due()
+        if resend is not None:
+            conn.send_now(resend)
+            self.stats.add("resends")
+        lost = sum(1 for sent in given_up if not sent.meta.ping)
+        if lost:
+            self.stats.add("unacked", lost)
+        deadline = conn.outbox.next_deadline()
+        if deadline is None:
+            return IDLE_WAKE_SECONDS
+        return min(IDLE_WAKE_SECONDS, max(0.01, deadline - time.monotonic()))
+
+    def _acked(self, conn: Connection, seq: int) -> None:
+        """The client acked frames up to seq: count them, time them from the 202, record what they showed."""
+        done = conn.outbox.ack(seq)
+        now = time.time()
+        shown: set[int] = set()
+        for sent in done:
+            if sent.meta.ping:
+                continue
+            self.stats.add("acks")
+            if sent.meta.accepted_at is not None:
+                self.stats.observe_ack(max(0.0, now - sent.meta.accepted_at))
+            shown.update(sent.meta.notifications)
+        try:
+            if shown:
+                seen.record(self._store(), conn.user_id, shown, self.app.config)
+            self._touch_presence(conn.user_id)
+        except (RedisError, OSError) as exc:
+            log.warning("ack not recorded for user %s: %s", conn.user_id, exc)
+
+    def _touch_presence(self, user_id: int) -> None:
+        """Mark a user online at their first ack here (the heartbeat keeps it fresh after that)."""
+        now = time.monotonic()
+        last = self._presence_touched.get(user_id)
+        if last is not None and now - last < self._ttl() / 3:
+            return
+        self._presence_touched[user_id] = now
+        presence.touch(self._store(), [user_id], self._ttl(), config=self.app.config)
 
     def shutdown(self, code: int = GOING_AWAY, timeout: float = 3.0) -> None:
         """Close every local socket with `code` (1001: reconnect elsewhere) and stop the threads.
@@ -461,6 +581,12 @@ class Hub:
         with self._cond:
             conns = [conn for conns in self._conns.values() for conn in conns]
             self._cond.notify_all()
+        if self.node_id is not None and self._pid == os.getpid():
+            try:  # its sockets unregister as they close; the node leaves the list now, not a TTL later
+                registry.leave(self._store(), self.node_id, self.app.config)
+            except (RedisError, OSError) as exc:
+                log.warning("node %s not taken off the list (it ages out): %s", self.node_id, exc)
+            self.flush_stats()
         for conn in conns:
             conn.close(code)
         # A browser echoes the close frame and simple-websocket's reader thread then ends. One that
@@ -487,6 +613,9 @@ class Hub:
 
     def _ttl(self) -> float:
         return float(self.app.config["PRESENCE_TTL_SECONDS"])
+
+    def _ack_timeout(self) -> float:
+        return float(self.app.config["REALTIME_ACK_TIMEOUT_SECONDS"])
 
     def _max_sockets(self) -> int:
         return max(1, int(self.app.config["WS_MAX_SOCKETS_PER_USER"]))

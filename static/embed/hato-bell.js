@@ -328,13 +328,18 @@ class HatoBell extends HTMLElement {
       } catch (e) {
         return;
       }
-      if (frame.type !== "counts") return;
-      this._fails = 0;
-      this._setCount(frame);
-      if (frame.toasts && frame.toasts.length) {
-        this._say(this._t.arrived(frame.toasts[frame.toasts.length - 1].title));
+      if (frame.type === "counts") {
+        this._fails = 0;
+        this._setCount(frame);
+        if (frame.toasts && frame.toasts.length) {
+          this._say(this._t.arrived(frame.toasts[frame.toasts.length - 1].title));
+        }
+        if (this.isOpen) this._load();
       }
-      if (this.isOpen) this._load();
+      // Ack once shown: the server resends an unacked frame once, and counts a tab that answers as online.
+      if (Number.isInteger(frame.seq) && ws.readyState === WebSocket.OPEN) {
+        ws.send(JSON.stringify({ type: "ack", seq: frame.seq }));
+      }
     };
     ws.onclose = (event) => {
       if (this._ws !== ws) return;

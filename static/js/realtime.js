@@ -1,4 +1,5 @@
-// Live badge helpers: reconnect after a server's graceful close, show a signed-out session, let toasts go away.
+// Live badge helpers: ack each frame, reconnect after a server's graceful close, show a signed-out session,
+// let toasts go away.
 (function () {
   "use strict";
 
@@ -45,6 +46,17 @@
     var main = document.getElementById("main") || document.body;
     main.insertBefore(notice, main.firstChild);
   }
+
+  // Ack every frame once htmx has swapped it in (app/realtime/acks.py): the server resends a frame it
+  // hears nothing about, and counts the member as online only while their tab answers.
+  var SEQ = /^<!--hato:seq=(\d+)-->/;
+  document.addEventListener("htmx:wsAfterMessage", function (evt) {
+    var detail = evt.detail || {};
+    var match = typeof detail.message === "string" && SEQ.exec(detail.message);
+    if (match && detail.socketWrapper) {
+      detail.socketWrapper.send(JSON.stringify({ type: "ack", seq: Number(match[1]) }));
+    }
+  });
 
   function dismiss(toast) {
     if (toast && toast.parentNode) {

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import io
 import json
+import time
 
 import pytest
 import sqlalchemy as sa
 
-from app.extensions import db, redis
-from app.live.publish import user_channel
+from app.extensions import db
 from app.queueing import get_queue, take_coalesced
 from tests.api.conftest import count, send_body
 from tests.factories import NotificationTypeFactory, PreferenceFactory, UserFactory
-from tests.support.redis_watch import next_message
+from tests.support.redis_watch import RedisWatch
 
 
 def test_one_recipient_gets_a_row_and_an_email_delivery(api, comment_type, recipient):
@@ -197,19 +197,22 @@ def test_deliveries_go_to_the_types_priority_queue(api, recipient):
 
 
 def test_badge_event_is_published_for_visible_new_rows(api, app, comment_type, recipient):
-    pubsub = redis.client().pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(user_channel(recipient.id))
+    watch = RedisWatch(users=[recipient.id])  # a node holding the recipient's tab
     try:
-        api.post("/v1/notifications", send_body(recipient.external_id, title="Your order shipped"))
-        message = next_message(pubsub)
+        before = time.time()
+        body = api.post("/v1/notifications", send_body(recipient.external_id, title="Your order shipped")).get_json()
+        message = watch.next_message()
     finally:
-        pubsub.close()
-    assert json.loads(message["data"]) == {"kind": "badge", "toast": {"title": "Your order shipped"}}
+        watch.close()
+    notification_id = body["results"][0]["notification_id"]
+    assert message["users"] == [recipient.id] and message["toast"] == {"title": "Your order shipped"}
+    assert message["n"] == {str(recipient.id): [notification_id]}  # the tab's ack will name it
+    assert before <= message["t"] <= time.time()  # the 202's time, where the ack histogram starts
 
 
 def test_no_badge_event_when_the_row_is_hidden_or_already_there(api, app, comment_type, recipient, monkeypatch):
     published = []
-    monkeypatch.setattr("app.live.publish.publish_badge", lambda ids, toast=None: published.append(list(ids)))
+    monkeypatch.setattr("app.live.publish.route_badge", lambda ids, *args: published.append(list(ids)))
     api.post("/v1/notifications", send_body(recipient.external_id, dedupe_key="k"))
     api.post("/v1/notifications", send_body(recipient.external_id, dedupe_key="k"))
     PreferenceFactory(user_id=recipient.id, type="comment", channel="in_app", enabled=False)

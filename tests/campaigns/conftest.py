@@ -65,9 +65,9 @@ def launch(operator, promo):
 
 @pytest.fixture
 def badges(monkeypatch):
-    """Record the badge events the fanout job publishes (user ids per call)."""
+    """Record the badge events the fanout job routes (user ids per call)."""
     calls: list[list[int]] = []
-    monkeypatch.setattr("app.live.publish.publish_badge", lambda ids, toast=None: calls.append(sorted(ids)) or True)
+    monkeypatch.setattr("app.live.publish.route_badge", lambda ids, *rest: calls.append(sorted(ids)) or set(ids))
     return calls
 
 

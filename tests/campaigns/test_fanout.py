@@ -8,12 +8,12 @@ from rq.serializers import JSONSerializer
 
 from app.campaigns import fanout, queries, service
 from app.extensions import db
-from app.live.presence import touch
 from app.models import Campaign
 from app.queueing import fanout_job, get_queue
 from jobs.fanout import fanout_campaign
 from tests.campaigns.conftest import counts
 from tests.factories import NotificationTypeFactory, PreferenceFactory
+from tests.support.redis_watch import RedisWatch
 
 
 @pytest.fixture
@@ -173,14 +173,17 @@ def test_locale_and_list_audiences(make_users, launch, operator):
     assert queries.campaign(list_id).total == 2
 
 
-def test_badges_go_only_to_users_with_a_live_socket(make_users, launch, badges, redis_client):
+def test_badges_go_only_to_users_with_a_live_socket(app, make_users, launch):
     ids = make_users(5)
-    touch(redis_client, [ids[0], ids[3]], ttl=60)
-    campaign_id = launch()
-
-    result = fanout_campaign(campaign_id)
-
-    assert badges == [sorted([ids[0], ids[3]])] and result["badges"] == 2
+    node = RedisWatch(users=[ids[0], ids[3]])  # the two with a tab open, on one web process
+    try:
+        campaign_id = launch()
+        result = fanout_campaign(campaign_id)
+        message = node.next_message()
+        assert message["users"] == sorted([ids[0], ids[3]]) and result["badges"] == 2
+        assert node.next_message(timeout=0.3) is None  # one message for the node, none for the three offline
+    finally:
+        node.close()
 
 
 def test_an_error_marks_the_campaign_failed_and_resume_continues(

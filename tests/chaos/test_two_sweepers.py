@@ -9,7 +9,6 @@ holding the lock mid-pass) and the other must carry on alone. Bounded: about 15 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
@@ -21,8 +20,8 @@ from rq.job import Job
 
 from app.announcements.live import watermark_key
 from app.extensions import db, redis
-from app.live.publish import broadcast_channel, user_channel
 from app.queueing import BULK_OPERATION_JOB, DELIVER_BATCH_JOB, DIGEST_JOB, FANOUT_JOB, QUEUE_NAMES, get_queue
+from tests.support.redis_watch import RedisWatch, user_event
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.chaos
@@ -95,12 +94,10 @@ def jobs_per_row() -> Counter:
 
 
 class Ears:
-    """Every badge and broadcast event published while the sweepers run, heard on pub/sub."""
+    """Every badge and broadcast event published while the sweepers run, heard by a stand-in node holding the users."""
 
-    def __init__(self) -> None:
-        self.pubsub = redis.client().pubsub(ignore_subscribe_messages=True)
-        self.pubsub.psubscribe(user_channel("*"))
-        self.pubsub.subscribe(broadcast_channel())
+    def __init__(self, users: list[int]) -> None:
+        self.watch = RedisWatch(users=users)
         self.heard: list[tuple[str, dict]] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._listen, daemon=True)
@@ -108,14 +105,14 @@ class Ears:
 
     def _listen(self) -> None:
         while not self.stop.is_set():
-            message = self.pubsub.get_message(timeout=0.2)
-            if message:
-                self.heard.append((message["channel"].decode(), json.loads(message["data"])))
+            event = self.watch.next_event(timeout=0.2)
+            if event:
+                self.heard.append(event)
 
     def close(self) -> list[tuple[str, dict]]:
         self.stop.set()
         self.thread.join(5)
-        self.pubsub.close()
+        self.watch.close()
         return self.heard
 
 
@@ -135,7 +132,7 @@ def test_two_sweepers_release_enqueue_and_digest_each_row_once(app, stack):
         for statement in SEED_SQL:
             db.session.execute(sa.text(statement), {"n": PER_KIND})
         db.session.commit()
-        ears = Ears()
+        ears = Ears([user_id for (user_id,) in query("SELECT id FROM users")])
     stack["env"].update(SWEEP_INTERVAL_SECONDS="0.2", SCHEDULER_INTERVAL_SECONDS="0.1",
                         SWEEP_REQUEUE_AFTER_SECONDS="300")  # fmt: skip  # no honest re-enqueue within the test
     sweepers = [stack["start"](f"sweeper{i}", "sweep") for i in (1, 2)]
@@ -181,5 +178,5 @@ def test_two_sweepers_release_enqueue_and_digest_each_row_once(app, stack):
     # One badge event per woken or released user (the snooze's with its toast), one broadcast.
     with app.app_context():
         per_channel = Counter(channel for channel, _ in heard)
-        assert per_channel == Counter({user_channel(u): 1 for u in snoozers + released} | {broadcast_channel(): 1})
+        assert per_channel == Counter({user_event(u): 1 for u in snoozers + released} | {"all": 1})
     assert len(released) == PER_KIND

@@ -24,9 +24,9 @@ def htmx(csrf):
 
 @pytest.fixture
 def published(monkeypatch):
-    """The user-id lists passed to publish_badge by the inbox views."""
+    """The user-id lists the inbox views' badge events were routed for."""
     calls: list[list[int]] = []
-    monkeypatch.setattr("app.live.publish.publish_badge", lambda ids, toast=None: calls.append(sorted(ids)) or True)
+    monkeypatch.setattr("app.live.publish.route_badge", lambda ids, *rest: calls.append(sorted(ids)) or set(ids))
     return calls
 
 

@@ -43,11 +43,11 @@ def toasts(monkeypatch):
     """(user ids, toast title) of every badge event published."""
     calls: list[tuple[list[int], str | None]] = []
 
-    def record(ids, toast=None):
+    def record(ids, toast=None, *rest):
         calls.append((sorted(ids), (toast or {}).get("title")))
-        return True
+        return set(ids)
 
-    monkeypatch.setattr("app.live.publish.publish_badge", record)
+    monkeypatch.setattr("app.live.publish.route_badge", record)
     return calls
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -11,13 +10,12 @@ import sqlalchemy as sa
 
 from app import unitofwork
 from app.extensions import db
-from app.live.publish import user_channel
 from app.notify import schedule
 from app.notify.service import notify
 from app.queueing import get_queue
 from app.sweeper import release_scheduled, sweep_once
 from tests.factories import NotificationTypeFactory, PreferenceFactory, UserFactory
-from tests.support.redis_watch import next_message
+from tests.support.redis_watch import RedisWatch, user_event
 
 
 def schedule_for(users, type_="comment", title="Reminder", **fields):
@@ -89,9 +87,7 @@ def test_after_the_commit_jobs_go_per_queue_in_batches_and_badges_with_a_toast(a
     schedule_for(users, title="Comment")
     schedule_for(users[:1], type_="otp", title="Code")
     make_due()
-    pubsub = redis_client.pubsub()
-    pubsub.psubscribe(user_channel("*"))
-    next_message(pubsub)
+    watch = RedisWatch(users=[u.id for u in users])
 
     assert release_scheduled() == 4
     assert unitofwork.wait_idle(app)
@@ -101,12 +97,12 @@ def test_after_the_commit_jobs_go_per_queue_in_batches_and_badges_with_a_toast(a
     (high_job,) = queued("high")
     assert high_job[0] == "email" and len(high_job[1]) == 1
     events = []
-    while (message := next_message(pubsub, 0.5)) is not None:
-        events.append((message["channel"].decode(), json.loads(message["data"])))
+    while (event := watch.next_event(0.5)) is not None:
+        events.append(event)
     channels = {channel for channel, _ in events}
-    assert channels == {user_channel(u.id) for u in users}
+    assert channels == {user_event(u.id) for u in users}
     assert {event["toast"]["title"] for _, event in events} == {"Comment", "Code"}
-    pubsub.close()
+    watch.close()
 
 
 def test_preferences_are_resolved_at_release(app, types):
@@ -127,9 +123,7 @@ def test_a_thread_muted_before_the_release_is_stored_read_without_email_or_badge
         sa.text("INSERT INTO notification_mutes (user_id, group_key) VALUES (:u, 'post:5')"), {"u": user.id}
     )
     make_due()
-    pubsub = redis_client.pubsub()
-    pubsub.psubscribe(user_channel("*"))
-    next_message(pubsub)
+    watch = RedisWatch(users=[user.id, other.id])
 
     release_scheduled()
     assert unitofwork.wait_idle(app)
@@ -142,11 +136,10 @@ def test_a_thread_muted_before_the_release_is_stored_read_without_email_or_badge
         )
     )
     assert state == {user.id: (False, True, "skipped", "muted"), other.id: (True, False, "pending", None)}
-    message = next_message(pubsub)
-    assert message["channel"].decode() == user_channel(other.id)
-    assert next_message(pubsub, 0.3) is None
+    assert watch.next_event()[0] == user_event(other.id)
+    assert watch.next_event(0.3) is None
     assert [len(job[1]) for job in queued("default")] == [1]
-    pubsub.close()
+    watch.close()
 
 
 def test_a_dedupe_key_sent_meanwhile_drops_the_scheduled_row(app, types):

@@ -62,23 +62,49 @@ def frame_count(frame: str) -> int:
     return int(match.group(1))
 
 
-def wait_for_frame(ws: Client, predicate, timeout: float = 3.0) -> str:
-    """Return the first frame (within timeout) for which predicate(frame) is true."""
+SEQ_RE = re.compile(r'^<!--hato:seq=(\d+)-->|"seq":(\d+)')
+
+
+def frame_seq(frame: str) -> int | None:
+    """Return the sequence number a frame carries (HTML comment or JSON field)."""
+    match = SEQ_RE.search(frame)
+    return int(match.group(1) or match.group(2)) if match else None
+
+
+def is_ping(frame: str) -> bool:
+    """Whether a frame only asks for an ack (changes nothing on the page)."""
+    return bool(re.fullmatch(r"<!--hato:seq=\d+-->", frame)) or '"type":"ping"' in frame
+
+
+def ack(ws: Client, frame: str) -> None:
+    """Ack a frame as realtime.js and the bell do."""
+    ws.send(json.dumps({"type": "ack", "seq": frame_seq(frame)}))
+
+
+def wait_for_frame(ws: Client, predicate, timeout: float = 3.0, acking: bool = False) -> str:
+    """Return the first frame (within timeout, pings skipped) for which predicate(frame) is true.
+
+    acking: ack every frame read, as a browser tab does.
+    """
     deadline = time.monotonic() + timeout
     seen = []
     while time.monotonic() < deadline:
         frame = ws.receive(timeout=max(0.01, deadline - time.monotonic()))
         if frame is None:
             break
+        if acking:
+            ack(ws, frame)
+        if is_ping(frame):
+            continue
         if predicate(frame):
             return frame
         seen.append(frame)
     raise AssertionError(f"no matching frame within {timeout}s; got {seen!r}")
 
 
-def wait_for_count(ws: Client, expected: int, timeout: float = 3.0) -> str:
+def wait_for_count(ws: Client, expected: int, timeout: float = 3.0, acking: bool = False) -> str:
     """Return the first frame whose badge count is expected."""
-    return wait_for_frame(ws, lambda frame: frame_count(frame) == expected, timeout)
+    return wait_for_frame(ws, lambda frame: frame_count(frame) == expected, timeout, acking)
 
 
 def close_quietly(ws: Client) -> None:

@@ -13,7 +13,7 @@ from sqlalchemy.exc import OperationalError
 from app import create_app
 from app.extensions import db
 from app.inbox import queries
-from app.live.publish import broadcast_channel, user_channel
+from app.live.publish import broadcast_channel
 from app.realtime import hub as hub_module
 from app.realtime.frames import parse_toast
 from app.realtime.hub import MAX_TOASTS_PER_FRAME, Hub
@@ -176,25 +176,22 @@ def test_the_flusher_threads_deliver_frames_by_themselves(app, hub, counting):
     assert wait_until(lambda: any("hello" in frame for frame in ws.sent))
 
 
-def test_dispatch_reads_user_and_broadcast_channels(app, hub, monkeypatch):
+def test_dispatch_reads_the_node_channel_and_the_broadcast(app, hub, monkeypatch):
     seen = []
-    monkeypatch.setattr(hub, "notify", lambda user_id, toast=None: seen.append((user_id, toast)))
+    monkeypatch.setattr(hub, "notify", lambda user_id, toast=None, *rest: seen.append((user_id, toast, *rest)))
     monkeypatch.setattr(hub, "local_user_ids", lambda: [1, 2])
     monkeypatch.setattr(hub, "notify_all", lambda: seen.append("all"))
-    hub.dispatch(
-        {
-            "type": "pmessage",
-            "channel": user_channel(12).encode(),
-            "data": json.dumps({"kind": "badge", "toast": {"title": "Hi"}}).encode(),
-        }
-    )
+    node = b"node-test"
+    badge = {"kind": "badge", "users": [12, "x", 14], "toast": {"title": "Hi"}, "n": {"12": [5, "y"]}, "t": 3.5}
+    hub.dispatch({"type": "message", "channel": node, "data": json.dumps(badge).encode()})
     hub.dispatch(
         {"type": "message", "channel": broadcast_channel(hub.app.config).encode(), "data": b'{"kind": "badge"}'}
     )
-    hub.dispatch({"type": "pmessage", "channel": user_channel("abc", hub.app.config).encode(), "data": b"{}"})
-    hub.dispatch({"type": "pmessage", "channel": user_channel(13).encode(), "data": b"not json"})
-    hub.dispatch({"type": "psubscribe", "channel": user_channel("*", hub.app.config).encode(), "data": 1})
-    assert seen == [(12, {"title": "Hi"}), "all", "all"]
+    hub.dispatch({"type": "smessage", "channel": node, "data": b"not json"})
+    hub.dispatch({"type": "smessage", "channel": node, "data": b'{"kind": "close", "user": "12"}'})
+    hub.dispatch({"type": "ssubscribe", "channel": node, "data": 1})
+    assert seen == [(12, {"title": "Hi"}, [5], 3.5, None), (14, {"title": "Hi"}, [], 3.5, None), "all", "all"]
+    assert hub.stats.take() == {"inbound_messages": 2, "inbound_events": 2}
 
 
 def test_events_for_users_without_a_local_socket_cost_nothing(app, clocked, counting):
@@ -224,7 +221,7 @@ def test_serve_discards_client_messages_and_stops_when_the_client_leaves(app, hu
     conn = hub.connect(61, ws)
     thread = serve_in_thread(hub, conn)
     conn.push("frame-1")
-    assert wait_until(lambda: "frame-1" in ws.sent and not ws.inbox)
+    assert wait_until(lambda: "<!--hato:seq=1-->frame-1" in ws.sent and not ws.inbox)  # numbered for its ack
     ws.connected = False
     ws.event.set()
     thread.join(2)
@@ -258,8 +255,8 @@ def test_threads_start_only_with_the_first_socket(app, counting):
     try:
         assert hub._threads == []
         hub.connect(90, FakeSocket())
-        assert [t.name for t in hub._threads][:1] == ["hato-realtime-listener"]
-        assert len(hub._threads) == 2 + app.config["REALTIME_FLUSH_THREADS"]  # listener, heartbeat, flushers
+        assert [t.name for t in hub._threads][:1] == ["hato-realtime-listener-0"]  # one on a plain Redis
+        assert len(hub._threads) == 3 + app.config["REALTIME_FLUSH_THREADS"]  # listener, heartbeat, stats, flushers
     finally:
         hub.shutdown(timeout=0.5)
 

@@ -110,14 +110,17 @@ def test_idle_sockets_hold_no_database_connection(live_server, make_user, socket
     assert hub_for(live_server).socket_count() >= 3
 
 
-def test_connected_users_are_present(live_server, make_user, sockets):
+def test_a_user_is_present_once_their_tab_acks_and_a_tab_that_never_acks_is_not(live_server, make_user, sockets):
     with live_server.app_context():
         redis.client().delete(presence_key())  # ids restart after each committed test's TRUNCATE
     user_id, cookie = make_user()
+    frozen_id, frozen_cookie = make_user()
     absent_id, _ = make_user()
-    wait_for_count(open_socket(sockets, live_server.base_url, cookie), 0)
+    wait_for_count(open_socket(sockets, live_server.base_url, cookie), 0, acking=True)
+    wait_for_count(open_socket(sockets, live_server.base_url, frozen_cookie), 0)  # open, but it never answers
     with live_server.app_context():
-        assert online_user_ids([user_id, absent_id]) == {user_id}
+        wait_for(lambda: online_user_ids([user_id]) == {user_id}, 5, "the acking tab's user online")
+        assert online_user_ids([user_id, frozen_id, absent_id]) == {user_id}
 
 
 def test_sockets_are_closed_with_going_away_when_the_server_shuts_down(make_user):

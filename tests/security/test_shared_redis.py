@@ -7,20 +7,18 @@ buckets, breakers and presence (the sweeper lock lives in PostgreSQL). Two insta
 
 from __future__ import annotations
 
-import json
-import time
-
 import pytest
 import redis as redis_lib
 
 from app import create_app, keyspace
 from app.extensions import redis
 from app.live import presence
-from app.live.publish import broadcast_channel, publish_badge, publish_broadcast, user_channel
+from app.live.publish import publish_badge, publish_broadcast
 from app.providers.breaker import CircuitBreaker, Settings
 from app.providers.ratelimit import TokenBucket
 from app.queueing import enqueue_deliveries, get_queue
 from tests.conftest import TEST_CONFIG
+from tests.support.redis_watch import RedisWatch
 
 PRODUCTION_URL = "postgresql://postgres@127.0.0.1:5432/hato"
 STAGING_URL = "postgresql://postgres@127.0.0.1:5432/hato_staging"
@@ -49,22 +47,15 @@ def staging(redis_url):
 
 
 def _listen(app):
-    """Subscribe as that installation's web processes do (app/realtime/hub.py), confirmed."""
+    """A node of that installation holding user 42's tab, subscribed as its web processes are (app/realtime)."""
     with app.app_context():
-        pubsub = redis.client().pubsub()
-        pubsub.psubscribe(user_channel("*"))
-        pubsub.subscribe(broadcast_channel())
-    for _ in range(2):
-        assert pubsub.get_message(timeout=2)["type"] in ("psubscribe", "subscribe")
-    return pubsub
+        return RedisWatch(users=[42])
 
 
-def _heard(pubsub, seconds: float = 0.5) -> list[tuple[str, dict]]:
-    got, deadline = [], time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        message = pubsub.get_message(timeout=0.05)
-        if message and message["type"] in ("message", "pmessage"):
-            got.append((message["channel"].decode(), json.loads(message["data"])))
+def _heard(watch, seconds: float = 0.5) -> list[tuple[str, dict]]:
+    got = []
+    while (event := watch.next_event(timeout=seconds)) is not None:
+        got.append(event)
     return got
 
 

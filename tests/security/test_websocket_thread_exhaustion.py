@@ -101,10 +101,10 @@ def badge_event(app, user_id: int) -> None:
 
 def registry(app, user_id: int) -> list[str]:
     """The user's sockets as counted in Redis (imported here so the attack runs, and fails, on older code)."""
-    from app.live import sockets
+    from app.live import registry as sockets
 
     with app.app_context():
-        return sockets.open_socket_ids(redis.client(), user_id, app.config)
+        return sockets.open_socket_ids(redis.realtime(), user_id, app.config)
 
 
 def flood(base_urls: list[str], cookie: str, count: int = FLOOD) -> list:
@@ -225,14 +225,14 @@ def test_sign_out_everywhere_closes_other_sessions_and_a_copied_cookie_cannot_re
 
 
 def test_a_crashed_processs_sockets_age_out_and_live_ones_are_kept_by_heartbeats(app, redis_client):
-    from app.live import sockets
+    from app.live import registry as sockets
 
     user_id = new_user(app)
     with server_thread(free_port(), PRESENCE_TTL_SECONDS=1.5) as server:
         cookie = session_cookie(app, user_id)
         key = sockets.sockets_key(user_id, app.config)
         # Eight sockets a killed process never uncounted: last heartbeat long ago.
-        redis_client.zadd(key, {f"{n:016d}:dead{n}": time.time() - 3600 for n in range(CAP)})
+        redis_client.zadd(key, {f"{n:016d}:dead{n}@gone-node": time.time() - 3600 for n in range(CAP)})
         socks = [open_socket(server.base_url, cookie) for _ in range(CAP)]
         try:
             assert all(ws.connected for ws in socks)

@@ -1,0 +1,92 @@
+"""The node's subscriptions: its own channel and the broadcast channel, on a Redis or a Redis Cluster.
+
+On a plain Redis one pub/sub connection holds both (PUBLISH/SUBSCRIBE). On a cluster the node channel is
+sharded (SSUBSCRIBE on the shard that owns its slot, so a node's events cross only that shard) and the
+broadcast is classic pub/sub (heard on any node through the cluster bus), each on its own connection and
+thread: redis-py cannot wait on both at once. No pattern subscription is left anywhere (PUBSUB NUMPAT 0).
+After losing Redis (or a failover moved the slot) the loop subscribes again; the hub then resyncs every
+local user, since whatever was published meanwhile is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from redis.exceptions import RedisError
+
+from app.extensions import is_cluster
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 1.0
+# Doubling up to a cap short enough that sockets resync within about that long of Redis coming back.
+RETRY_FIRST_SECONDS = 0.5
+RETRY_MAX_SECONDS = 2.0
+
+
+def subscriptions(client, node_channel: str, broadcast_channel: str) -> list[Callable[[], object]]:
+    """Return one opener per connection the node needs; each returns a subscribed PubSub."""
+    if not is_cluster(client):
+
+        def both():
+            pubsub = client.pubsub()
+            pubsub.subscribe(node_channel, broadcast_channel)
+            return pubsub
+
+        return [both]
+
+    def sharded():
+        node = client.get_node_from_key(node_channel)
+        pubsub = client.get_redis_connection(node).pubsub()
+        pubsub.ssubscribe(node_channel)
+        return pubsub
+
+    def broadcast():
+        pubsub = client.get_redis_connection(client.get_random_node()).pubsub()
+        pubsub.subscribe(broadcast_channel)
+        return pubsub
+
+    return [sharded, broadcast]
+
+
+def listen(
+    client,
+    opener: Callable[[], object],
+    on_message: Callable[[dict], None],
+    stopping: threading.Event,
+    on_lost: Callable[[], None],
+) -> None:
+    """Subscribe with opener and hand every message to on_message until stopping; resubscribe after a loss."""
+    backoff = RETRY_FIRST_SECONDS
+    while not stopping.is_set():
+        pubsub = None
+        try:
+            pubsub = opener()
+            backoff = RETRY_FIRST_SECONDS
+            while not stopping.is_set():
+                message = pubsub.get_message(timeout=POLL_SECONDS)
+                if message:
+                    on_message(message)
+        except (RedisError, OSError) as exc:
+            on_lost()
+            log.warning("realtime listener lost Redis, retrying in %.1fs: %s", backoff, exc)
+            if is_cluster(client):
+                _refresh_slots(client)
+            stopping.wait(backoff)
+            backoff = min(backoff * 2, RETRY_MAX_SECONDS)
+        finally:
+            if pubsub is not None:
+                try:
+                    pubsub.close()
+                except (RedisError, OSError):
+                    pass
+
+
+def _refresh_slots(client) -> None:
+    """Re-read the cluster's slot map (a failover promoted a replica: the channel's shard moved)."""
+    try:
+        client.nodes_manager.initialize()
+    except (RedisError, OSError) as exc:
+        log.warning("cluster slot map not refreshed yet: %s", exc)
