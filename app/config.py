@@ -130,7 +130,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PRESENCE_TTL_SECONDS", 60.0, "float", 1, 3600, "a user counts as online this long after a web process last saw their socket (refreshed every third of it)"),
     Setting("REALTIME_COALESCE_SECONDS", 0.1, "float", 0, 10, "a web process recounts one user's badge at most once per this many seconds"),
     Setting("REALTIME_FLUSH_THREADS", 2, "int", 1, 64, "threads per web process that recount badges and write the frames"),
-    Setting("REALTIME_REDIS_URL", "", "str", help="Redis for the connection registry, presence, node channels, socket caps, breakers and buckets (default: REDIS_URL; RQ stays on REDIS_URL)"),
+    Setting("REALTIME_REDIS_URL", "", "str", help="Redis for the connection registry, presence, node channels, socket caps, breakers, buckets and rate limits (default: REDIS_URL; RQ stays on REDIS_URL)"),
     Setting("REALTIME_REDIS_CLUSTER", False, "bool", help="REALTIME_REDIS_URL names any node of a Redis Cluster (node channels then use sharded pub/sub)"),
     Setting("REALTIME_NODE_ID", "", "str", help="this web process's id in the connection registry (default: <host>-<pid>-<random>, new for every process)"),
     Setting("REALTIME_ACK_TIMEOUT_SECONDS", 5.0, "float", 0.1, 300, "a frame the client has not acked this long is resent once; push_when_offline waits this long for an ack"),

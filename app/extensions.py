@@ -15,9 +15,10 @@ from flask_sock import Sock
 from flask_sqlalchemy import SQLAlchemy
 from flask_wtf import CSRFProtect
 from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 from sqlalchemy import MetaData
 
-from app import dbpool, keyspace, ratelimit_storage
+from app import clusterclient, dbpool, keyspace, ratelimit_storage
 
 # Deterministic constraint names so Alembic migrations stay reviewable.
 NAMING_CONVENTION = {
@@ -58,29 +59,41 @@ class RedisHandle:
         """Return the client of the realtime store (REALTIME_REDIS_URL: a Redis, or a node of a Redis Cluster).
 
         It holds what every web process must agree on fast: the connection registry, presence, node
-        channels, socket caps, breakers and buckets. RQ's queues stay on REDIS_URL (RQ does not run on
-        a cluster). A RedisCluster client answers the same commands; keys one script touches share a
-        hash tag (app/keyspace.py tagged()).
+        channels, socket caps, breakers, buckets and rate limits. RQ's queues stay on REDIS_URL (RQ does not
+        run on a cluster). A RedisCluster client answers the same commands; keys one script touches share a
+        hash tag (app/keyspace.py tagged()). While no node of the cluster answers, a stand-in whose every call
+        raises ConnectionError (app/clusterclient.py), as a Redis client's do while its server is away.
         """
         config = config if config is not None else current_app.config
         url, cluster = config["REALTIME_REDIS_URL"], bool(config["REALTIME_REDIS_CLUSTER"])
         client = self._clients.get(("cluster", url) if cluster else url)
         if client is None and cluster:
-            client = RedisCluster.from_url(url, socket_timeout=5, socket_connect_timeout=2)
-            self._clients[("cluster", url)] = client
+            try:
+                client = self._clients[("cluster", url)] = clusterclient.connect(url)
+            except redis_lib.ConnectionError:
+                return clusterclient.LazyCluster(url)  # not kept: the next call asks the cluster again
         return client if client is not None else self.client(url)
 
 
 def is_cluster(client) -> bool:
     """True for a Redis Cluster client (sharded pub/sub, per-slot pipelines)."""
-    return isinstance(client, RedisCluster)
+    return isinstance(client, RedisCluster | clusterclient.LazyCluster)
+
+
+# What a call to the realtime store may raise when it (or one cluster node) is away: RedisError, and on a
+# cluster also RedisClusterException (e.g. a slot left uncovered mid-failover), which is not a RedisError.
+REALTIME_ERRORS = (redis_lib.RedisError, RedisClusterException)
 
 
 redis = RedisHandle()
 
 
-def limiter_storage_uri(redis_url: str) -> str:
-    """Translate REDIS_URL into the URI of app/ratelimit_storage.py (unix sockets: hato+redis+unix://)."""
+def limiter_storage_uri(redis_url: str, cluster: bool = False) -> str:
+    """Translate a Redis URL into the URI of app/ratelimit_storage.py (unix sockets: hato+redis+unix://; a
+    node of a Redis Cluster: hato+redis+cluster://, or hato+rediss+cluster:// over TLS)."""
+    if cluster:
+        scheme, rest = redis_url.split("://", 1)
+        return f"{ratelimit_storage.SCHEME_PREFIX}{scheme}+cluster://{rest}"
     if redis_url.startswith("unix://"):
         redis_url = "redis+unix://" + redis_url[len("unix://") :]
     return ratelimit_storage.SCHEME_PREFIX + redis_url
@@ -97,7 +110,9 @@ def init_app(app: Flask) -> None:
     login.login_message = None
     csrf.init_app(app)
     sock.init_app(app)
-    app.config.setdefault("RATELIMIT_STORAGE_URI", limiter_storage_uri(app.config["REDIS_URL"]))
+    # The rate limits count in the realtime store, beside the breakers and buckets (README: which Redis holds what).
+    storage_uri = limiter_storage_uri(app.config["REALTIME_REDIS_URL"], bool(app.config["REALTIME_REDIS_CLUSTER"]))
+    app.config.setdefault("RATELIMIT_STORAGE_URI", storage_uri)
     app.config.setdefault("RATELIMIT_KEY_PREFIX", keyspace.key("limits", config=app.config))
     limiter.init_app(app)
     redis.init_app(app)

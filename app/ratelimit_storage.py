@@ -5,6 +5,10 @@ that costs three round trips per request (the hit, then GET and TTL for the head
 millisecond of a one-recipient ingest. Here the hit's Lua script also returns the key's PTTL, and
 the headers read what this thread's last hit on that key returned, if it was just now. The counting
 itself is the stock fixed-window script, so limits mean exactly what they did.
+
+The storage is the realtime store (REALTIME_REDIS_URL, app/extensions.py): a Redis, or a Redis Cluster
+(`hato+redis+cluster://`, HitAwareRedisClusterStorage), where every script of limits touches one key or
+keys with one hash tag (its sliding window's `{key}`), so each runs on one node.
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ from __future__ import annotations
 import threading
 import time
 
-from limits.storage import RedisStorage
+from limits.storage import RedisStorage, Storage
+from redis.exceptions import RedisClusterException, RedisError
+
+from app.clusterclient import LazyCluster
 
 SCHEME_PREFIX = "hato+"
 # How long a hit's answer may stand in for a read of the same key: within one request only.
@@ -74,3 +81,42 @@ class HitAwareRedisStorage(RedisStorage):
         """Clear every limit (and forget this thread's last hit)."""
         self._last_hit.value = None
         return super().reset()
+
+
+class HitAwareRedisClusterStorage(HitAwareRedisStorage):
+    """HitAwareRedisStorage on a Redis Cluster (`hato+redis+cluster://host:port`, any node), connected on first use.
+
+    limits' own cluster storage connects when made, i.e. in create_app: every web process and CLI command would
+    then fail to start while the cluster is away, where a plain Redis is only needed once a limit is counted.
+    """
+
+    STORAGE_SCHEME = [SCHEME_PREFIX + "redis+cluster", SCHEME_PREFIX + "rediss+cluster"]
+
+    def __init__(self, uri: str, key_prefix: str = RedisStorage.PREFIX, wrap_exceptions: bool = False, **options):
+        self._last_hit = threading.local()
+        scheme, rest = uri.removeprefix(SCHEME_PREFIX).split("://", 1)
+        # RedisStorage.__init__ would make a plain client: set up what it sets, with the stand-in instead.
+        Storage.__init__(self, uri, wrap_exceptions=wrap_exceptions, **options)
+        self.key_prefix = key_prefix
+        self.target_server = "redis"
+        self.dependency = self.dependencies["redis"].module
+        self.storage = LazyCluster(f"{scheme.removesuffix('+cluster')}://{rest}", **options)
+        self.initialize_storage(uri)
+
+    @property
+    def base_exceptions(self) -> tuple[type[Exception], ...]:
+        """What Flask-Limiter falls back to memory on: RedisError, and a cluster's RedisClusterException
+        (a slot left uncovered mid-failover), which is not one."""
+        return (RedisError, RedisClusterException)
+
+    def reset(self) -> int | None:
+        """Clear every limit: each master's keys under the prefix, one DEL each (one node's keys span slots)."""
+        self._last_hit.value = None
+        cluster, count = self.storage.client(), 0
+        for primary in cluster.get_primaries():
+            node = cluster.get_redis_connection(primary)
+            pipe = node.pipeline(transaction=False)
+            for key in node.scan_iter(match=self.prefixed_key("*"), count=1000):
+                pipe.delete(key)
+            count += sum(pipe.execute())
+        return count

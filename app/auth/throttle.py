@@ -21,13 +21,12 @@ from __future__ import annotations
 import logging
 import time
 
-import redis as redis_lib
 from flask import current_app, request
 from flask_limiter.util import get_remote_address
 from limits import RateLimitItemPerSecond, parse_many
 from werkzeug.exceptions import TooManyRequests
 
-from app.extensions import limiter
+from app.extensions import REALTIME_ERRORS, limiter
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +97,7 @@ def check_account_ceiling() -> None:
             if not limiter.limiter.test(item, *ids):
                 reset_at = limiter.limiter.get_window_stats(item, *ids).reset_time
                 raise TooManyRequests(TOO_MANY, retry_after=max(1, int(reset_at - time.time())))
-    except redis_lib.RedisError as exc:  # the decorators' limits still hold (Flask-Limiter falls back)
+    except REALTIME_ERRORS as exc:  # the decorators' limits still hold (Flask-Limiter falls back)
         log.warning("sign-in ceiling unavailable: %s", exc)
 
 
@@ -110,5 +109,5 @@ def note_failure() -> None:
         for item in _ceiling():
             limiter.limiter.hit(item, *_ids("login-account", _account()))
         limiter.limiter.hit(_failed_client_mark(), *_ids("login-failed-client", get_remote_address()))
-    except redis_lib.RedisError as exc:
+    except REALTIME_ERRORS as exc:
         log.warning("could not count a failed sign-in against the account ceiling: %s", exc)

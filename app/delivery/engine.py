@@ -103,7 +103,8 @@ def deliver(source: Source, channel: Channel, ids: list[int], config: Mapping) -
         if plan.send:
             # A paused part of a provider (APNs within push): its targets wait until it is resumed.
             parts = {s.provider: policy.UNTIL_PART_RESUMED.timestamp() for s in paused.of(channel.name) if s.provider}
-            router = Router(open_providers, config, redis.client(), paused_parts=parts)
+            # Breakers and buckets live in the realtime store (a Redis or a Redis Cluster), never RQ's REDIS_URL.
+            router = Router(open_providers, config, redis.realtime(config), paused_parts=parts)
             sent = _send_all(source, channel, batch, plan.send, router, claim, deadline, config, targets)
             for name, count in sent.items():
                 counts[name] = counts.get(name, 0) + count

@@ -260,6 +260,9 @@ def cmd_run() -> int:
 
 CJK_FONT_DIR = Path("/usr/share/fonts/opentype/noto")  # Debian's fonts-noto-cjk: Japanese in screenshots
 NGINX = "/usr/sbin/nginx"  # Debian's nginx, in front of two web processes in tests/e2e/test_behind_nginx.py
+# Debian's redis-server (it pulls in redis-tools, which has redis-cli): the chaos tests' private servers and the
+# six-node Redis Cluster of tests/test_realtime_store_cluster.py (tests/support/redis_cluster.py).
+REDIS_PROGRAMS = ("redis-server", "redis-cli")
 
 
 def ensure_test_packages() -> str:
@@ -267,7 +270,8 @@ def ensure_test_packages() -> str:
 
     Besides Chromium: Debian's Noto CJK fonts (without them Japanese pages render as empty boxes in the
     browser tests' screenshots; the checks pass either way, people reading the screenshots need them),
-    and nginx, which tests/e2e/test_behind_nginx.py runs in front of two web processes with deploy/'s site.
+    and nginx, which tests/e2e/test_behind_nginx.py runs in front of two web processes with deploy/'s site,
+    and redis-server with redis-cli, which the chaos tests and the Redis Cluster tests start on their own ports.
     """
     path = os.environ.get("CHROMIUM_PATH") or CHROMIUM
     missing = [] if Path(path).exists() else ["chromium"]
@@ -275,6 +279,8 @@ def ensure_test_packages() -> str:
         missing.append("fonts-noto-cjk")
     if not Path(NGINX).exists():
         missing.append("nginx")
+    if not all(shutil.which(program) for program in REDIS_PROGRAMS):
+        missing.append("redis-server")
     if missing and (path == CHROMIUM or missing != ["chromium"]) and os.geteuid() == 0 and shutil.which("apt-get"):
         say(f"installing Debian's {' '.join(missing)} (apt-get) …")
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -284,6 +290,11 @@ def ensure_test_packages() -> str:
         say(
             f"WARNING: no Chromium at {path}; the browser tests (tests/e2e) will fail. "
             "Install Debian's package (`sudo apt-get install -y chromium`) or set CHROMIUM_PATH."
+        )
+    if not all(shutil.which(program) for program in REDIS_PROGRAMS):
+        say(
+            "WARNING: no redis-server / redis-cli; the Redis Cluster tests are skipped and the chaos tests fail. "
+            "Install Debian's package (`sudo apt-get install -y redis-server`)."
         )
     return path
 

@@ -30,7 +30,7 @@ from redis.exceptions import RedisError
 
 from app import backpressure
 from app.delivery import stats, switches
-from app.extensions import db, redis
+from app.extensions import REALTIME_ERRORS, db, redis
 from app.ops.realtime_metrics import RealtimeCollector
 from app.providers import breaker
 from app.queue_state import queue_lags
@@ -169,8 +169,8 @@ class LedgerCollector:
             labels=["provider", "from_state", "to_state"],
         )
         try:
-            states, counts = breaker.snapshot(redis.client())
-        except RedisError as exc:
+            states, counts = breaker.snapshot(redis.realtime())  # breakers live in the realtime store
+        except REALTIME_ERRORS as exc:
             log.warning("circuit breaker state unavailable: %s", exc)
             states, counts = {}, {}
         for provider, current in states.items():

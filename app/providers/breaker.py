@@ -10,6 +10,11 @@ A breaker may be scoped to one target origin of a provider (`scope`, e.g. webpus
 host:port): its state is its own, it expires once idle (whoever runs an endpoint can mint hosts, so
 their breakers must not pile up in Redis), and /metrics counts its transitions under "<name>:origins"
 rather than a series per host.
+
+The state lives in the realtime store (app/extensions.py redis.realtime(): a Redis or a Redis Cluster). A
+breaker's state hash and failure times share the hash tag of its name (`hato:<ns>:{smtp}:breaker…`), as the
+provider's token bucket does (app/providers/ratelimit.py), so each script, and a router's allow-and-take of
+one provider, runs on one cluster node.
 """
 
 from __future__ import annotations
@@ -37,8 +42,18 @@ def transitions_key() -> str:
 
 
 def state_key(name: str) -> str:
-    """The state hash of one breaker."""
-    return keyspace.key("breaker", name)
+    """The state hash of one breaker (its failure times: this + ":failures", the same hash tag)."""
+    return keyspace.tagged(name, "breaker")
+
+
+def evalsha_on(pipe, sha: str, keys: list, args: list):
+    """Queue EVALSHA on a pipeline, a Redis one or a Redis Cluster one.
+
+    redis-py 6.4's ClusterPipeline blocks its evalsha() method (redis-py issue #2914, lifted in a later
+    release), though it routes the command by its keys like any other: a cluster pipeline sends each script to
+    the node of its keys' slot. The caller loads the scripts on NOSCRIPT (see Router).
+    """
+    return pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args)
 
 
 STATES = ("closed", "open", "half_open")
@@ -152,7 +167,7 @@ class CircuitBreaker:
         s = self.settings
         args = [self.clock(), s.cooldown, s.probe_timeout]
         if hasattr(client, "execute"):  # a pipeline: no SCRIPT EXISTS round trip (the caller loads on NOSCRIPT)
-            return client.evalsha(self._allow.sha, 1, self.keys[0], *args)
+            return evalsha_on(client, self._allow.sha, self.keys[:1], args)
         return self._allow(keys=self.keys[:1], args=args, client=client)
 
     def permit(self, answer) -> Permit:
@@ -173,11 +188,12 @@ class CircuitBreaker:
     def success_on(self, client):
         """Run success()'s script (on a pipeline: by its hash, as allow_on); noted() reads its answer."""
         if hasattr(client, "execute"):
-            return client.evalsha(self._success.sha, 2, *self.keys)
+            return evalsha_on(client, self._success.sha, self.keys, [])
         return self._success(keys=self.keys, client=client)
 
     def load_scripts(self) -> None:
-        """Load the scripts into Redis (after a NOSCRIPT: a restarted or flushed server forgot them)."""
+        """Load the scripts into Redis (after a NOSCRIPT: a restarted or flushed server, or a replica just
+        promoted to master, which a SCRIPT LOAD never reached; on a cluster SCRIPT LOAD goes to every master)."""
         for script in (self._allow, self._failure, self._success):
             self.client.script_load(script.script)
 
@@ -192,7 +208,7 @@ class CircuitBreaker:
         before, after = transition.split(">")
         who = self.name if self.scope is None else f"{self.name} for {self.scope!r}"
         log.warning("circuit breaker %s: %s -> %s", who, before, after)
-        pipe = self.client.pipeline()
+        pipe = self.client.pipeline(transaction=False)  # counters on other slots than the state: no MULTI
         if self.scope is None:
             pipe.sadd(registry_key(), self.name)
             pipe.hincrby(transitions_key(), f"{self.name}|{before}|{after}", 1)
@@ -207,9 +223,11 @@ class CircuitBreaker:
 def snapshot(client) -> tuple[dict[str, str], dict[tuple[str, str, str], int]]:
     """Every known breaker's state and the transition counts, for /metrics."""
     names = sorted(n.decode() if isinstance(n, bytes) else n for n in client.smembers(registry_key()))
-    states = {}
+    pipe = client.pipeline(transaction=False)  # one round trip (per node, side by side, on a cluster)
     for name in names:
-        value = client.hget(state_key(name), "state")
+        pipe.hget(state_key(name), "state")
+    states = {}
+    for name, value in zip(names, pipe.execute() if names else [], strict=True):
         states[name] = (value.decode() if isinstance(value, bytes) else value) or "closed"
     counts = {}
     for field, value in client.hgetall(transitions_key()).items():

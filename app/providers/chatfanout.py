@@ -26,9 +26,8 @@ from dataclasses import replace
 
 from flask import current_app
 from flask_babel import gettext
-from redis.exceptions import RedisError
 
-from app.extensions import redis
+from app.extensions import REALTIME_ERRORS, redis
 from app.providers.base import Message, PermanentError, ProviderError, Receipt, TargetOutcome, TransientError
 from app.providers.chat_content import ChatTarget
 from app.providers.endpoints import (
@@ -166,13 +165,13 @@ class ChatPart:
                 bucket = self._buckets.get(scope)
                 if bucket is None:
                     bucket = self._buckets[scope] = TokenBucket(
-                        redis.client(), f"chat:{scope}", Limit(*self.scope_limit)
+                        redis.realtime(), f"chat:{scope}", Limit(*self.scope_limit)
                     )
             wait = bucket.take()
             while 0 < wait <= self.max_wait:
                 time.sleep(wait)
                 wait = bucket.take()
-        except (RedisError, RuntimeError) as exc:  # no Redis (or no app): send unpaced, the service's 429 still holds
+        except (*REALTIME_ERRORS, RuntimeError) as exc:  # no store (or no app): unpaced, the service's 429 still holds
             log.warning("chat pacing unavailable (%s); sending without it", exc)
             return 0.0
         return max(wait, 0.0)

@@ -6,6 +6,9 @@ size) come from PROVIDER_RATE_<NAME> / PROVIDER_BURST_<NAME> (NAME is the provid
 e.g. PROVIDER_RATE_SMTP=50, PROVIDER_BURST_SMTP_FALLBACK=10); a provider without a rate is not
 limited. A provider that answers "slow down" (HTTP 429, SMTP 421 with a hint) pauses its bucket for
 the time it asked, so every worker holds back, not only the one that was told.
+
+Buckets live in the realtime store (a Redis or a Redis Cluster, app/extensions.py redis.realtime()); a
+bucket's two keys share the hash tag of its name (`hato:<ns>:{smtp}:bucket`, the provider's breaker's too).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from app import keyspace
+from app.providers.breaker import evalsha_on
 
 # KEYS[1] the bucket hash {tokens, ts}, KEYS[2] the pause key; ARGV rate/s, burst.
 # Returns the milliseconds to wait: 0 means a token was taken.
@@ -72,7 +76,10 @@ class TokenBucket:
         self.name = name
         self.limit = limit or Limit(0, 0)  # unlimited: only a provider's own pause holds it back
         # config: whose namespace (app/keyspace.py); the current app's by default.
-        self.keys = [keyspace.key("bucket", name, config=config), keyspace.key("bucket", name, "pause", config=config)]
+        self.keys = [
+            keyspace.tagged(name, "bucket", config=config),
+            keyspace.tagged(name, "bucket", "pause", config=config),
+        ]
         self._script = client.register_script(TAKE_LUA)
 
     def take(self) -> float:
@@ -82,7 +89,7 @@ class TokenBucket:
     def take_on(self, client):
         """Run take()'s script (on a pipeline: queue it by its hash, see Router); wait_of() reads its answer."""
         if hasattr(client, "execute"):  # a pipeline: no SCRIPT EXISTS round trip (the caller loads on NOSCRIPT)
-            return client.evalsha(self._script.sha, 2, *self.keys, self.limit.rate, self.limit.burst)
+            return evalsha_on(client, self._script.sha, self.keys, [self.limit.rate, self.limit.burst])
         return self._script(keys=self.keys, args=[self.limit.rate, self.limit.burst], client=client)
 
     def load_script(self) -> None:
@@ -97,7 +104,7 @@ class TokenBucket:
     def pause(self, seconds: float) -> None:
         """Hold every worker back for seconds (the provider's Retry-After); never shortens a pause."""
         ms = max(int(seconds * 1000), 1)
-        pipe = self.client.pipeline()
+        pipe = self.client.pipeline()  # one key: a MULTI on a Redis, one node's pipeline on a cluster
         pipe.set(self.keys[1], "1", px=ms, nx=True)
         pipe.pexpire(self.keys[1], ms, gt=True)
         pipe.execute()

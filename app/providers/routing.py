@@ -27,8 +27,9 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError
 
+from app.extensions import REALTIME_ERRORS
 from app.providers import Provider, TargetOutcome
 from app.providers.breaker import CircuitBreaker, Permit, Settings
 from app.providers.ratelimit import TokenBucket, limit_for
@@ -258,6 +259,9 @@ class Router:
     def _allow_and_take(self, name: str) -> tuple[Permit, float]:
         """In one round trip: the owed successes, then the breaker's allow() and the bucket's take().
 
+        On a Redis Cluster the provider's allow and take go to one node (one hash tag); owed successes of other
+        providers may go to others, written to each before any answer is read.
+
         The token is taken even when the breaker refuses; that provider sends nothing then, and its
         bucket refills by itself, so a refused route costs at most one of a failing provider's tokens.
         """
@@ -302,9 +306,9 @@ class Router:
 
     @staticmethod
     def guard(call, default):
-        """call(), or default (logged) when Redis does not answer: routing fails open."""
+        """call(), or default (logged) when the realtime store does not answer: routing fails open."""
         try:
             return call()
-        except RedisError as exc:
+        except REALTIME_ERRORS as exc:
             log.warning("rate limit / circuit breaker state unavailable (%s); sending without it", exc)
             return default

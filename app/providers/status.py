@@ -6,9 +6,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from redis.exceptions import RedisError
-
-from app.extensions import redis
+from app.extensions import REALTIME_ERRORS, redis
 from app.providers import breaker, provider_names, providers_for
 
 log = logging.getLogger(__name__)
@@ -25,10 +23,10 @@ class ProviderState:
 
 
 def breaker_states(names: Iterable[str]) -> dict[str, str]:
-    """Each provider's breaker: closed (also when it never tripped) | open | half_open; unknown without Redis."""
+    """Each provider's breaker: closed (also when it never tripped) | open | half_open; unknown without the store."""
     try:
-        states, _ = breaker.snapshot(redis.client())
-    except RedisError as exc:
+        states, _ = breaker.snapshot(redis.realtime())  # breakers live in the realtime store
+    except REALTIME_ERRORS as exc:
         log.warning("breaker states unavailable: %s", exc)
         return {name: "unknown" for name in names}
     return {name: states.get(name, "closed") for name in names}

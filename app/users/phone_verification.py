@@ -22,13 +22,12 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import redis as redis_lib
 import sqlalchemy as sa
 from flask import current_app
 from limits import parse_many
 
 from app import phones
-from app.extensions import db, limiter
+from app.extensions import REALTIME_ERRORS, db, limiter
 from app.notification_types.builtin import PHONE_VERIFICATION, ensure_phone_verification
 from app.queueing import enqueue_deliveries_after_commit
 
@@ -194,7 +193,7 @@ def _take_send_slot(user_id: int, phone: str) -> None:
             raise TooManyCodes(max(1, int(max(resets) - time.time())))
         for item, ids in windows:
             strategy.hit(item, *ids)
-    except redis_lib.RedisError as exc:
+    except REALTIME_ERRORS as exc:  # the counters live in the realtime store (maybe a cluster mid-failover)
         # Every SMS costs money and can be aimed at a stranger's phone: without the counters, no send.
         log.warning("phone code limits unavailable, refusing the send: %s", exc)
         raise TooManyCodes(60) from exc

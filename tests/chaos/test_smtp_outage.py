@@ -97,7 +97,7 @@ def ledger_figures() -> dict:
 def report(name: str, logs: dict, record_property, total: int) -> Counter:
     arrived = Counter(mid for log in logs.values() for mid in processes.message_ids(log))
     figures = ledger_figures()
-    transitions = {k.decode(): int(v) for k, v in redis.client().hgetall(transitions_key()).items()}
+    transitions = {k.decode(): int(v) for k, v in redis.realtime().hgetall(transitions_key()).items()}
     summary = (
         f"{name}: sent={len(arrived)} lost={total - len(arrived)} "
         f"duplicates={sum(n - 1 for n in arrived.values())} attempts={figures['attempts']} "
@@ -135,7 +135,7 @@ def test_outage_with_fallback_moves_traffic_and_loses_nothing(app, stack, record
         wait_for(lambda: load.status_counts().get("sent", 0) == TOTAL, DEADLINE_SECONDS, "every row to be sent")
         arrived = report("outage with fallback", stack["logs"], record_property, TOTAL)
         figures = ledger_figures()
-        transitions = redis.client().hgetall(transitions_key())
+        transitions = redis.realtime().hgetall(transitions_key())
     assert set(arrived) == {f"<delivery-{i}@hato.127.0.0.1>" for i in ids}  # nothing lost, nothing foreign
     assert sum(n - 1 for n in arrived.values()) == 0  # nothing twice
     assert len(processes.message_ids(stack["logs"]["fallback"])) == figures["via_fallback"] > 0
@@ -163,7 +163,7 @@ def test_outage_without_fallback_rows_wait_then_all_arrive(app, stack, record_pr
         wait_for(lambda: load.status_counts().get("sent", 0) == TOTAL, DEADLINE_SECONDS, "every row to be sent")
         arrived = report("outage, no fallback", stack["logs"], record_property, TOTAL)
         figures = ledger_figures()
-        transitions = redis.client().hgetall(transitions_key())
+        transitions = redis.realtime().hgetall(transitions_key())
     assert set(arrived) == {f"<delivery-{i}@hato.127.0.0.1>" for i in ids}
     assert sum(n - 1 for n in arrived.values()) == 0
     assert int(transitions.get(b"smtp|closed|open", 0)) >= 1 and int(transitions.get(b"smtp|half_open|closed", 0)) >= 1

@@ -156,7 +156,7 @@ def test_breaker_states_come_from_the_providers(client, operator, app, monkeypat
     assert ["E-mail", "fake", "closed", "tag tag--sent"] in _providers(client)
 
     settings = breaker.Settings.from_config(app.config)
-    tripped = breaker.CircuitBreaker(redis.client(), "fake", settings)
+    tripped = breaker.CircuitBreaker(redis.realtime(), "fake", settings)
     for _ in range(settings.failures):
         tripped.failure()
 
@@ -168,7 +168,7 @@ def test_a_half_open_breaker_and_an_unconfigured_fallback_are_shown(client, oper
     monkeypatch.setitem(app.config, "SMTP_FALLBACK_URL", "")  # named as smtp's fallback, not configured
     settings = breaker.Settings.from_config(app.config)
     clock = [time.time()]
-    smtp = breaker.CircuitBreaker(redis.client(), "smtp", settings, clock=lambda: clock[0])
+    smtp = breaker.CircuitBreaker(redis.realtime(), "smtp", settings, clock=lambda: clock[0])
     for _ in range(settings.failures):
         smtp.failure()
     clock[0] += settings.cooldown + 1

@@ -27,7 +27,9 @@ def clock():
 def make(app, clock):
     def _make(**settings):
         defaults = dict(failures=3, window=10.0, cooldown=30.0, probe_timeout=5.0)
-        return CircuitBreaker(redis.client(), f"t-{uuid.uuid4().hex[:8]}", Settings(**{**defaults, **settings}), clock)
+        return CircuitBreaker(
+            redis.realtime(), f"t-{uuid.uuid4().hex[:8]}", Settings(**{**defaults, **settings}), clock
+        )
 
     with app.app_context():
         yield _make
@@ -92,7 +94,7 @@ def test_transitions_are_counted_for_metrics(app, make, clock, client):
     breaker.allow()
     breaker.success()
     with app.app_context():
-        states, counts = snapshot(redis.client())
+        states, counts = snapshot(redis.realtime())
     assert states[breaker.name] == "closed"
     assert {k[1:]: v for k, v in counts.items() if k[0] == breaker.name} == {
         ("closed", "open"): 1,

@@ -24,7 +24,7 @@ def test_limit_comes_from_per_provider_config():
 
 def test_burst_then_one_token_per_interval(app):
     with app.app_context():
-        bucket = TokenBucket(redis.client(), f"t-{uuid.uuid4().hex[:8]}", Limit(10, 3))
+        bucket = TokenBucket(redis.realtime(), f"t-{uuid.uuid4().hex[:8]}", Limit(10, 3))
         assert [bucket.take() for _ in range(3)] == [0, 0, 0]
         wait = bucket.take()
         assert 0 < wait <= 0.1
@@ -34,7 +34,7 @@ def test_burst_then_one_token_per_interval(app):
 
 def test_pause_holds_every_taker_back(app):
     with app.app_context():
-        bucket = TokenBucket(redis.client(), f"t-{uuid.uuid4().hex[:8]}", None)
+        bucket = TokenBucket(redis.realtime(), f"t-{uuid.uuid4().hex[:8]}", None)
         assert bucket.take() == 0  # unlimited
         bucket.pause(0.5)
         bucket.pause(0.1)  # a shorter pause never shortens the first

@@ -28,7 +28,7 @@ register("fake_backup")(lambda config: BACKUP)
 
 
 def open_breaker(app, name: str) -> None:
-    breaker = CircuitBreaker(redis.client(), name, Settings.from_config(app.config))
+    breaker = CircuitBreaker(redis.realtime(), name, Settings.from_config(app.config))
     for _ in range(app.config["BREAKER_FAILURES"]):
         breaker.failure()
     assert breaker.state() == "open"
@@ -46,7 +46,7 @@ def test_router_skips_an_open_provider_and_reports_when_none_is_left(app, fake_p
     primary, backup = fake_provider, BACKUP.reset()
     now = [time.time()]
     with app.app_context():
-        router = Router([primary, backup], app.config, redis.client(), clock=lambda: now[0])
+        router = Router([primary, backup], app.config, redis.realtime(), clock=lambda: now[0])
         assert router.route().provider is primary
         open_breaker(app, "fake")  # another worker's failures: this router sees them at its next look
         assert router.route().provider is primary
@@ -134,7 +134,7 @@ def test_retry_after_is_honoured_and_pauses_the_provider(app, fake_provider, mak
     one, two = reload(first), reload(second)
     assert one.attempts == 1 and one.next_attempt_at >= datetime.now(UTC) + timedelta(seconds=58)
     assert two.attempts == 0 and two.next_attempt_at >= datetime.now(UTC) + timedelta(seconds=58)
-    assert CircuitBreaker(redis.client(), "fake", Settings()).state() == "closed"  # throttling is not an outage
+    assert CircuitBreaker(redis.realtime(), "fake", Settings()).state() == "closed"  # throttling is not an outage
 
 
 @pytest.mark.committed  # the engine records on its own connection: real commits
@@ -200,7 +200,7 @@ def test_a_target_scopes_pause_and_breaker_hold_back_only_its_own_targets(app, m
 
     provider = Scoped()
     with app.app_context():
-        router = Router([provider], app.config, redis.client())
+        router = Router([provider], app.config, redis.realtime())
         targets = ("a:1/x", "a:1/y", "b:1/z")
         assert router.admit(provider, targets) == (targets, 0.0)
 
@@ -214,15 +214,15 @@ def test_a_target_scopes_pause_and_breaker_hold_back_only_its_own_targets(app, m
             router.report(provider, "transient", None, (TargetOutcome("b:1", "transient"),))
         admitted, until = router.admit(provider, targets)
         assert admitted == () and time.time() < until <= time.time() + 60  # the sooner of pause and cooldown
-        assert CircuitBreaker(redis.client(), "scoped", Settings()).state() == "closed"
-        assert CircuitBreaker(redis.client(), "scoped", Settings(), scope="b:1").state() == "open"
+        assert CircuitBreaker(redis.realtime(), "scoped", Settings()).state() == "closed"
+        assert CircuitBreaker(redis.realtime(), "scoped", Settings(), scope="b:1").state() == "open"
         assert router.admit(provider, ("c:1/w",)) == (("c:1/w",), 0.0)
 
 
 def test_a_failure_this_router_sees_makes_it_ask_again_at_once(app, fake_provider):
     primary, backup = fake_provider, BACKUP.reset()
     with app.app_context():
-        router = Router([primary, backup], app.config, redis.client())
+        router = Router([primary, backup], app.config, redis.realtime())
         assert router.route().provider is primary
         for _ in range(app.config["BREAKER_FAILURES"]):
             router.report(primary, "transient")
@@ -232,9 +232,9 @@ def test_a_failure_this_router_sees_makes_it_ask_again_at_once(app, fake_provide
 
 def test_a_redis_that_forgot_the_scripts_still_routes(app, fake_provider):
     with app.app_context():
-        router = Router([fake_provider], app.config, redis.client())
+        router = Router([fake_provider], app.config, redis.realtime())
         assert router.route().provider is fake_provider
-        redis.client().script_flush()
+        redis.realtime().script_flush()
         router._clear_until.clear()
         assert router.route().provider is fake_provider
 
@@ -259,7 +259,7 @@ def test_a_providers_parts_keep_their_own_token_buckets(app, monkeypatch):
     provider = Parts()
     with app.app_context():
         redis.client().flushdb()
-        router = Router([provider], app.config, redis.client())
+        router = Router([provider], app.config, redis.realtime())
         both = ("apns:phone-1", "fcm:phone-2")
         assert router.admit(provider, both) == (both, 0.0)  # the one APNs token of the second
         admitted, until = router.admit(provider, both)

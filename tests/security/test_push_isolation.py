@@ -53,8 +53,8 @@ def push_row(user, type_):
 def breaker_state(app, scope: str | None = None) -> str:
     settings = Settings.from_config(app.config)
     if scope is None:
-        return CircuitBreaker(redis.client(), "webpush", settings).state()
-    return CircuitBreaker(redis.client(), "webpush", settings, scope=scope).state()
+        return CircuitBreaker(redis.realtime(), "webpush", settings).state()
+    return CircuitBreaker(redis.realtime(), "webpush", settings, scope=scope).state()
 
 
 def scope_of(service) -> str:
@@ -97,7 +97,7 @@ def test_hostile_retry_after_holds_back_only_the_attackers_push_service(
         assert row.next_attempt_at <= now + timedelta(seconds=CAP + SLACK)  # not ten years
     assert reload(attackers[0]).attempts == 1  # the one that was told to slow down spent its try
     # Nothing channel-wide: the webpush bucket is not paused and its breaker is closed.
-    assert TokenBucket(redis.client(), "webpush", None).take() == 0
+    assert TokenBucket(redis.realtime(), "webpush", None).take() == 0
     assert breaker_state(app) == "closed"
 
     later = push_row(victim, type_)
