@@ -16,10 +16,9 @@ from itertools import chain
 
 import redis as redis_lib
 from flask import current_app
-from redis.exceptions import RedisError
 
 from app import keyspace
-from app.extensions import redis
+from app.extensions import REALTIME_ERRORS, redis
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ def online_user_ids(user_ids: Iterable[int]) -> set[int]:
             for chunk in _chunks(ids):
                 pipe.zmscore(key, chunk)
             scores = chain.from_iterable(pipe.execute())
-    except RedisError as exc:
+    except REALTIME_ERRORS as exc:
         # Without Redis there is no pub/sub either, so nobody could be told anyway.
         log.warning("presence lookup failed: %s", exc)
         return set()

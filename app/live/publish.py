@@ -19,10 +19,8 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from redis.exceptions import RedisError
-
 from app import keyspace
-from app.extensions import is_cluster, redis
+from app.extensions import REALTIME_ERRORS, is_cluster, redis
 from app.live import registry
 from app.unitofwork import Effect, after_commit
 
@@ -90,7 +88,7 @@ def route_badge(
                 if trace:
                     message["tp"] = trace
                 _send(client, node_id, message)
-    except RedisError as exc:
+    except REALTIME_ERRORS as exc:
         log.warning("badge publish failed (clients resync on reconnect): %s", exc)
         return None
     return {user_id for users in routes.values() for user_id in users}
@@ -105,7 +103,7 @@ def publish_broadcast() -> bool:
     """Tell every socket to recount (an announcement was published or changed)."""
     try:
         redis.realtime().publish(broadcast_channel(), event_message())
-    except RedisError as exc:
+    except REALTIME_ERRORS as exc:
         log.warning("broadcast publish failed: %s", exc)
         return False
     return True
@@ -118,7 +116,7 @@ def _publish_control(user_id: int, message: dict, nodes: Iterable[str] | None = 
         targets = set(nodes) if nodes is not None else set(registry.nodes_of(client, [user_id]))
         for node_id in sorted(targets):
             _send(client, node_id, {**message, "user": int(user_id)})
-    except RedisError as exc:
+    except REALTIME_ERRORS as exc:
         log.warning("socket close instruction for user %s not published: %s", user_id, exc)
         return False
     return True

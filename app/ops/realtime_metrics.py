@@ -10,9 +10,8 @@ import logging
 
 from flask import current_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from redis.exceptions import RedisError
 
-from app.extensions import redis
+from app.extensions import REALTIME_ERRORS, redis
 from app.live import nodestats, registry
 
 log = logging.getLogger(__name__)
@@ -37,7 +36,7 @@ class RealtimeCollector:
             client = redis.realtime()
             nodes = registry.live_nodes(client, float(current_app.config["PRESENCE_TTL_SECONDS"]))
             figures = nodestats.read(client, nodes)
-        except RedisError as exc:
+        except REALTIME_ERRORS as exc:
             log.warning("realtime figures unavailable: %s", exc)
             figures = {}
         counters = {

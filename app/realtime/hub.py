@@ -37,11 +37,10 @@ from dataclasses import dataclass, field
 
 from flask import Flask
 from flask_babel import force_locale
-from redis.exceptions import RedisError
 from simple_websocket import ConnectionClosed
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.extensions import db, redis
+from app.extensions import REALTIME_ERRORS, db, redis
 from app.i18n import language_or_default
 from app.inbox import queries
 from app.live import nodestats, presence, registry, seen
@@ -163,7 +162,7 @@ class Hub:
                 self._store(), conn.user_id, self.node_id, self._max_sockets(), self._ttl(), conn.device,
                 self.app.config,
             )  # fmt: skip
-        except RedisError as exc:
+        except REALTIME_ERRORS as exc:
             # Without Redis the cap holds per process only (and no process hears another anyway).
             log.warning("socket count failed, capping this process only: %s", exc)
             with self._cond:
@@ -207,7 +206,7 @@ class Hub:
         if conn.socket_id is not None:
             try:
                 registry.unregister(self._store(), conn.user_id, conn.socket_id, self.app.config)
-            except RedisError as exc:
+            except REALTIME_ERRORS as exc:
                 log.warning("socket uncount failed (it ages out): %s", exc)
 
     def socket_count(self) -> int:
@@ -319,14 +318,13 @@ class Hub:
                 return
             self._pid = os.getpid()
             self.node_id = node_id_for(self.app.config)
-            client = self._store()
             openers = listener.subscriptions(
-                client, registry.node_channel(self.node_id, self.app.config), broadcast_channel(self.app.config)
+                self._store, registry.node_channel(self.node_id, self.app.config), broadcast_channel(self.app.config)
             )
             self._threads = [
                 threading.Thread(
                     target=listener.listen,
-                    args=(client, opener, self.dispatch, self._stopping, self.listening.clear),
+                    args=(self._store, opener, self.dispatch, self._stopping, self.listening.clear),
                     name=f"hato-realtime-listener-{n}",
                     daemon=True,
                 )
@@ -357,7 +355,7 @@ class Hub:
                 client = self._store()
                 registry.heartbeat(client, self.node_id, self.local_socket_ids(), self._ttl(), self.app.config)
                 presence.touch(client, self._answering_users(), self._ttl(), config=self.app.config)
-            except (RedisError, OSError) as exc:
+            except (*REALTIME_ERRORS, OSError) as exc:
                 log.warning("realtime heartbeat failed, retrying: %s", exc)
                 wait = HEARTBEAT_RETRY_SECONDS
             self._ping_quiet(wait)
@@ -393,7 +391,7 @@ class Hub:
             return
         try:
             self.stats.flush(self._store(), self.node_id, self.socket_count(), self.app.config)
-        except (RedisError, OSError) as exc:
+        except (*REALTIME_ERRORS, OSError) as exc:
             log.warning("realtime stats flush failed: %s", exc)
 
     def _collect_due(self) -> list[tuple[int, Dirty]]:
@@ -558,7 +556,7 @@ class Hub:
             if shown:
                 seen.record(self._store(), conn.user_id, shown, self.app.config)
             self._touch_presence(conn.user_id)
-        except (RedisError, OSError) as exc:
+        except (*REALTIME_ERRORS, OSError) as exc:
             log.warning("ack not recorded for user %s: %s", conn.user_id, exc)
 
     def _touch_presence(self, user_id: int) -> None:
@@ -584,7 +582,7 @@ class Hub:
         if self.node_id is not None and self._pid == os.getpid():
             try:  # its sockets unregister as they close; the node leaves the list now, not a TTL later
                 registry.leave(self._store(), self.node_id, self.app.config)
-            except (RedisError, OSError) as exc:
+            except (*REALTIME_ERRORS, OSError) as exc:
                 log.warning("node %s not taken off the list (it ages out): %s", self.node_id, exc)
             self.flush_stats()
         for conn in conns:

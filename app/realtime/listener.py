@@ -14,9 +14,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from redis.exceptions import RedisError
-
-from app.extensions import is_cluster
+from app.extensions import REALTIME_ERRORS, is_cluster
 
 log = logging.getLogger(__name__)
 
@@ -26,24 +24,29 @@ RETRY_FIRST_SECONDS = 0.5
 RETRY_MAX_SECONDS = 2.0
 
 
-def subscriptions(client, node_channel: str, broadcast_channel: str) -> list[Callable[[], object]]:
-    """Return one opener per connection the node needs; each returns a subscribed PubSub."""
-    if not is_cluster(client):
+def subscriptions(store: Callable[[], object], node_channel: str, broadcast_channel: str) -> list[Callable[[], object]]:
+    """Return one opener per connection the node needs; each asks store() for the client and subscribes.
+
+    store() is asked on every (re)subscribe: while a cluster is unreachable it hands out a stand-in, and the
+    next attempt must reach the real one.
+    """
+    if not is_cluster(store()):
 
         def both():
-            pubsub = client.pubsub()
+            pubsub = store().pubsub()
             pubsub.subscribe(node_channel, broadcast_channel)
             return pubsub
 
         return [both]
 
     def sharded():
-        node = client.get_node_from_key(node_channel)
-        pubsub = client.get_redis_connection(node).pubsub()
+        client = store()
+        pubsub = client.get_redis_connection(client.get_node_from_key(node_channel)).pubsub()
         pubsub.ssubscribe(node_channel)
         return pubsub
 
     def broadcast():
+        client = store()
         pubsub = client.get_redis_connection(client.get_random_node()).pubsub()
         pubsub.subscribe(broadcast_channel)
         return pubsub
@@ -52,7 +55,7 @@ def subscriptions(client, node_channel: str, broadcast_channel: str) -> list[Cal
 
 
 def listen(
-    client,
+    store: Callable[[], object],
     opener: Callable[[], object],
     on_message: Callable[[dict], None],
     stopping: threading.Event,
@@ -69,24 +72,26 @@ def listen(
                 message = pubsub.get_message(timeout=POLL_SECONDS)
                 if message:
                     on_message(message)
-        except (RedisError, OSError) as exc:
+        except (*REALTIME_ERRORS, OSError) as exc:
             on_lost()
             log.warning("realtime listener lost Redis, retrying in %.1fs: %s", backoff, exc)
-            if is_cluster(client):
-                _refresh_slots(client)
+            _refresh_slots(store())
             stopping.wait(backoff)
             backoff = min(backoff * 2, RETRY_MAX_SECONDS)
         finally:
             if pubsub is not None:
                 try:
                     pubsub.close()
-                except (RedisError, OSError):
+                except (*REALTIME_ERRORS, OSError):
                     pass
 
 
 def _refresh_slots(client) -> None:
-    """Re-read the cluster's slot map (a failover promoted a replica: the channel's shard moved)."""
+    """Re-read a cluster's slot map (a failover promoted a replica: the channel's shard moved)."""
+    nodes = getattr(client, "nodes_manager", None)
+    if nodes is None:
+        return
     try:
-        client.nodes_manager.initialize()
-    except (RedisError, OSError) as exc:
+        nodes.initialize()
+    except (*REALTIME_ERRORS, OSError) as exc:
         log.warning("cluster slot map not refreshed yet: %s", exc)
