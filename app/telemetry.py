@@ -20,6 +20,7 @@ hand-offs): each notification row keeps its request's traceparent (notifications
 span() makes a row's send span a child of the job when the job is in the row's trace, else a child of
 the row's own request with a link to the job. Redis commands and SQL statements outside any request or
 job (a worker's polling and heartbeats, the sweeper's idle passes) make no trace of their own.
+A span that ends elsewhere (a frame, ended by the client's ack) is start_span()'s, named by carrier_of().
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ class _NoSpan:
 
     def is_recording(self) -> bool:
         return False
+
+    def end(self, end_time: int | None = None) -> None:
+        return None
 
 
 NO_SPAN = _NoSpan()
@@ -222,11 +226,35 @@ def span(name: str, carrier: Carrier = None, *, kind: str = "internal", links: I
 
     The parent: the current span, unless carrier names another trace; then carrier's span, with a link
     to the current span (a job that serves many requests' rows: each row's span joins its own request's
-    trace and points at the job). links: carriers of other traces this span also serves. Attributes
-    whose value is None are left out. An exception leaving the block is recorded and marks the span failed.
+    trace and points at the job). links: carriers of other traces this span also serves. kind: internal,
+    server, client, producer or consumer. Attributes whose value is None are left out. An exception
+    leaving the block is recorded and marks the span failed.
     """
     if _on is None:
         return NO_SPAN
+    return _on.tracer.start_as_current_span(name, **_start(carrier, kind, links, attributes))
+
+
+def start_span(name: str, carrier: Carrier = None, *, kind: str = "internal", links: Iterable[Carrier] = (),
+               **attributes: Any):  # fmt: skip
+    """A span that starts now and ends when its end() is called, from any thread (a frame's span, ended by
+    the client's ack); not made current. Parent, links and attributes as span(); NO_SPAN when off."""
+    if _on is None:
+        return NO_SPAN
+    return _on.tracer.start_span(name, **_start(carrier, kind, links, attributes))
+
+
+def carrier_of(span_) -> dict[str, str]:
+    """The W3C headers naming span_ (from span() or start_span()), for spans elsewhere under it; {} when off."""
+    if _on is None or span_ is NO_SPAN:
+        return {}
+    headers: dict[str, str] = {}
+    _on.propagator.inject(headers, context=_on.trace.set_span_in_context(span_))
+    return headers
+
+
+def _start(carrier: Carrier, kind: str, links: Iterable[Carrier], attributes: Mapping[str, Any]) -> dict:
+    """The tracer's arguments for a new span: its parent context, kind, links and attributes (see span())."""
     trace = _on.trace
     current = trace.get_current_span().get_span_context()
     parent = _context(carrier)
@@ -237,13 +265,12 @@ def span(name: str, carrier: Carrier = None, *, kind: str = "internal", links: I
             parent = None  # the current span is in the carrier's trace already, and nearer
         elif current.is_valid:
             linked.append(current)
-    return _on.tracer.start_as_current_span(
-        name,
-        context=parent,
-        kind=_on.kinds[kind],
-        links=[trace.Link(c) for c in linked],
-        attributes={key: value for key, value in attributes.items() if value is not None},
-    )
+    return {
+        "context": parent,
+        "kind": _on.kinds[kind],
+        "links": [trace.Link(c) for c in linked],
+        "attributes": {key: value for key, value in attributes.items() if value is not None},
+    }
 
 
 def failed(span_, description: str | None) -> None:

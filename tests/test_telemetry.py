@@ -27,7 +27,7 @@ from app.config import Config, check
 from app.extensions import db, redis
 from app.models import Notification, NotificationDelivery
 from app.providers.registry import registered_names
-from app.queueing import QUEUE_NAMES, get_queue
+from app.queueing import QUEUE_NAMES, enqueue_deliveries, get_queue
 from tests.conftest import TEST_CONFIG
 from tests.factories import NotificationTypeFactory, UserFactory
 from tests.support.waiting import free_port
@@ -191,6 +191,41 @@ def test_span_parents_and_links_by_trace(app, exporter):
     assert telemetry.trace_id_of(mine) == format(job.get_span_context().trace_id, "032x")
 
 
+def test_a_span_ended_elsewhere_and_its_carrier(app, exporter):
+    # The shape of a frame's span: started when it is written, ended by the client's ack (another thread).
+    application = create_app(dict(TEST_CONFIG))
+    telemetry.use_exporter(application, exporter)
+    with telemetry.span("publish") as publish:
+        frame = telemetry.start_span("frame", kind="producer", frame=7)
+    assert [s.name for s in exporter.get_finished_spans()] == ["publish"]
+
+    def ack():
+        with telemetry.span("ack", telemetry.carrier_of(frame)):
+            frame.end()
+
+    thread = threading.Thread(target=ack)
+    thread.start()
+    thread.join()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert spans["frame"].parent.span_id == publish.get_span_context().span_id
+    assert spans["ack"].parent.span_id == spans["frame"].context.span_id
+    assert spans["frame"].attributes["frame"] == 7 and spans["frame"].kind.name == "PRODUCER"
+    assert spans["frame"].end_time >= spans["publish"].end_time
+    assert telemetry.carrier_of(telemetry.NO_SPAN) == {}
+
+
+def test_health_checks_and_scrapes_make_no_trace(app, exporter):
+    application = create_app(dict(TEST_CONFIG))
+    telemetry.use_exporter(application, exporter)
+    client = application.test_client()
+    assert client.get("/healthz").status_code == 200  # its SQL and Redis calls have no request span above them
+    assert not exporter.get_finished_spans()
+    assert client.get("/login").status_code == 200
+    assert {s.context.trace_id for s in exporter.get_finished_spans()} == {
+        s.context.trace_id for s in spans_named(exporter, "GET /login")
+    }
+
+
 def test_an_exception_marks_the_span_failed(app, exporter):
     application = create_app(dict(TEST_CONFIG))
     telemetry.use_exporter(application, exporter)
@@ -259,9 +294,7 @@ class _Collector(BaseHTTPRequestHandler):
 def test_setup_exports_to_the_endpoint_over_otlp_http(app):
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    handler = type("Handler", (_Collector,), {"received": []})
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, received = collector()
     try:
         endpoint = f"http://127.0.0.1:{server.server_address[1]}"
         application = create_app(dict(TEST_CONFIG, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_SERVICE_NAME="hato-t"))
@@ -272,15 +305,66 @@ def test_setup_exports_to_the_endpoint_over_otlp_http(app):
         telemetry.shutdown()
         server.shutdown()
         server.server_close()
-    assert handler.received and {path for path, _ in handler.received} == {"/v1/traces"}
-    services, names = set(), set()
-    for _, body in handler.received:
+    assert received and {path for path, _ in received} == {"/v1/traces"}
+    services = set()
+    for _, body in received:
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
         for resource in request.resource_spans:
             services |= {a.value.string_value for a in resource.resource.attributes if a.key == "service.name"}
-            names |= {s.name for scope in resource.scope_spans for s in scope.spans}
-    assert services == {"hato-t"} and "GET /login" in names
+    assert services == {"hato-t"} and "GET /login" in {s.name for s in received_spans(received)}
+
+
+def collector() -> tuple[ThreadingHTTPServer, list[tuple[str, bytes]]]:
+    """An OTLP/HTTP receiver on a free loopback port, serving in a thread; and what it receives."""
+    handler = type("Handler", (_Collector,), {"received": []})
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, handler.received
+
+
+def received_spans(received: list[tuple[str, bytes]]) -> list:
+    """Every span in the OTLP/HTTP export requests received."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    spans = []
+    for _, body in received:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        spans += [s for resource in request.resource_spans for scope in resource.scope_spans for s in scope.spans]
+    return spans
+
+
+@pytest.mark.committed
+def test_a_forked_work_horse_exports_its_spans_before_it_exits(app, tmp_path):
+    """`flask worker --fork` with tracing on: the horse ends with os._exit, so it flushes its spans first."""
+    import os
+
+    from tests.support import load, processes
+
+    server, received = collector()
+    port = free_port()
+    sink = processes.start_sink(port, tmp_path / "sink.log", tmp_path / "sink.out")
+    try:
+        with app.app_context():
+            ids = load.create_email_deliveries(2, prefix="otel", per_user=2)
+            assert enqueue_deliveries("default", "email", ids)
+        env = dict(os.environ, SMTP_URL=f"smtp://127.0.0.1:{port}", EMAIL_PROVIDER="smtp",
+                   OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{server.server_address[1]}")  # fmt: skip
+        done = subprocess.run([sys.executable, *processes.flask_args("worker", "--burst", "--fork")],
+                              cwd=processes.ROOT, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+    finally:
+        processes.stop(sink)
+        server.shutdown()
+        server.server_close()
+    spans = received_spans(received)
+    (job,) = [s for s in spans if s.name == "hato.job"]
+    sends = [s for s in spans if s.name == "hato.delivery.send"]
+    assert len(sends) == len(ids) == 2 and all(
+        s.parent_span_id == job.span_id and s.trace_id == job.trace_id for s in sends
+    )
+    assert not job.parent_span_id  # enqueued outside any trace: the job starts one
 
 
 def test_setup_and_shutdown_leave_nothing_behind(app):
