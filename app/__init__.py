@@ -21,7 +21,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     if hops:  # behind that many reverse proxies: the client's address and scheme are what the nearest ones saw
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]
 
-    from app import cli, extensions, unitofwork
+    from app import cli, extensions, telemetry, unitofwork
     from app.api.views import bp as api_bp
     from app.auth.views import bp as auth_bp
     from app.console import bp as console_bp
@@ -37,6 +37,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     from app.realtime.views import feed_bp as feed_socket_bp
     from app.web import errors, headers, i18n, sessions, templating
 
+    telemetry.setup(app)  # first: the request span then covers every hook below (nothing at all when off)
     extensions.init_app(app)
     unitofwork.init_app(app)
     headers.init_app(app)

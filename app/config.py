@@ -401,6 +401,9 @@ def _value_problems(config: Mapping) -> list[str]:
         _url_problem("BASE_URL", config["BASE_URL"], ("http", "https")),
         _url_problem("SMTP_URL", config["SMTP_URL"], ("smtp", "smtps")),
         _url_problem("SMTP_FALLBACK_URL", config["SMTP_FALLBACK_URL"], ("smtp", "smtps"), optional=True),
+        _url_problem(
+            "OTEL_EXPORTER_OTLP_ENDPOINT", config["OTEL_EXPORTER_OTLP_ENDPOINT"], ("http", "https"), optional=True
+        ),
     ]
     for origin in config["WS_ALLOWED_ORIGINS"]:
         problems.append(_url_problem("WS_ALLOWED_ORIGINS", origin, ("http", "https")))

@@ -32,7 +32,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
-from app import keyspace
+from app import keyspace, telemetry
 from app.extensions import redis
 from app.unitofwork import Effect, after_commit
 
@@ -61,6 +61,10 @@ BULK_TIMEOUT_SECONDS = 3600
 # the sweeper wakes lists left without a flag, and the rows themselves are in PostgreSQL meanwhile.
 DRAIN_WAKE_TTL_SECONDS = 60
 
+# job.meta's key for the W3C trace context of the span that enqueued the job (app/telemetry.py); the worker
+# opens the job's span under it (app/cli/worker.py). Absent when tracing is off.
+TRACE_META = "trace"
+
 # A job in one of these states will still run: enqueueing another with its id would run the work twice.
 ALIVE = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 
@@ -85,6 +89,12 @@ def logical_queue_name(rq_name: str) -> str:
     return rq_name[len(prefix) :] if rq_name.startswith(prefix) else rq_name
 
 
+def trace_meta() -> dict | None:
+    """The meta a job enqueued now carries: the current trace context, or None (tracing off, no span)."""
+    found = telemetry.carrier()
+    return {TRACE_META: found} if found else None
+
+
 def chunks(ids: Sequence[int], size: int) -> Iterable[list[int]]:
     """Split ids into lists of at most size."""
     for start in range(0, len(ids), size):
@@ -101,6 +111,7 @@ def enqueue_deliveries(queue_name: str, channel: str, delivery_ids: Sequence[int
         return True
     queue = get_queue(queue_name if queue_name in QUEUE_NAMES else "default")
     size = current_app.config["DELIVERY_BATCH_SIZE"]
+    meta = trace_meta()
     try:
         with queue.connection.pipeline() as pipe:
             jobs = [
@@ -111,6 +122,7 @@ def enqueue_deliveries(queue_name: str, channel: str, delivery_ids: Sequence[int
                     timeout=600,
                     result_ttl=60,
                     job_id=keyspace.job_id(uuid.uuid4().hex),
+                    meta=meta,
                 )  # fmt: skip
                 for batch in chunks(list(delivery_ids), size)
             ]
@@ -188,7 +200,7 @@ def _enqueue_drain(queue_name: str, channel: str, flag: str) -> None:
     queue = get_queue(queue_name)
     try:
         queue.enqueue_call(DRAIN_JOB, args=(queue_name, channel), timeout=600, result_ttl=60,
-                           job_id=keyspace.job_id(uuid.uuid4().hex))  # fmt: skip
+                           job_id=keyspace.job_id(uuid.uuid4().hex), meta=trace_meta())  # fmt: skip
     except RedisError:
         queue.connection.delete(flag)  # best effort: let the next commit (or the sweeper) wake one
         raise
@@ -265,9 +277,8 @@ def enqueue_unless_alive(queue_name: str, func: str, arg: int, rq_job_id: str, t
     try:
         queue = get_queue(queue_name)
         if not job_alive(queue.connection, rq_job_id):
-            queue.enqueue_call(
-                func, args=(int(arg),), job_id=rq_job_id, timeout=timeout, result_ttl=3600, failure_ttl=7 * 86400
-            )
+            queue.enqueue_call(func, args=(int(arg),), job_id=rq_job_id, timeout=timeout, result_ttl=3600,
+                               failure_ttl=7 * 86400, meta=trace_meta())  # fmt: skip
     except RedisError as exc:
         log.warning("could not enqueue %s (the sweeper retries): %s", what, exc)
         return False
@@ -345,11 +356,17 @@ class EnqueueDigests(Effect):
         try:
             queue = get_queue(DIGEST_QUEUE)
             size = current_app.config["DELIVERY_BATCH_SIZE"]
+            meta = trace_meta()
             with queue.connection.pipeline() as pipe:
                 jobs = [
                     Queue.prepare_data(
-                        DIGEST_JOB, args=(batch,), timeout=600, result_ttl=60, job_id=keyspace.job_id(uuid.uuid4().hex)
-                    )
+                        DIGEST_JOB,
+                        args=(batch,),
+                        timeout=600,
+                        result_ttl=60,
+                        job_id=keyspace.job_id(uuid.uuid4().hex),
+                        meta=meta,
+                    )  # fmt: skip
                     for batch in chunks(list(self.ids), size)
                 ]
                 queue.enqueue_many(jobs, pipeline=pipe)
@@ -386,7 +403,8 @@ class EnqueueBadgeSync(Effect):
         due = [user_id for user_id, fresh in zip(users, pipe.execute(), strict=True) if fresh]
         if due:
             queue = get_queue("default")
-            queue.enqueue_in(timedelta(seconds=self.window), BADGE_SYNC_JOB, due, description=BADGE_SYNC_JOB)
+            queue.enqueue_in(timedelta(seconds=self.window), BADGE_SYNC_JOB, due, description=BADGE_SYNC_JOB,
+                             meta=trace_meta())  # fmt: skip
         return len(due)
 
     def count(self, result: object) -> dict[str, int]:

@@ -31,6 +31,7 @@ from collections.abc import Hashable
 import sqlalchemy as sa
 from flask import Flask, current_app
 
+from app import telemetry
 from app.extensions import db
 
 log = logging.getLogger(__name__)
@@ -67,8 +68,9 @@ class Effect(ABC):
 class Handoff:
     """What one commit handed to the dispatcher; done once every effect has run (or failed)."""
 
-    def __init__(self, effects: list[Effect]) -> None:
+    def __init__(self, effects: list[Effect], trace: dict[str, str] | None = None) -> None:
         self.effects = effects
+        self.trace = trace or {}  # the committing request's or job's trace context: its effects' spans join it
         self.counts: Counter[str] = Counter()
         self._done = threading.Event()
 
@@ -115,7 +117,7 @@ def commit() -> Handoff:
 def _handed_over(session) -> None:
     effects = session.info.pop(PENDING_KEY, None)
     session.info.pop(MARKS_KEY, None)
-    session.info[HANDOFF_KEY] = dispatcher().submit(effects) if effects else NOTHING
+    session.info[HANDOFF_KEY] = dispatcher().submit(effects, telemetry.carrier()) if effects else NOTHING
 
 
 def _savepoint_started(session, transaction) -> None:
@@ -165,9 +167,9 @@ class Dispatcher:
         self._thread: threading.Thread | None = None
         self._pid: int | None = None
 
-    def submit(self, effects: list[Effect]) -> Handoff:
-        """Queue a committed transaction's effects for the dispatcher thread."""
-        handoff = Handoff(list(effects))
+    def submit(self, effects: list[Effect], trace: dict[str, str] | None = None) -> Handoff:
+        """Queue a committed transaction's effects (and the trace they belong to) for the dispatcher thread."""
+        handoff = Handoff(list(effects), trace)
         try:
             self._ensure_thread()
         except RuntimeError as exc:  # no new threads (the interpreter is exiting): the sweeper enqueues
@@ -227,12 +229,21 @@ def run_effects(batch: list[Handoff]) -> None:
         for _, effect in members[1:]:
             merged = merged.merge(effect)
         try:
-            result = merged.run()
+            result = _run_traced(merged, [handoff.trace for handoff, _ in members if handoff.trace])
         except Exception:  # one kind of effect failing must not stop the others
             log.exception("post-commit %s failed", type(merged).__name__)
             continue
         for handoff, effect in members:
             handoff.counts.update(effect.count(result))
+
+
+def _run_traced(effect: Effect, traces: list[dict[str, str]]) -> object:
+    """Run effect in a span of the first commit's trace that has one, linked to the others' (the jobs it
+    enqueues carry that span on: app/queueing.py); without any, no span."""
+    if not traces:
+        return effect.run()
+    with telemetry.span("hato.after_commit", traces[0], links=traces[1:], **{"hato.effect": type(effect).__name__}):
+        return effect.run()
 
 
 def dispatcher() -> Dispatcher:

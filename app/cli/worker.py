@@ -27,9 +27,9 @@ from redis.exceptions import RedisError
 from rq import SimpleWorker, Worker
 from rq.serializers import JSONSerializer
 
-from app import backpressure, unitofwork
+from app import backpressure, telemetry, unitofwork
 from app.extensions import db, redis
-from app.queueing import QUEUE_NAMES, get_queue, logical_queue_name
+from app.queueing import QUEUE_NAMES, TRACE_META, get_queue, logical_queue_name
 
 log = logging.getLogger(__name__)
 
@@ -48,18 +48,33 @@ HOLD_POLL_SECONDS = 1
 
 class _SessionPerJob:
     """Give every job a fresh SQLAlchemy session (a job that died mid-transaction can't poison the next),
-    and let its post-commit effects out before the next job starts or the horse exits."""
+    and let its post-commit effects out before the next job starts or the horse exits.
+
+    With tracing on, the job runs in a span under the trace context its enqueuer left in job.meta.
+    """
 
     def perform_job(self, job, queue):
+        name = logical_queue_name(queue.name)
         try:
-            with backpressure.running_job_from(logical_queue_name(queue.name)):
-                return super().perform_job(job, queue)
+            with backpressure.running_job_from(name), _job_span(job, name) as span:
+                done = super().perform_job(job, queue)
+                if not done:  # the job raised: rq has its traceback (failed registry or a retry); the span says so
+                    telemetry.failed(span, "the job raised")
+                return done
         finally:
             unitofwork.wait_idle(current_app._get_current_object(), EFFECTS_WAIT_SECONDS)
             db.session.remove()
             if getattr(self, "_is_horse", False):
-                # The horse exits with os._exit(): close its own connection properly first.
+                # The horse exits with os._exit(): close its own connection properly first, export its spans.
                 db.engine.dispose()
+                telemetry.flush()
+
+
+def _job_span(job, queue_name: str):
+    """The job's span: a consumer of the trace its meta carries (a root span when it carries none)."""
+    attributes = {"messaging.system": "rq", "messaging.destination.name": queue_name,
+                  "messaging.message.id": job.id, "hato.job.function": job.func_name}  # fmt: skip
+    return telemetry.span("hato.job", (job.meta or {}).get(TRACE_META), kind="consumer", **attributes)
 
 
 class _OutlivesRedis:

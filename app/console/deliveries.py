@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import make_response, render_template, request
 from flask_babel import gettext
 
+from app import telemetry
 from app.console.blueprint import bp, operator_zone
 from app.console.listing import channel_choice, checked_choice, page_args, time_window
 from app.delivery import ledger_queries
@@ -64,6 +65,7 @@ def delivery(delivery_id: int):
             attempts=ledger_queries.attempts(delivery_id),
             chain=ledger_queries.chain(row["notification_id"], row["user_id"]) if row["route_rank"] is not None else [],
             events=notification_events(row["notification_id"]),
+            trace_id=telemetry.trace_id_of(row["traceparent"]),
         )
     )
     # Rendered HTML is shown in a sandboxed srcdoc iframe, which inherits this page's CSP: inline

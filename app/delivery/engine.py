@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 
 from flask import current_app
 
-from app import backpressure
+from app import backpressure, telemetry
 from app.delivery import policy, sending, service, switches
 from app.delivery.channels import Channel, channel_for
 from app.delivery.source import Batch, Claim, Recheck, Source, Try
@@ -206,10 +206,18 @@ class _Send:
             row, self.batch, self.channel, self.provider, self.targets, self.config))  # fmt: skip
 
     def run(self, row, prepared: sending.Prepared) -> sending.Result:
-        """Send what prepare() made (a failed render is its own result)."""
+        """Send what prepare() made (a failed render is its own result), in the row's send span."""
         if isinstance(prepared, sending.Result):
             return prepared
-        result = sending.send(row, prepared, self.provider)
+        # The row's own trace (a notification keeps its request's): under the job when the job is in it.
+        with telemetry.span("hato.delivery.send", getattr(row, "traceparent", None), kind="client",
+                            **{"hato.channel": self.channel.name, "hato.provider": self.provider.name,
+                               "hato.source": self.source.name, "hato.row_id": row.id,
+                               "hato.notification_id": getattr(row, "notification_id", None)}) as span:  # fmt: skip
+            result = sending.send(row, prepared, self.provider)
+            span.set_attributes({"hato.outcome": result.outcome, "hato.provider": result.provider})
+            if result.outcome != "sent":
+                telemetry.failed(span, result.kind or result.outcome)
         return replace(result, held_until=self.held_until) if self.held_until else result
 
 
@@ -319,7 +327,8 @@ class _Lanes:
                 self.queues[key] = deque()
         while len(self.running) >= self.width:
             self._settle(wait(self.running, return_when=FIRST_COMPLETED).done)
-        self.running[self.pool.submit(self._lane, key, row, work, prepared)] = key
+        # The lane's sends and records belong to this job's span (tracing on), though they run on a pool thread.
+        self.running[self.pool.submit(telemetry.bind(self._lane), key, row, work, prepared)] = key
 
     def settle_done(self) -> None:
         """Report the sends that have finished, without waiting for the others."""

@@ -175,7 +175,7 @@ DELIVERY_SQL = sa.text(
 SELECT {ROW_COLUMNS}, d.provider_message_id, d.provider_status_at, d.locked_until,
        d.rendered_subject, d.rendered_body,
        n.body, n.link_path, n.data, n.in_app, n.read_at, n.dedupe_key, n.created_at AS notification_created_at,
-       u.display_name, u.locale, u.timezone, t.label AS type_label, t.priority, c.name AS campaign_name
+       n.traceparent, u.display_name, u.locale, u.timezone, t.label AS type_label, t.priority, c.name AS campaign_name
 FROM notification_deliveries d
 JOIN notifications n ON n.id = d.notification_id
 JOIN users u ON u.id = n.user_id

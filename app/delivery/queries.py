@@ -20,7 +20,7 @@ DIGEST_TARGET = "digest:"
 BATCH_SQL = sa.text(
     f"""
 SELECT d.id, d.channel, d.attempts, d.locked_until, d.route_rank, d.created_at, d.reached,
-       n.id AS notification_id, n.type, n.title, n.body, n.link_path, n.data, n.group_key,
+       n.id AS notification_id, n.type, n.title, n.body, n.link_path, n.data, n.group_key, n.traceparent,
        u.id AS user_id, u.email, u.display_name, u.locale, u.timezone, u.phone,
        (u.phone_verified_at IS NOT NULL AND u.phone_invalidated_at IS NULL) AS phone_usable, u.sms_opt_in,
        EXISTS (SELECT 1 FROM sms_suppressions ss WHERE ss.phone = u.phone) AS sms_suppressed,
@@ -101,6 +101,7 @@ class BatchRow:
     sms_suppressed: bool = False  # the number replied STOP (sms_suppressions), whatever the consent says
     sms_max_segments: int = 3
     bypass_quiet_hours: bool = False  # the type goes out during quiet hours on every channel (sign-in codes)
+    traceparent: str | None = None  # the notification's trace (app/telemetry.py): its send span joins it
 
 
 @dataclass(frozen=True)

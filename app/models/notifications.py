@@ -139,6 +139,9 @@ class Notification(db.Model):
     event_count: Mapped[int] = mapped_column(server_default="1")
     actor_count: Mapped[int] = mapped_column(server_default="0")
     actor_names: Mapped[list] = mapped_column(JSONB, server_default=sa.text("'[]'::jsonb"))
+    # The W3C traceparent of the request that made the row (tracing on, app/telemetry.py): its sends join that
+    # trace, and the console's delivery log shows the trace id. NULL with tracing off.
+    traceparent: Mapped[str | None] = mapped_column(sa.Text)
 
 
 class ScheduledNotification(db.Model):

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
-from app import driversql
+from app import driversql, telemetry
 from app.extensions import db
 from app.live.publish import badge_after_commit
 from app.notify import aggregate, queries
@@ -204,6 +204,16 @@ def _aggregate_sql(by: str):
 
 PRIORITY_SQL = sa.text("SELECT priority FROM notification_types WHERE type = :type")
 
+# With tracing on, the new rows keep the request's trace context (app/telemetry.py): their sends join its trace
+# and the delivery log shows its id. A statement of its own, sent only then: the ingest statement stays within
+# psycopg's parse cache (tests/notify/test_statement_size.py), and tracing off costs nothing.
+TRACE_SQL = driversql.compiled(
+    sa.text(
+        "UPDATE notifications SET traceparent = :traceparent "
+        "WHERE id = ANY(CAST(:ids AS bigint[])) AND user_id = ANY(CAST(:user_ids AS bigint[]))"
+    )
+)
+
 
 class NotifyError(ValueError):
     """The type or some recipients are unknown; nothing was written."""
@@ -311,6 +321,10 @@ def notify(
         return _aggregated(_aggregate_sql(by), params, window, actor, strict)
     result = _result(rows, type_, dedupe_key, strict)
     created = [r for r in result.recipients if r.created]
+    traceparent = telemetry.traceparent()  # None with tracing off
+    if created and traceparent:
+        ids, user_ids = [r.notification_id for r in created], [r.user_id for r in created]
+        driversql.fetchone(TRACE_SQL, {"traceparent": traceparent, "ids": ids, "user_ids": user_ids})
     if created:  # the product hears of them in this transaction's outbox (app/webhooks)
         webhooks.emit_many("notification.created", [
             {"notification_id": r.notification_id, "user_id": r.user_id, "type": type_, "dedupe_key": dedupe_key}
