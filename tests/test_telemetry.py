@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 from rq.serializers import JSONSerializer
+from werkzeug.serving import make_server
 
 from app import create_app, telemetry, unitofwork
 from app.api_keys.scopes import SCOPES
@@ -28,15 +30,19 @@ from app.extensions import db, redis
 from app.models import Notification, NotificationDelivery
 from app.providers.registry import registered_names
 from app.queueing import QUEUE_NAMES, enqueue_deliveries, get_queue
+from app.realtime.hub import hub_for
 from tests.conftest import TEST_CONFIG
 from tests.factories import NotificationTypeFactory, UserFactory
-from tests.support.waiting import free_port
+from tests.realtime.helpers import ack, close_quietly, connect, session_cookie, wait_for_count, wait_for_frame
+from tests.support.waiting import free_port, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 API_SPAN = "POST /v1/notifications"
 # One notification's trace, in order: each span a child of the one before. The realtime side (issue 30) adds
 # its spans here and in test_one_trace_from_the_api_to_the_send: the badge publish, the frame, the client's ack.
 ONE_TRACE = (API_SPAN, "hato.after_commit", "hato.job", "hato.delivery.send")
+# Its realtime branch: the badge event's publish after the commit, the frame to the member's tab, ended by the ack.
+REALTIME_TRACE = (API_SPAN, "hato.after_commit", "hato.realtime.publish", "hato.realtime.frame")
 
 
 @pytest.fixture
@@ -134,6 +140,45 @@ def test_one_trace_from_the_api_to_the_send(app, traced, exporter, smtp_sink, cl
         shown = BeautifulSoup(page.get_data(as_text=True), "html.parser").select_one("#trace-id")
         assert shown.get_text() == format(trace_id, "032x")
         assert shown.find_parent("dd").find_previous_sibling("dt").get_text() == label
+
+
+@pytest.mark.committed
+def test_the_trace_goes_on_to_the_members_tab_and_the_frame_span_ends_at_the_clients_ack(
+    app, traced, exporter, smtp_sink
+):
+    port = free_port()
+    traced.config["BASE_URL"] = f"http://127.0.0.1:{port}"  # the socket's Origin
+    server = make_server("127.0.0.1", port, traced, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    recipient = app.recipients[0]
+    ws = connect(traced.config["BASE_URL"], session_cookie(traced, recipient.id))
+    try:
+        wait_for_count(ws, 0, acking=True)
+        post_notification(traced, app.api_key, recipient)
+        frame = wait_for_frame(ws, lambda f: "New comment" in f)
+        time.sleep(0.2)
+        assert spans_named(exporter, "hato.realtime.frame") == []  # still open: the tab has not acked
+        acked_at = time.time_ns()
+        ack(ws, frame)
+        wait_for(lambda: spans_named(exporter, "hato.realtime.frame"), 5, "the frame's span to end at the ack")
+        run_worker(traced)
+    finally:
+        close_quietly(ws)
+        hub_for(traced).shutdown()
+        server.shutdown()
+
+    (api,) = spans_named(exporter, API_SPAN)
+    (effect,) = spans_named(exporter, "hato.after_commit", **{"hato.effect": "BadgeEvent"})
+    (publish,) = spans_named(exporter, "hato.realtime.publish")
+    (shown,) = spans_named(exporter, "hato.realtime.frame")
+    chain = [api, effect, publish, shown]
+    assert [s.name for s in chain] == list(REALTIME_TRACE)
+    for parent, child in zip(chain, chain[1:], strict=False):
+        assert_child(child, parent)
+    assert shown.end_time >= acked_at and shown.status.is_ok  # the ack closed it
+    assert publish.attributes["hato.users"] == 1 and publish.attributes["hato.nodes"] == 1
+    (send,) = spans_named(exporter, "hato.delivery.send")
+    assert send.context.trace_id == api.context.trace_id  # the e-mail's branch of the same trace
 
 
 @pytest.mark.committed

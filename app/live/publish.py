@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from app import keyspace
+from app import keyspace, telemetry
 from app.extensions import REALTIME_ERRORS, is_cluster, redis
 from app.live import registry
 from app.unitofwork import Effect, after_commit
@@ -68,30 +68,47 @@ def route_badge(
     users: a process hears only events for its own sockets, and users with no socket cost only the lookup.
     notifications: user id -> the notification ids this event shows them (their acks are recorded, for
     push_when_offline); accepted_at: when the API accepted it (epoch seconds, for the 202-to-ack histogram);
-    trace: the W3C traceparent the frame and its ack continue. None when Redis is unreachable.
+    trace: a traceparent to continue (else the current trace's); the publish is a span, and the frames
+    continue it (their span ends at the client's ack). None when Redis is unreachable.
     """
     notifications = notifications or {}
-    try:
-        client = redis.realtime()
-        routes = registry.nodes_of(client, user_ids)
-        for node_id, users in routes.items():
-            for start in range(0, len(users), NODE_MESSAGE_USERS):
-                chunk = users[start : start + NODE_MESSAGE_USERS]
-                message: dict = {"kind": "badge", "users": chunk}
-                if toast and toast.get("title"):
-                    message["toast"] = {"title": str(toast["title"])[:TOAST_TITLE_MAX]}
-                shown = {str(u): sorted(int(n) for n in notifications[u]) for u in chunk if notifications.get(u)}
-                if shown:
-                    message["n"] = shown
-                if accepted_at is not None:
-                    message["t"] = round(accepted_at, 6)
-                if trace:
-                    message["tp"] = trace
-                _send(client, node_id, message)
-    except REALTIME_ERRORS as exc:
-        log.warning("badge publish failed (clients resync on reconnect): %s", exc)
-        return None
+    ids = sorted({int(user_id) for user_id in user_ids})
+    with telemetry.span("hato.realtime.publish", trace, kind="producer", **{"hato.users": len(ids)}) as span:
+        trace = telemetry.traceparent() or trace  # the frames continue this span's trace
+        try:
+            client = redis.realtime()
+            routes = registry.nodes_of(client, ids)
+            for node_id, users in routes.items():
+                for start in range(0, len(users), NODE_MESSAGE_USERS):
+                    _send(client, node_id, _badge_message(users[start : start + NODE_MESSAGE_USERS], toast,
+                                                          notifications, accepted_at, trace))  # fmt: skip
+        except REALTIME_ERRORS as exc:
+            log.warning("badge publish failed (clients resync on reconnect): %s", exc)
+            telemetry.failed(span, "the realtime store is unreachable")
+            return None
+        span.set_attribute("hato.nodes", len(routes))
     return {user_id for users in routes.values() for user_id in users}
+
+
+def _badge_message(
+    users: list[int],
+    toast: dict | None,
+    notifications: Mapping[int, Iterable[int]],
+    accepted_at: float | None,
+    trace: str | None,
+) -> dict:
+    """The message for one node: its users, the toast, what each is shown, when it was accepted, the trace."""
+    message: dict = {"kind": "badge", "users": users}
+    if toast and toast.get("title"):
+        message["toast"] = {"title": str(toast["title"])[:TOAST_TITLE_MAX]}
+    shown = {str(u): sorted(int(n) for n in notifications[u]) for u in users if notifications.get(u)}
+    if shown:
+        message["n"] = shown
+    if accepted_at is not None:
+        message["t"] = round(accepted_at, 6)
+    if trace:
+        message["tp"] = trace
+    return message
 
 
 def publish_badge(user_ids: Iterable[int], toast: dict | None = None) -> bool:
@@ -150,15 +167,14 @@ class BadgeEvent(Effect):
     """Tell these users' sockets to recount (with a toast title for new notifications).
 
     notifications: (user id, notification id) pairs the event shows (their acks are recorded);
-    accepted_at: when the first merged event was accepted; trace: the first one's traceparent (one
-    frame continues one trace; merged events from other requests keep their own API spans).
+    accepted_at: when the first merged event was accepted. Its publish span runs inside the dispatcher's
+    after-commit span, which continues the first merged request's trace and links the others'.
     """
 
     user_ids: frozenset[int]
     toast_title: str | None = None
     notifications: frozenset[tuple[int, int]] = frozenset()
     accepted_at: float | None = None
-    trace: str | None = None
 
     def merge_key(self):
         return ("badge", self.toast_title)
@@ -170,7 +186,6 @@ class BadgeEvent(Effect):
             self.toast_title,
             self.notifications | other.notifications,
             min(times) if times else None,
-            self.trace or other.trace,
         )
 
     def run(self) -> frozenset[int]:
@@ -178,7 +193,7 @@ class BadgeEvent(Effect):
         shown: dict[int, list[int]] = {}
         for user_id, notification_id in self.notifications:
             shown.setdefault(user_id, []).append(notification_id)
-        reached = route_badge(self.user_ids, toast, shown, self.accepted_at, self.trace)
+        reached = route_badge(self.user_ids, toast, shown, self.accepted_at)
         return frozenset(reached or ())
 
     def count(self, result: object) -> dict[str, int]:

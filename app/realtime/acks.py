@@ -20,6 +20,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from app import telemetry
+
 SEQ_COMMENT = "<!--hato:seq={seq}-->"
 ACK_MAX_CHARS = 64
 _ACK_RE = re.compile(r'^\{\s*"type"\s*:\s*"ack"\s*,\s*"seq"\s*:\s*(\d{1,15})\s*\}$')
@@ -41,12 +43,22 @@ PLAIN = FrameMeta()  # a frame with nothing new to record (a read, a broadcast, 
 
 @dataclass
 class Sent:
-    """A frame on its way: its wire text, when it went (monotonic), whether it was resent, what it shows."""
+    """A frame on its way: its wire text, when it went (monotonic), whether it was resent, what it shows.
+
+    span: the frame's trace span (when the event came with a trace), ended by the client's ack.
+    """
 
     wire: str
     sent_at: float
     meta: FrameMeta
     resent: bool = False
+    span: object = telemetry.NO_SPAN
+
+    def close_span(self, problem: str | None = None) -> None:
+        """End the frame's span: acked, or not (problem says why)."""
+        if problem:
+            telemetry.failed(self.span, problem)
+        self.span.end()
 
 
 def stamp(body: str, seq: int, is_json: bool) -> str:
@@ -81,8 +93,18 @@ class Outbox:
         """Number a frame, remember it until acked, and return its wire text."""
         seq, self.next_seq = self.next_seq, self.next_seq + 1
         wire = stamp(body, seq, is_json)
-        self.unacked[seq] = Sent(wire, time.monotonic() if now is None else now, meta)
+        sent = self.unacked[seq] = Sent(wire, time.monotonic() if now is None else now, meta)
+        if meta.trace:
+            sent.span = telemetry.start_span(
+                "hato.realtime.frame", meta.trace, kind="producer", **{"hato.frame.seq": seq}
+            )
         return wire
+
+    def forget(self) -> None:
+        """The socket closed: end the spans of the frames still waiting for their ack."""
+        for sent in self.unacked.values():
+            sent.close_span("the socket closed before the ack")
+        self.unacked.clear()
 
     def ack(self, seq: int, now: float | None = None) -> list[Sent]:
         """Take the frames up to seq off the list (cumulative); return them (none for a stale or bogus seq)."""

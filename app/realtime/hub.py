@@ -203,6 +203,7 @@ class Hub:
                     self._presence_touched.pop(conn.user_id, None)
             self._cond.notify_all()
         self.stats.add("disconnects")
+        conn.outbox.forget()
         if conn.socket_id is not None:
             try:
                 registry.unregister(self._store(), conn.user_id, conn.socket_id, self.app.config)
@@ -532,6 +533,8 @@ class Hub:
         if resend is not None:
             conn.send_now(resend)
             self.stats.add("resends")
+        for sent in given_up:
+            sent.close_span("no ack after the resend")
         lost = sum(1 for sent in given_up if not sent.meta.ping)
         if lost:
             self.stats.add("unacked", lost)
@@ -546,6 +549,7 @@ class Hub:
         now = time.time()
         shown: set[int] = set()
         for sent in done:
+            sent.close_span()
             if sent.meta.ping:
                 continue
             self.stats.add("acks")
