@@ -178,7 +178,9 @@ def openapi_document():
     "gets the notification stored read and hidden, and its e-mail/push skipped (reason `muted`). "
     "The type's timing (set in the console) applies to e-mail/push: with `escalate_after` they wait "
     "that long and are skipped (reason `read` / `seen`) if the notification was read (or seen) by "
-    "then; `skip_when_online` skips them (reason `online`) while the user has the app open; a "
+    "then; `skip_when_online` skips them (reason `online`) while a tab of the user answers (acks); with "
+    "`push_when_offline` the push waits REALTIME_ACK_TIMEOUT_SECONDS for a tab to ack the notification's frame "
+    "and is skipped (reason `seen_in_app`) if one did; a "
     "frequency cap sends the e-mail excess to the user's next digest (reason `digested`) and skips the "
     "push excess (reason `capped`); e-mail of a type the user gets as an hourly or daily digest is "
     "skipped with reason `digested` and listed in that digest.",

@@ -109,6 +109,7 @@ class TypeForm(FlaskForm):
     )
     skip_when_online = BooleanField(lazy_gettext("Skip e-mail and push while the user is online"))
     bypass_quiet_hours = BooleanField(lazy_gettext("Send during quiet hours"))
+    push_when_offline = BooleanField(lazy_gettext("Push only when the member's open tab did not show it"))
     cap_count = IntegerField(
         lazy_gettext("At most this many e-mails (and pushes)"), validators=[Optional(), NumberRange(1, CAP_MAX)]
     )

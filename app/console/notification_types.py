@@ -32,6 +32,7 @@ def _settings(form: TypeForm) -> dict:
         channel_mode=form.channel_mode.data,
         default_channels=tuple(form.default_channels.data or ()),
         bypass_quiet_hours=form.bypass_quiet_hours.data,
+        push_when_offline=form.push_when_offline.data,
     )
     return {name: getattr(form, name).data for name in SETTINGS} | {
         "description": form.description.data or "",

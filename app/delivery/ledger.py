@@ -17,6 +17,7 @@ from flask import current_app
 from app.delivery import policy, queries, service
 from app.delivery.source import Batch, Claim, Recheck, Try
 from app.live.presence import online_user_ids
+from app.live.seen import shown_in_a_tab
 from app.providers import Message, Provider
 
 
@@ -46,6 +47,10 @@ class Ledger:
         """The notification's rules (module docstring), then the frequency caps (which take their locks)."""
         online = online_user_ids({row.user_id for row in batch.rows if row.skip_when_online})
         plan = policy.plan(batch.rows, facts.configured, facts.now, channel.skip_reason, online)
+        waiting = [(row.user_id, row.notification_id) for row in plan.send if policy.waits_for_tab(row)]
+        if waiting:
+            wait = timedelta(seconds=float(current_app.config["REALTIME_ACK_TIMEOUT_SECONDS"]))
+            policy.apply_tab_acks(plan, shown_in_a_tab(waiting), facts.now, wait)
         if channel.no_target_reason:
             policy.require_targets(plan, set(facts.targets), channel.no_target_reason)
         capped = policy.cap_groups(plan.send)

@@ -181,6 +181,27 @@ def plan(rows: Iterable[BatchRow], configured: bool, now: datetime,
     return result
 
 
+def waits_for_tab(row: BatchRow) -> bool:
+    """Whether row is a push of a push_when_offline type (it goes only if no open tab showed the notification)."""
+    return row.push_when_offline and row.channel == "push"
+
+
+def apply_tab_acks(decisions: Plan, acked: AbstractSet[tuple[int, int]], now: datetime, wait: timedelta) -> None:
+    """Push only when offline (seed 004): a push whose notification a tab of the member acked is skipped (reason
+    'seen_in_app'); one still within `wait` of its creation is held until then, for the ack to come."""
+    keep = []
+    for row in decisions.send:
+        if not waits_for_tab(row):
+            keep.append(row)
+        elif (row.user_id, row.notification_id) in acked:
+            decisions.skip.append((row, "seen_in_app"))
+        elif row.created_at is not None and row.created_at + wait > now:
+            decisions.hold.append((row, row.created_at + wait))
+        else:
+            keep.append(row)
+    decisions.send = keep
+
+
 def require_targets(decisions: Plan, reachable_rows: set[int], reason: str) -> None:
     """Move rows that have nowhere to go (no push subscription: not in reachable_rows) from send to skip,
     or to done when an earlier try reached some of their targets (the rest are gone since)."""

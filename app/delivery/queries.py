@@ -24,7 +24,7 @@ SELECT d.id, d.channel, d.attempts, d.locked_until, d.route_rank, d.created_at, 
        u.id AS user_id, u.email, u.display_name, u.locale, u.timezone, u.phone,
        (u.phone_verified_at IS NOT NULL AND u.phone_invalidated_at IS NULL) AS phone_usable, u.sms_opt_in,
        EXISTS (SELECT 1 FROM sms_suppressions ss WHERE ss.phone = u.phone) AS sms_suppressed,
-       t.sms_max_segments, t.bypass_quiet_hours,
+       t.sms_max_segments, t.bypass_quiet_hours, t.push_when_offline,
        u.quiet_hours_start, u.quiet_hours_end,
        t.label AS type_label, t.priority, t.mandatory,
        {EFFECTIVE_SEND_SQL} AS allowed,
@@ -101,6 +101,7 @@ class BatchRow:
     sms_suppressed: bool = False  # the number replied STOP (sms_suppressions), whatever the consent says
     sms_max_segments: int = 3
     bypass_quiet_hours: bool = False  # the type goes out during quiet hours on every channel (sign-in codes)
+    push_when_offline: bool = False  # a push waits for the in-app frame's ack, and is skipped if a tab acked
     traceparent: str | None = None  # the notification's trace (app/telemetry.py): its send span joins it
 
 

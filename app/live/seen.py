@@ -6,12 +6,16 @@ it keeps the newest KEEP_PER_USER for KEEP_SECONDS, far longer than any push wai
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Mapping
 
 import redis as redis_lib
 
 from app import keyspace
+from app.extensions import REALTIME_ERRORS, redis
+
+log = logging.getLogger(__name__)
 
 KEEP_SECONDS = 86_400
 KEEP_PER_USER = 1000
@@ -52,3 +56,15 @@ def acked(
             scores = pipe.execute()
         found.update(pair for pair, score in zip(chunk, scores, strict=True) if score is not None)
     return found
+
+
+def shown_in_a_tab(pairs: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+    """The (user id, notification id) pairs a tab of the user acked; none when the realtime store is away.
+
+    Failing open: without the store nobody can tell whether a tab showed it, so the push goes.
+    """
+    try:
+        return acked(redis.realtime(), pairs)
+    except REALTIME_ERRORS as exc:
+        log.warning("acks unavailable, pushes go: %s", exc)
+        return set()

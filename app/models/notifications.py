@@ -81,6 +81,8 @@ class NotificationType(db.Model):
     sms_max_segments: Mapped[int] = mapped_column(sa.SmallInteger, server_default="3")
     # Its messages go out during the member's quiet hours, on every channel (sign-in codes; 0028).
     bypass_quiet_hours: Mapped[bool] = mapped_column(server_default=sa.false())
+    # Its pushes go only when no open tab of the member acked the frame that showed it (0031, seed 004).
+    push_when_offline: Mapped[bool] = mapped_column(server_default=sa.false())
 
 
 class Notification(db.Model):

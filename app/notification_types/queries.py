@@ -11,7 +11,7 @@ from app.sqltext import like_prefix
 TYPES_SQL = """
 SELECT t.type, t.label, t.description, t.default_in_app, t.default_email, t.default_push,
        t.mandatory, t.priority, t.escalate_after, t.escalate_unless, t.skip_when_online, t.cap_count, t.cap_window,
-       t.bypass_quiet_hours,
+       t.bypass_quiet_hours, t.push_when_offline,
        t.email_frequency, t.aggregation_window,
        (SELECT count(*) FROM message_templates m WHERE m.type = t.type) AS templates
 FROM notification_types t

@@ -40,6 +40,7 @@ TYPE_FIELDS = (
     "channel_mode",
     "default_channels",
     "bypass_quiet_hours",
+    "push_when_offline",
     "sms_max_segments",
 )
 # What an escalation waits for, and how the console says it.
@@ -73,6 +74,7 @@ class Timing:
     channel_mode: str = "all"  # all: every listed channel the member has on; first: the first that reaches them
     default_channels: tuple[str, ...] = ()  # on by default, for channels without a seed column (default_email…)
     bypass_quiet_hours: bool = False  # sent during the member's quiet hours on every channel (sign-in codes)
+    push_when_offline: bool = False  # push only when no tab of the member acked the frame that showed it
 
 
 class NeedsConfirmation(Refused):
