@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.extensions import db
+from app.realtime.hub import Hub
 from tests.factories import UserFactory
 from tests.realtime.helpers import session_cookie
 
@@ -22,3 +23,11 @@ def make_user(live_server):
         return user_id, session_cookie(live_server, user_id)
 
     return _make
+
+
+@pytest.fixture
+def hub(app):
+    """A hub of its own on the test app (real Redis listener), shut down afterwards."""
+    hub = Hub(app)
+    yield hub
+    hub.shutdown(timeout=1)

@@ -1,0 +1,100 @@
+"""Client acks (app/realtime/acks.py): numbered frames, cumulative acks, one resend of the newest, then given up."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from app.extensions import redis
+from app.live import seen
+from app.realtime.acks import PING, FrameMeta, Outbox, parse_ack, stamp
+from tests.realtime.test_hub import FakeSocket, serve_in_thread, wait_until
+
+
+def test_frames_are_numbered_on_the_wire():
+    assert (
+        stamp('<span id="inbox-badge">3</span>', 7, is_json=False) == '<!--hato:seq=7--><span id="inbox-badge">3</span>'
+    )
+    assert json.loads(stamp('{"type": "counts", "badge": 3}', 7, is_json=True)) == {
+        "type": "counts",
+        "badge": 3,
+        "seq": 7,
+    }
+    assert stamp("", 8, is_json=False) == "<!--hato:seq=8-->" and json.loads(stamp("", 8, True))["type"] == "ping"
+
+
+@pytest.mark.parametrize(
+    ("message", "seq"),
+    [
+        ('{"type": "ack", "seq": 12}', 12),
+        ('{"type":"ack","seq":0}', 0),
+        ('{"type": "ack", "seq": -1}', None),
+        ('{"type": "ack", "seq": "12"}', None),
+        ('{"type": "auth", "token": "x"}', None),
+        (b'{"type": "ack", "seq": 12}', None),
+        ('{"type": "ack", "seq": ' + "9" * 40 + "}", None),  # longer than any ack
+        ("hello", None),
+    ],
+)
+def test_only_a_well_formed_ack_is_read_as_one(message, seq):
+    assert parse_ack(message) == seq
+
+
+def test_acks_are_cumulative_and_a_number_never_sent_acks_nothing():
+    box = Outbox(timeout=5)
+    for n in range(3):
+        box.send(f"frame {n}", FrameMeta(notifications=(n,)), is_json=False, now=100.0)
+    assert [sent.meta.notifications for sent in box.ack(2, now=100.1)] == [(0,), (1,)]
+    assert box.ack(99) == [] and list(box.unacked) == [3]  # a confused or hostile client acks nothing
+    assert box.last_ack == 100.1
+
+
+def test_the_newest_unacked_is_resent_once_then_given_up():
+    box = Outbox(timeout=5)
+    box.send("old", FrameMeta(), is_json=False, now=100.0)
+    box.send("new", FrameMeta(), is_json=False, now=101.0)
+    assert box.due(now=104.9) == (None, [])
+    resend, given_up = box.due(now=105.0)
+    assert resend == "<!--hato:seq=2-->new" and given_up == []  # the newest carries the full count
+    assert box.due(now=109.9) == (None, [])
+    resend, given_up = box.due(now=110.0)
+    assert resend is None and [sent.wire for sent in given_up] == ["<!--hato:seq=1-->old", "<!--hato:seq=2-->new"]
+    assert box.unacked == {}
+
+
+def test_the_hub_resends_a_frame_nobody_acked_once_and_counts_it_given_up(app, hub, monkeypatch):
+    monkeypatch.setitem(app.config, "REALTIME_ACK_TIMEOUT_SECONDS", 0.3)
+    ws = FakeSocket()
+    conn = hub.connect(81, ws)
+    serve_in_thread(hub, conn)
+    hub.stats.take()
+    conn.push("badge-1")
+    assert wait_until(lambda: ws.sent.count("<!--hato:seq=1-->badge-1") == 2, 3)  # sent, then resent once
+    assert wait_until(lambda: hub.stats.take().get("unacked") == 1, 3)
+    time.sleep(0.5)
+    assert ws.sent.count("<!--hato:seq=1-->badge-1") == 2  # never a third time
+    ws.connected = False
+    ws.event.set()
+
+
+def test_an_ack_records_the_notifications_shown_and_the_time_from_the_202(app, hub, monkeypatch):
+    ws = FakeSocket()
+    conn = hub.connect(82, ws)
+    serve_in_thread(hub, conn)
+    hub.stats.take()
+    conn.push("new row", FrameMeta(notifications=(501, 502), accepted_at=time.time() - 0.05))
+    conn.push("", PING)
+    assert wait_until(lambda: len(ws.sent) == 2)
+    ws.inbox.append('{"type": "ack", "seq": 2}')  # cumulative: the frame and the ping
+    ws.event.set()
+    with app.app_context():
+        assert wait_until(
+            lambda: seen.acked(redis.realtime(), [(82, 501), (82, 502), (82, 503)]) == {(82, 501), (82, 502)}
+        )
+    counted = hub.stats.take()
+    assert counted["acks"] == 1 and counted["ack_count"] == 1  # the ping is not a frame the member sees
+    assert 0.05 <= counted["ack_sum"] < 2 and counted["ack_le_0.1"] == 1
+    ws.connected = False
+    ws.event.set()
