@@ -352,6 +352,7 @@ class Hub:
         while not self._stopping.is_set():
             wait = self._ttl() / 3
             self._beat.clear()  # a resubscribe from here on asks for another pass
+            self._register_strays()
             try:
                 client = self._store()
                 registry.heartbeat(client, self.node_id, self.local_socket_ids(), self._ttl(), self.app.config)
@@ -361,6 +362,21 @@ class Hub:
                 wait = HEARTBEAT_RETRY_SECONDS
             self._ping_quiet(wait)
             self._beat.wait(wait)
+
+    def _register_strays(self) -> None:
+        """Register the sockets opened while the store was away: until then no event is routed to them."""
+        with self._cond:
+            strays = [conn for conns in self._conns.values() for conn in conns if conn.socket_id is None]
+        for conn in strays:
+            try:
+                conn.socket_id, evicted = registry.register(
+                    self._store(), conn.user_id, self.node_id, self._max_sockets(), self._ttl(), conn.device,
+                    self.app.config,
+                )  # fmt: skip
+            except REALTIME_ERRORS:
+                return  # still away: the heartbeat says so once; the next pass tries again
+            if evicted:
+                publish_close(conn.user_id, evicted)
 
     def _answering_users(self) -> list[int]:
         """The users with a socket here that acked within the TTL: "online" is a tab that answers."""

@@ -14,11 +14,13 @@ from sqlalchemy.exc import OperationalError
 from app import create_app
 from app.extensions import db
 from app.inbox import queries
+from app.live import registry
 from app.live.publish import broadcast_channel
 from app.realtime import hub as hub_module
 from app.realtime.frames import parse_toast
 from app.realtime.hub import MAX_TOASTS_PER_FRAME, Hub
 from tests.realtime.helpers import frame_count
+from tests.support.redisserver import RedisServer
 
 
 class FakeSocket:
@@ -291,3 +293,19 @@ def test_a_database_error_drops_the_batch_and_the_flusher_carries_on(app, clocke
     assert hub.flush_due() == 1
     conn.write_pending()
     assert [frame_count(frame) for frame in ws.sent] == [7]
+
+
+def test_a_socket_opened_while_the_store_was_away_is_registered_once_it_is_back(app, tmp_path, monkeypatch):
+    server = RedisServer(tmp_path / "redis")  # not started: the realtime store is away
+    monkeypatch.setitem(app.config, "REALTIME_REDIS_URL", server.url)
+    hub = Hub(app)
+    try:
+        conn = hub.connect(91, FakeSocket())
+        assert conn.socket_id is None  # capped per process meanwhile, and no event can be routed to it
+        server.start()
+        assert wait_until(lambda: conn.socket_id is not None, 10)  # the heartbeat's next pass registers it
+        with app.app_context():
+            assert registry.nodes_of(server.client(), [91], app.config) == {hub.node_id: [91]}
+    finally:
+        hub.shutdown(timeout=1)
+        server.stop()
