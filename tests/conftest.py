@@ -25,6 +25,23 @@ os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("SECRET_KEY", "test-secret")
 os.environ.setdefault("HATO_DEV", "1")  # dev mode, as `make test` sets it (app/config.py DEV_MODE)
 
+
+def _own_stores_per_worker() -> None:
+    """Under pytest-xdist each worker gets a database and a Redis database number of its own (gw1: hato_test_gw1,
+    two numbers below the run's), so its TRUNCATEs, flushes and pub/sub namespace (derived from the database
+    name, app/keyspace.py) never meet the other's. Subprocesses (web, workers) inherit them through os.environ."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return
+    n = int(worker[2:])
+    os.environ["DATABASE_URL"] = f"{os.environ['DATABASE_URL']}_{worker}"
+    base, _, number = os.environ["REDIS_URL"].rpartition("/")
+    if number.isdigit():  # 15, 13, 11…: two apart, so a test's "other database" (number ^ 1) is nobody's
+        os.environ["REDIS_URL"] = f"{base}/{max(1, int(number) - 2 * n)}"
+
+
+_own_stores_per_worker()
+
 from app import create_app, unitofwork  # noqa: E402
 from app.auth import sessions  # noqa: E402
 from app.extensions import db, limiter  # noqa: E402

@@ -299,6 +299,17 @@ def ensure_test_packages() -> str:
     return path
 
 
+def parallel_args(pytest_args: list[str]) -> list[str]:
+    """pytest-xdist's arguments for the whole suite: HATO_TEST_WORKERS processes (2: this machine's CPUs), each
+    test file on one of them (module fixtures such as a Redis Cluster are started once). A run of chosen paths,
+    or one that says -n itself, stays as asked."""
+    workers = int(os.environ.get("HATO_TEST_WORKERS", "2"))
+    chosen = any(not arg.startswith("-") for arg in pytest_args)
+    if workers < 2 or chosen or any(arg.startswith(("-n", "--numprocesses", "-p")) for arg in pytest_args):
+        return []
+    return ["-n", str(workers), "--dist", "loadfile"]
+
+
 def cmd_test(pytest_args: list[str]) -> int:
     catalogs.compile_all()
     chromium = ensure_test_packages()
@@ -316,6 +327,7 @@ def cmd_test(pytest_args: list[str]) -> int:
             SECRET_KEY=TEST_SECRET_KEY,
             CHROMIUM_PATH=chromium,
         )
+        pytest_args = [*parallel_args(pytest_args), *pytest_args]
         say("running: python -m pytest " + " ".join(shlex.quote(a) for a in pytest_args))
         return run_foreground([sys.executable, "-m", "pytest", *pytest_args], env)
     except Interrupted:
