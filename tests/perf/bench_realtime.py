@@ -50,6 +50,7 @@ import signal
 import socket
 import threading
 import time
+import traceback
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psutil
@@ -766,11 +767,18 @@ def main() -> None:
     if args.phase in ("all", "multi"):
         from tests.perf.realtime_multi import print_multi, run_multi
 
-        multi = run_multi(args)
-        print_multi(multi)
-        result.update(multi)
+        try:
+            multi = run_multi(args)
+        except Exception as exc:  # the single phases' figures still get their JSON line
+            traceback.print_exc()
+            result["multi_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        else:
+            print_multi(multi)
+            result.update(multi)
     hidden = ("rows", "steps", "nodes", "client_row", "floor_row")
     print(json.dumps({key: value for key, value in result.items() if key not in hidden}))
+    if "multi_error" in result:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":
