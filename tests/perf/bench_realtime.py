@@ -73,6 +73,7 @@ AT_MAX_PHASES = {"from 202": "max 202", "uncoalesc": "max uncoa", "from POST": "
 TOAST_RE = re.compile(r"bench-(\d+)")
 # A frame's sequence number (app/realtime/acks.py): the HTML comment that starts it, or the JSON field.
 SEQ_RE = re.compile(r'^<!--hato:seq=(\d+)-->|"seq":(\d+)')
+PING_RE = re.compile(r"<!--hato:seq=\d+-->")  # an HTML frame that only asks for an ack
 NODE_TTL_SECONDS = 60.0
 CONNECT_CONCURRENCY = 50
 FIRST_FRAME_TIMEOUT = 15.0
@@ -163,6 +164,7 @@ class Clients:
         self.acked: dict[int, float] = {}  # bench seq -> time.time() right after its frame's ack was sent
         self.frames = 0
         self.acks_sent = 0
+        self.pings: list[float] = []  # time.time() of each ping frame (the server asking a quiet socket to ack)
         self.sockets: dict[int, object] = {}
         self.tasks: list[asyncio.Task] = []
         self.errors: list[str] = []
@@ -206,6 +208,8 @@ class Clients:
     async def _ack(self, ws, frame: str, seqs) -> None:
         """Ack a frame by its sequence number (realtime.js and the bell do); note when, for its bench toasts."""
         self.frames += 1
+        if PING_RE.fullmatch(frame) or '"type":"ping"' in frame:
+            self.pings.append(time.time())
         match = SEQ_RE.search(frame)
         if match is None:
             return
@@ -775,7 +779,7 @@ def main() -> None:
         else:
             print_multi(multi)
             result.update(multi)
-    hidden = ("rows", "steps", "nodes", "client_row", "floor_row")
+    hidden = ("rows", "steps", "nodes", "client_row", "floor_row", "calm_row", "busy_row")
     print(json.dumps({key: value for key, value in result.items() if key not in hidden}))
     if "multi_error" in result:
         raise SystemExit(1)

@@ -19,11 +19,16 @@ time) at --multi-rate for --multi-duration seconds, and reads each node's counte
   the bare subscriber (what Redis and this machine add).
 - ack rate: acks / frames, the nodes' counters (greetings included, as /metrics shows them).
 - RSS per socket: each web process's RSS growth since before its first socket / its sockets.
+- Before the events, the same length of time with the sockets open and no event: the web processes' CPU
+  for heartbeats, pings and their acks alone. Each process's heartbeat pings every socket that has been
+  quiet for a third of PRESENCE_TTL_SECONDS in one pass, so the acks come back in bursts; the events are
+  split by whether their process's client read a burst of pings within a second of them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import multiprocessing
 import os
@@ -53,6 +58,7 @@ STEP_TIMEOUT = 300.0
 STOP_TIMEOUT = 60.0
 NODE_DB_POOL = "5"  # per web process: 4 processes share the machine's PostgreSQL (100 connections) with others
 EVENT_FIRST_SEQ = 3_000_000
+PING_BURST_MIN = 50  # pings to one process's sockets within 2 s that make a burst (5 % of them when more)
 WINDOW_COUNTERS = ("inbound_messages", "inbound_events", "frames", "acks", "resends", "unacked")
 
 
@@ -82,7 +88,7 @@ async def _client_loop(base_url: str, cookies: dict[int, str], commands, replies
             elif command == "report":
                 replies.put(
                     ("report", dict(clients.acked), clients.frames, clients.acks_sent, len(clients.closed),
-                     clients.errors[:1])
+                     list(clients.pings))
                 )  # fmt: skip
             elif command == "close":
                 return
@@ -199,6 +205,10 @@ def run_multi(args) -> dict:
         steps, connected, first_error = _open_in_steps(clients, workers, base_rss, per_node, args.multi_step)
         time.sleep(nodestats.FLUSH_SECONDS + 0.5)  # the greetings' acks reach the counters
         rss_now = [rss_kb(pid) for pid in workers]
+        # As long without events first: what the open sockets cost by themselves (heartbeats, pings, acks).
+        cpu_quiet = [cpu_s(pid) for pid in workers] + [cpu_s(c.proc.pid) for c in clients]
+        quiet_window = (time.time(), time.time() + args.multi_duration)
+        time.sleep(args.multi_duration)
         before = node_counters(store, namespace)
         floor = RedisFloor(env["REDIS_URL"], env["DATABASE_URL"], clock=time.time)
         floor.start()
@@ -207,7 +217,7 @@ def run_multi(args) -> dict:
         live = sorted(u for ids in connected for u in ids)
         if not live:
             raise RuntimeError(f"no socket opened: {first_error}")
-        accepted, _, unrouted = publish_events(app, live, args.multi_rate, args.multi_duration)
+        accepted, chosen, unrouted = publish_events(app, live, args.multi_rate, args.multi_duration)
         time.sleep(SETTLE_SECONDS + nodestats.FLUSH_SECONDS + 0.5)  # last acks, then their flush
         cpu_after = [cpu_s(pid) for pid in workers] + [cpu_s(c.proc.pid) for c in clients]
         after = node_counters(store, namespace)
@@ -223,10 +233,18 @@ def run_multi(args) -> dict:
     acked: dict[int, float] = {}
     for _, acks, *_ in reports:
         acked.update(acks)
-    return summarize(
+    result = summarize(
         args, servers, shares, connected, steps, first_error, base_rss, rss_now, before, after, floor, accepted,
         acked, unrouted, reports, cpu_before, cpu_after, load,
     )  # fmt: skip
+    quiet_cpu = [b - q for b, q in zip(cpu_before, cpu_quiet, strict=True)]
+    result.update(
+        quiet_web_cpu_s=round(sum(quiet_cpu[:processes]), 2),
+        quiet_client_cpu_s=round(sum(quiet_cpu[processes:]), 2),
+        quiet_pings=sum(sum(quiet_window[0] <= t < quiet_window[1] for t in report[5]) for report in reports),
+        **ping_bursts(accepted, acked, chosen, shares, [report[5] for report in reports]),
+    )
+    return result
 
 
 async def _warm(base_urls: list[str], cookies: dict[int, str], user_ids: list[int]) -> None:
@@ -269,6 +287,29 @@ def _open_in_steps(clients, workers, base_rss, per_node: int, step: int):
             }
         )
     return rows, connected, first_error
+
+
+def ping_bursts(accepted, acked, chosen, shares, pings) -> dict:
+    """Split the events by whether their process was pinging its quiet sockets around then (within 1 s).
+
+    The heartbeat pings every socket that acked nothing for a third of PRESENCE_TTL_SECONDS in one pass,
+    so each process sends (and then reads acks for) nearly all its sockets at once: a burst.
+    """
+    node_of_user = {user_id: k for k, share in enumerate(shares) for user_id in share}
+    times = [sorted(node_pings) for node_pings in pings]
+    busy, calm = {}, {}
+    for seq, at in accepted.items():
+        k = node_of_user[chosen[seq]]
+        near = bisect.bisect_right(times[k], at + 1.0) - bisect.bisect_left(times[k], at - 1.0)
+        (busy if near >= max(PING_BURST_MIN, len(shares[k]) // 20) else calm)[seq] = at
+    calm_row, busy_row = latency_stats(calm, acked), latency_stats(busy, acked)
+    return {
+        "events_in_ping_burst": len(busy),
+        "ack_p99_ms_outside_ping_bursts": round(calm_row["p99_ms"], 2),
+        "ack_p99_ms_in_ping_bursts": round(busy_row["p99_ms"], 2),
+        "calm_row": calm_row,
+        "busy_row": busy_row,
+    }
 
 
 def summarize(
@@ -408,12 +449,14 @@ def print_multi(result: dict) -> None:
         f"{result['multi_unrouted']} events reached no node"
     )
     print(f"{'latency':<26} {'events':>6} {'lost':>5} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} {'max ms':>7}")
-    for name, row in (
-        ("accepted -> client ack", result["client_row"]),
-        ("floor (bare subscriber)", result["floor_row"]),
+    for name, row, events in (
+        ("accepted -> client ack", result["client_row"], result["multi_events"]),
+        ("  outside ping bursts", result["calm_row"], result["multi_events"] - result["events_in_ping_burst"]),
+        ("  within 1 s of a burst", result["busy_row"], result["events_in_ping_burst"]),
+        ("floor (bare subscriber)", result["floor_row"], result["multi_events"]),
     ):
         print(
-            f"{name:<26} {result['multi_events']:>6} {row['lost']:>5} {row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f} "
+            f"{name:<26} {events:>6} {row['lost']:>5} {row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f} "
             f"{row['p99_ms']:>7.1f} {row['max_ms']:>7.1f}"
         )
     bucket = result["server_ack_p99_bucket_ms"]
@@ -429,4 +472,9 @@ def print_multi(result: dict) -> None:
         f"RSS per socket max {result['rss_per_socket_kb_multi']} KB (mean {result['rss_per_socket_kb_multi_mean']}; "
         f"target 64); CPU during the events: web {result['web_cpu_s']} s, bench clients {result['client_cpu_s']} s"
         + (f"; first error: {result['multi_first_error']}" if result["multi_first_error"] else "")
+    )
+    print(
+        f"the same {result['multi_duration']:g} s before the events, sockets open and no event: web CPU "
+        f"{result['quiet_web_cpu_s']} s, bench clients {result['quiet_client_cpu_s']} s, "
+        f"{result['quiet_pings']} pings acked"
     )
