@@ -763,6 +763,7 @@ def main() -> None:
     parser.add_argument("--multi-step", type=int, default=500, help="sockets added per web process per step")
     parser.add_argument("--multi-rate", type=float, default=100.0, help="badge events per second (multi)")
     parser.add_argument("--multi-duration", type=float, default=20.0, help="seconds of events (multi)")
+    parser.add_argument("--multi-dump", help="write each event's and ping's times to this file (JSON lines)")
     args = parser.parse_args()
     result: dict = {"fd_limit": raise_fd_limit(), "cpus": os.cpu_count()}
     if args.phase in ("all", "single"):

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import json
 import multiprocessing
 import os
 import queue
@@ -244,7 +245,24 @@ def run_multi(args) -> dict:
         quiet_pings=sum(sum(quiet_window[0] <= t < quiet_window[1] for t in report[5]) for report in reports),
         **ping_bursts(accepted, acked, chosen, shares, [report[5] for report in reports]),
     )
+    if args.multi_dump:
+        dump_events(args.multi_dump, accepted, acked, chosen, shares, floor.arrivals, [report[5] for report in reports])
     return result
+
+
+def dump_events(path: str, accepted, acked, chosen, shares, floor_arrivals, pings) -> None:
+    """Write one JSON line per event (accepted time, process, ack and floor latency) and per ping, for a timeline."""
+    node_of_user = {user_id: k for k, share in enumerate(shares) for user_id in share}
+    with open(path, "w") as out:
+        for seq, at in sorted(accepted.items()):
+            ack, heard = acked.get(seq), floor_arrivals.get(seq)
+            record = {"seq": seq, "at": at, "node": node_of_user[chosen[seq]],
+                      "ack_ms": None if ack is None else round((ack - at) * 1000, 2),
+                      "floor_ms": None if heard is None else round((heard - at) * 1000, 2)}  # fmt: skip
+            out.write(json.dumps(record) + "\n")
+        for k, node_pings in enumerate(pings):
+            for at in node_pings:
+                out.write(json.dumps({"ping": at, "node": k}) + "\n")
 
 
 async def _warm(base_urls: list[str], cookies: dict[int, str], user_ids: list[int]) -> None:
