@@ -3,6 +3,13 @@
     python -m tests.perf.bench_realtime [--worker-class gthread|gevent] [--sockets 1000] [--rate 50]
                                         [--duration 20] [--max-sockets 5000] [--step 1000]
                                         [--feed-sockets 1000] [--malloc-tcache] [--no-compression]
+                                        [--phase all|single|multi] [--processes 4] [--multi-sockets 2500]
+                                        [--multi-step 500] [--multi-rate 100] [--multi-duration 20]
+
+The single-process phases (--phase single) are described here; the multi-process phase (issue 30: routed
+events over --processes web processes, 2,500 sockets each) in tests/perf/realtime_multi.py. --phase all
+(the default, what `make bench` runs) runs both, each on a fresh database, and prints one JSON line.
+Every client acks every frame it reads, as realtime.js and the bell do.
 
 One gunicorn worker (the production config, app.realtime.gunicorn_conf, with GLIBC_TUNABLES as the
 README's sizing section sets it unless --malloc-tcache) against its own database
@@ -14,7 +21,8 @@ the 202 response to the frame carrying that notification's toast arriving (the A
 it answers, so a frame can beat its own 202: values may be negative); "from POST" runs from sending
 the request. "uncoalesc" leaves out the events that came within 100 ms of the previous one for the
 same user (those wait, by design, for the end of the user's coalescing window). "floor" is the same
-events seen by a bare Redis subscriber in the client process: what the machine itself adds. Then the
+events seen by a bare Redis subscriber in the client process (on the node channel of the web process, where
+the routing sends them): what the machine itself adds. Then the
 socket count steps up to --max-sockets, stopping at the first handshake error or missing first frame;
 when every step succeeded, the "max" rows run the same events again over all --max-sockets sockets
 (issue 20: p99 from 202 and RSS per socket = (worker RSS now - before the first socket) / sockets).
@@ -42,6 +50,7 @@ import signal
 import socket
 import threading
 import time
+import traceback
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psutil
@@ -50,6 +59,7 @@ import sqlalchemy as sa
 from websockets.asyncio.client import connect
 
 from app import keyspace
+from app.live import registry
 from tests.support.databases import fresh_bench_database
 from tests.support.load import insert_users
 
@@ -61,6 +71,10 @@ AT_MAX_FIRST_SEQ = 2_000_000
 MALLOC_TUNABLES = "glibc.malloc.tcache_count=0"
 AT_MAX_PHASES = {"from 202": "max 202", "uncoalesc": "max uncoa", "from POST": "max POST", "floor": "max floor"}
 TOAST_RE = re.compile(r"bench-(\d+)")
+# A frame's sequence number (app/realtime/acks.py): the HTML comment that starts it, or the JSON field.
+SEQ_RE = re.compile(r'^<!--hato:seq=(\d+)-->|"seq":(\d+)')
+PING_RE = re.compile(r"<!--hato:seq=\d+-->")  # an HTML frame that only asks for an ack
+NODE_TTL_SECONDS = 60.0
 CONNECT_CONCURRENCY = 50
 FIRST_FRAME_TIMEOUT = 15.0
 SETTLE_SECONDS = 3.0
@@ -135,7 +149,11 @@ def prepare_database(env: dict, users: int):
 
 
 class Clients:
-    """Many websocket clients in one asyncio loop, recording when each bench toast arrives."""
+    """Many websocket clients in one asyncio loop, acking every frame as a browser tab does.
+
+    Records when each bench toast arrives (perf_counter) and when its frame's ack went (epoch seconds,
+    comparable with the API's accepted time and the server's 202-to-ack histogram).
+    """
 
     def __init__(self, base_url: str, cookies: dict[int, str], compression: str | None = "deflate") -> None:
         self.compression = compression
@@ -143,26 +161,34 @@ class Clients:
         self.origin = base_url
         self.cookies = cookies
         self.arrivals: dict[int, float] = {}
+        self.acked: dict[int, float] = {}  # bench seq -> time.time() right after its frame's ack was sent
+        self.frames = 0
+        self.acks_sent = 0
+        self.pings: list[float] = []  # time.time() of each ping frame (the server asking a quiet socket to ack)
         self.sockets: dict[int, object] = {}
         self.tasks: list[asyncio.Task] = []
         self.errors: list[str] = []
         self.closed: list[tuple[int | None, float]] = []  # (close code, when) for sockets the server closed
         self.gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
 
+    async def _handshake(self, user_id: int):
+        """Open user_id's socket; return it and its first frame (the greeting)."""
+        async with self.gate:
+            ws = await connect(
+                self.url,
+                origin=self.origin,
+                proxy=None,
+                ping_interval=None,
+                compression=self.compression,
+                additional_headers={"Cookie": f"session={self.cookies[user_id]}"},
+                open_timeout=FIRST_FRAME_TIMEOUT,
+                close_timeout=1,
+            )
+            return ws, await asyncio.wait_for(ws.recv(), FIRST_FRAME_TIMEOUT)
+
     async def _one(self, user_id: int, ready: asyncio.Future) -> None:
         try:
-            async with self.gate:
-                ws = await connect(
-                    self.url,
-                    origin=self.origin,
-                    proxy=None,
-                    ping_interval=None,
-                    compression=self.compression,
-                    additional_headers={"Cookie": f"session={self.cookies[user_id]}"},
-                    open_timeout=FIRST_FRAME_TIMEOUT,
-                    close_timeout=1,
-                )
-                await asyncio.wait_for(ws.recv(), FIRST_FRAME_TIMEOUT)
+            ws, first = await self._handshake(user_id)
         except Exception as exc:  # noqa: BLE001 - any failure means "this socket did not make it"
             self.errors.append(f"{type(exc).__name__}: {exc}"[:200])
             ready.set_result(False)
@@ -170,11 +196,28 @@ class Clients:
         self.sockets[user_id] = ws
         ready.set_result(True)
         with contextlib.suppress(Exception):  # an abnormal close is recorded below like any other
+            await self._ack(ws, first, ())
             async for frame in ws:
                 now = time.perf_counter()
-                for seq in TOAST_RE.findall(frame):
-                    self.arrivals.setdefault(int(seq), now)
+                seqs = [int(seq) for seq in TOAST_RE.findall(frame)]
+                for seq in seqs:
+                    self.arrivals.setdefault(seq, now)
+                await self._ack(ws, frame, seqs)
         self.closed.append((ws.close_code, time.perf_counter()))
+
+    async def _ack(self, ws, frame: str, seqs) -> None:
+        """Ack a frame by its sequence number (realtime.js and the bell do); note when, for its bench toasts."""
+        self.frames += 1
+        if PING_RE.fullmatch(frame) or '"type":"ping"' in frame:
+            self.pings.append(time.time())
+        match = SEQ_RE.search(frame)
+        if match is None:
+            return
+        await ws.send(json.dumps({"type": "ack", "seq": int(match.group(1) or match.group(2))}))
+        self.acks_sent += 1
+        now = time.time()
+        for seq in seqs:
+            self.acked.setdefault(seq, now)
 
     async def open(self, user_ids: list[int]) -> int:
         """Open sockets for user_ids; return how many got their first frame."""
@@ -202,32 +245,19 @@ class FeedClients(Clients):
         self.origin = FEED_ORIGIN
         self.tokens = tokens
 
-    async def _one(self, user_id: int, ready: asyncio.Future) -> None:
-        try:
-            async with self.gate:
-                ws = await connect(
-                    self.url,
-                    origin=self.origin,
-                    proxy=None,
-                    ping_interval=None,
-                    compression=self.compression,
-                    open_timeout=FIRST_FRAME_TIMEOUT,
-                    close_timeout=1,
-                )
-                await ws.send(json.dumps({"type": "auth", "token": self.tokens[user_id]}))
-                await asyncio.wait_for(ws.recv(), FIRST_FRAME_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001 - any failure means "this socket did not make it"
-            self.errors.append(f"{type(exc).__name__}: {exc}"[:200])
-            ready.set_result(False)
-            return
-        self.sockets[user_id] = ws
-        ready.set_result(True)
-        with contextlib.suppress(Exception):
-            async for frame in ws:
-                now = time.perf_counter()
-                for seq in TOAST_RE.findall(frame):
-                    self.arrivals.setdefault(int(seq), now)
-        self.closed.append((ws.close_code, time.perf_counter()))
+    async def _handshake(self, user_id: int):
+        async with self.gate:
+            ws = await connect(
+                self.url,
+                origin=self.origin,
+                proxy=None,
+                ping_interval=None,
+                compression=self.compression,
+                open_timeout=FIRST_FRAME_TIMEOUT,
+                close_timeout=1,
+            )
+            await ws.send(json.dumps({"type": "auth", "token": self.tokens[user_id]}))
+            return ws, await asyncio.wait_for(ws.recv(), FIRST_FRAME_TIMEOUT)
 
 
 def feed_tokens(app, user_ids: list[int], audience: str) -> dict[int, str]:
@@ -282,22 +312,50 @@ async def feed_phase(env: dict, base_url: str, key: str, clients: Clients, feed:
 
 
 class RedisFloor(threading.Thread):
-    """A bare subscriber to the same badge events: the transport and scheduling floor of this machine."""
+    """A bare subscriber to the same badge events: the transport and scheduling floor of this machine.
 
-    def __init__(self, redis_url: str, database_url: str) -> None:
+    It listens on the node channels (app/live/registry.py) of every web process alive when it starts
+    (or on `channels`), so it hears each routed event once, as the process holding its user does.
+    clock: perf_counter (the default) or time.time for epoch arrivals. It also counts what it heard
+    (messages, and the user events in them), so it doubles as a process that hears every event.
+    """
+
+    def __init__(
+        self, redis_url: str, database_url: str, channels: list[str] | None = None, clock=time.perf_counter
+    ) -> None:
         super().__init__(daemon=True)
         self.arrivals: dict[int, float] = {}
-        self.pubsub = redis_lib.Redis.from_url(redis_url).pubsub()
+        self.messages = 0
+        self.events = 0
+        self.clock = clock
+        client = redis_lib.Redis.from_url(redis_url)
         namespace = {"REDIS_NAMESPACE": keyspace.derive_namespace(database_url)}
-        self.pubsub.psubscribe(keyspace.key("badge", "user", "*", config=namespace))
+        if channels is None:
+            nodes = registry.live_nodes(client, NODE_TTL_SECONDS, config=namespace)
+            channels = [registry.node_channel(node, config=namespace) for node in nodes]
+        if not channels:
+            raise RuntimeError("no live web process to listen to")
+        self.pubsub = client.pubsub()
+        self.pubsub.subscribe(*channels)
+        confirmed = 0
+        while confirmed < len(channels):  # nothing published from here on can be missed
+            message = self.pubsub.get_message(timeout=2)
+            if message is None:
+                raise RuntimeError("no subscribe confirmation from Redis")
+            confirmed += message["type"] == "subscribe"
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.is_set():
             message = self.pubsub.get_message(timeout=0.2)
-            if message and message["type"] == "pmessage":
-                for seq in TOAST_RE.findall(message["data"].decode()):
-                    self.arrivals.setdefault(int(seq), time.perf_counter())
+            if message and message["type"] == "message":
+                now = self.clock()
+                data = message["data"].decode()
+                for seq in TOAST_RE.findall(data):
+                    self.arrivals.setdefault(int(seq), now)
+                with contextlib.suppress(ValueError, AttributeError):
+                    self.events += len(json.loads(data).get("users") or ())
+                self.messages += 1
         self.pubsub.close()
 
 
@@ -693,10 +751,39 @@ def main() -> None:
     parser.add_argument(
         "--no-compression", action="store_true", help="clients do not offer permessage-deflate (browsers always do)"
     )
+    parser.add_argument(
+        "--phase",
+        default="all",
+        choices=["all", "single", "multi"],
+        help="single: the one-process phases above; multi: several web processes with routed events "
+        "(tests/perf/realtime_multi.py); all: both, one after the other",
+    )
+    parser.add_argument("--processes", type=int, default=4, help="web processes in the multi phase")
+    parser.add_argument("--multi-sockets", type=int, default=2500, help="signed-in sockets per web process")
+    parser.add_argument("--multi-step", type=int, default=500, help="sockets added per web process per step")
+    parser.add_argument("--multi-rate", type=float, default=100.0, help="badge events per second (multi)")
+    parser.add_argument("--multi-duration", type=float, default=20.0, help="seconds of events (multi)")
+    parser.add_argument("--multi-dump", help="write each event's and ping's times to this file (JSON lines)")
     args = parser.parse_args()
-    result = asyncio.run(run(args))
-    print_table(result)
-    print(json.dumps({key: value for key, value in result.items() if key != "rows"}))
+    result: dict = {"fd_limit": raise_fd_limit(), "cpus": os.cpu_count()}
+    if args.phase in ("all", "single"):
+        result.update(asyncio.run(run(args)))
+        print_table(result)
+    if args.phase in ("all", "multi"):
+        from tests.perf.realtime_multi import print_multi, run_multi
+
+        try:
+            multi = run_multi(args)
+        except Exception as exc:  # the single phases' figures still get their JSON line
+            traceback.print_exc()
+            result["multi_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        else:
+            print_multi(multi)
+            result.update(multi)
+    hidden = ("rows", "steps", "nodes", "client_row", "floor_row", "calm_row", "busy_row")
+    print(json.dumps({key: value for key, value in result.items() if key not in hidden}))
+    if "multi_error" in result:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":
