@@ -88,6 +88,8 @@ class Outbox:
     next_seq: int = 1
     unacked: dict[int, Sent] = field(default_factory=dict)
     last_ack: float | None = None  # monotonic time of the last ack (None: never acked)
+    ping_every: float = 20.0  # a tab quiet this long is asked to answer (a ping)
+    ping_at: float = float("inf")  # monotonic time of the next ping, unless an ack moves it
 
     def send(self, body: str, meta: FrameMeta, is_json: bool, now: float | None = None) -> str:
         """Number a frame, remember it until acked, and return its wire text."""
@@ -112,6 +114,7 @@ class Outbox:
             return []  # a number never sent: a confused or hostile client acks nothing
         done = [self.unacked.pop(n) for n in sorted(self.unacked) if n <= seq]
         self.last_ack = time.monotonic() if now is None else now
+        self.ping_at = self.last_ack + self.ping_every
         return done
 
     def due(self, now: float | None = None) -> tuple[str | None, list[Sent]]:
@@ -136,7 +139,3 @@ class Outbox:
         if not self.unacked:
             return None
         return min(sent.sent_at for sent in self.unacked.values()) + self.timeout
-
-    def quiet_since(self, now: float, opened: float) -> float:
-        """Return how long the client has said nothing (since its last ack, or since the socket opened)."""
-        return now - (self.last_ack if self.last_ack is not None else opened)

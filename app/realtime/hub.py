@@ -4,8 +4,8 @@ Threads, all started lazily by the first socket (never at import, in create_app,
 - listeners (app/realtime/listener.py) hold the node's own channel and the broadcast channel, and turn
   messages into "user N is dirty": events arrive only for users with a socket here (app/live/publish.py
   routes them through the registry), never by pattern;
-- a heartbeat thread refreshes the node's registry entries, presence (users whose tab acked lately), and
-  pings sockets that have been quiet; a stats thread adds this node's counters to Redis (app/live/nodestats.py);
+- a heartbeat thread refreshes the node's registry entries and presence (users whose tab acked lately); a
+  stats thread adds this node's counters to Redis (app/live/nodestats.py);
 - a few flushers (REALTIME_FLUSH_THREADS) recount dirty users, at most once per user per
   REALTIME_COALESCE_SECONDS, with a database session only for the length of a batch, and hand the
   rendered frame to that user's sockets (one statement counts both badges, unread and unseen);
@@ -27,6 +27,7 @@ import heapq
 import json
 import logging
 import os
+import random
 import secrets
 import socket
 import threading
@@ -141,6 +142,8 @@ class Hub:
         """
         conn = Connection(user_id, ws, sid, ver, language or self._default_language(), self._ack_timeout())
         conn.device = device
+        conn.outbox.ping_every = self._ttl() / 3
+        conn.outbox.ping_at = conn.opened + conn.outbox.ping_every * random.uniform(0.5, 1.0)  # noqa: S311 - spreads timers
         if feed is not None:
             conn.json, (conn.expires_at, conn.on_message) = True, feed
         self.ensure_started()
@@ -344,7 +347,7 @@ class Hub:
         atexit.register(self.shutdown)
 
     def _heartbeat_loop(self) -> None:
-        """Every third of the TTL (and at once after a resubscribe): registry, presence, and pings to quiet sockets.
+        """Every third of the TTL (and at once after a resubscribe): the registry and presence.
 
         Apart from the listener: at 5,000 sockets one pass costs ~80 ms of CPU and 0.6-1 s of round trips
         (measured on the shared 2-CPU machine), which every event arriving meanwhile would wait for.
@@ -360,7 +363,6 @@ class Hub:
             except (*REALTIME_ERRORS, OSError) as exc:
                 log.warning("realtime heartbeat failed, retrying: %s", exc)
                 wait = HEARTBEAT_RETRY_SECONDS
-            self._ping_quiet(wait)
             self._beat.wait(wait)
 
     def _register_strays(self) -> None:
@@ -387,15 +389,6 @@ class Hub:
             conn.user_id for conn in conns if conn.outbox.last_ack is not None and now - conn.outbox.last_ack < ttl
         }
         return sorted(answering)
-
-    def _ping_quiet(self, interval: float) -> None:
-        """Ask sockets that acked nothing for an interval, and wait for nothing, to ack a ping."""
-        now = time.monotonic()
-        with self._cond:
-            conns = [conn for conns in self._conns.values() for conn in conns]
-        for conn in conns:
-            if not conn.outbox.unacked and conn.outbox.quiet_since(now, conn.opened) >= interval:
-                conn.push("", PING)
 
     def _stats_loop(self) -> None:
         """Add this node's counters to Redis every FLUSH_SECONDS (a failed flush keeps them for the next)."""
@@ -554,10 +547,14 @@ class Hub:
         lost = sum(1 for sent in given_up if not sent.meta.ping)
         if lost:
             self.stats.add("unacked", lost)
-        deadline = conn.outbox.next_deadline()
-        if deadline is None:
-            return IDLE_WAKE_SECONDS
-        return min(IDLE_WAKE_SECONDS, max(0.01, deadline - time.monotonic()))
+        now = time.monotonic()
+        if not conn.outbox.unacked and now >= conn.outbox.ping_at:
+            # Quiet for a while: ask the tab to answer (its own timer, spread from the socket's open time, so
+            # a process's thousands of sockets do not all ping in one burst).
+            conn.send_now(conn.outbox.send("", PING, conn.json, now))
+            conn.outbox.ping_at = now + conn.outbox.ping_every  # a frozen tab is asked again only that much later
+        deadline = min(conn.outbox.next_deadline() or conn.outbox.ping_at, conn.outbox.ping_at)
+        return min(IDLE_WAKE_SECONDS, max(0.01, deadline - now))
 
     def _acked(self, conn: Connection, seq: int) -> None:
         """The client acked frames up to seq: count them, time them from the 202, record what they showed."""
@@ -580,12 +577,10 @@ class Hub:
             log.warning("ack not recorded for user %s: %s", conn.user_id, exc)
 
     def _touch_presence(self, user_id: int) -> None:
-        """Mark a user online at their first ack here (the heartbeat keeps it fresh after that)."""
-        now = time.monotonic()
-        last = self._presence_touched.get(user_id)
-        if last is not None and now - last < self._ttl() / 3:
-            return
-        self._presence_touched[user_id] = now
+        """Mark a user online at their first ack here (the heartbeat keeps it fresh after that, in bulk)."""
+        if user_id in self._presence_touched:
+            return  # online already: the heartbeat refreshes the users whose tabs answer
+        self._presence_touched[user_id] = time.monotonic()
         presence.touch(self._store(), [user_id], self._ttl(), config=self.app.config)
 
     def shutdown(self, code: int = GOING_AWAY, timeout: float = 3.0) -> None:

@@ -98,3 +98,24 @@ def test_an_ack_records_the_notifications_shown_and_the_time_from_the_202(app, h
     assert 0.05 <= counted["ack_sum"] < 2 and counted["ack_le_0.1"] == 1
     ws.connected = False
     ws.event.set()
+
+
+def test_a_quiet_socket_is_pinged_on_its_own_timer_and_a_ping_left_unanswered_counts_as_no_lost_frame(
+    app, hub, monkeypatch
+):
+    monkeypatch.setitem(app.config, "PRESENCE_TTL_SECONDS", 0.6)  # a ping after 0.1-0.2 s of quiet
+    monkeypatch.setitem(app.config, "REALTIME_ACK_TIMEOUT_SECONDS", 0.2)
+    ws = FakeSocket()
+    conn = hub.connect(83, ws)
+    assert 0.1 <= conn.outbox.ping_at - conn.opened <= 0.2  # spread: sockets opened together ping apart
+    serve_in_thread(hub, conn)
+    hub.stats.take()
+    assert wait_until(lambda: "<!--hato:seq=1-->" in ws.sent, 2)
+    ws.inbox.append('{"type": "ack", "seq": 1}')
+    ws.event.set()
+    assert wait_until(lambda: conn.outbox.last_ack is not None, 2)
+    assert wait_until(lambda: len(ws.sent) >= 3, 3)  # the next ping, unanswered, then its one resend
+    counted = hub.stats.take()
+    assert counted.get("frames", 0) == 0 and counted.get("unacked", 0) == 0  # pings are not frames a member sees
+    ws.connected = False
+    ws.event.set()
