@@ -31,8 +31,9 @@ def _own_stores_per_worker() -> None:
     two numbers below the run's), so its TRUNCATEs, flushes and pub/sub namespace (derived from the database
     name, app/keyspace.py) never meet the other's. Subprocesses (web, workers) inherit them through os.environ."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if not worker.startswith("gw"):
-        return
+    if not worker.startswith("gw") or os.environ.get("HATO_TEST_WORKER_STORES") == worker:
+        return  # not under xdist, or done already (a subprocess that imports this module inherits both)
+    os.environ["HATO_TEST_WORKER_STORES"] = worker
     n = int(worker[2:])
     os.environ["DATABASE_URL"] = f"{os.environ['DATABASE_URL']}_{worker}"
     base, _, number = os.environ["REDIS_URL"].rpartition("/")
@@ -190,6 +191,9 @@ def _fresh_redis(app):
     with an unreachable Redis) re-points it; restore the main app's storage first.
     """
     limiter._storage, limiter._limiter = app.limiter_state
+    # A hand-off the last test committed may still be running on the dispatcher thread: let it land before the
+    # flush, not after it (it once put a second job on the next test's queue).
+    unitofwork.wait_idle(app, 10)
     with app.app_context():
         from app.extensions import redis
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
 
 from app.extensions import redis
-from app.live import seen
-from app.realtime.acks import PING, FrameMeta, Outbox, parse_ack, stamp
+from app.live import nodestats, seen
+from app.realtime.acks import FrameMeta, Outbox, parse_ack, stamp
 from tests.realtime.test_hub import FakeSocket, serve_in_thread, wait_until
 
 
@@ -64,19 +65,41 @@ def test_the_newest_unacked_is_resent_once_then_given_up():
     assert box.unacked == {}
 
 
+@pytest.fixture(autouse=True)
+def _counts_stay_in_the_process(monkeypatch):
+    """The stats thread would move the hub's counts to Redis while a test reads them in the process."""
+    monkeypatch.setattr(nodestats, "FLUSH_SECONDS", 3600)
+
+
+def listening(hub):
+    """Start the hub and wait for its subscription, whose resync would otherwise send the test's socket a frame."""
+    hub.ensure_started()
+    assert hub.listening.wait(5)
+    return hub
+
+
 def test_the_hub_resends_a_frame_nobody_acked_once_and_counts_it_given_up(app, hub, monkeypatch):
-    monkeypatch.setitem(app.config, "REALTIME_ACK_TIMEOUT_SECONDS", 0.3)
+    monkeypatch.setitem(app.config, "REALTIME_ACK_TIMEOUT_SECONDS", 0.5)
     ws = FakeSocket()
-    conn = hub.connect(81, ws)
+    conn = listening(hub).connect(81, ws)
     serve_in_thread(hub, conn)
     hub.stats.take()
     conn.push("badge-1")
-    assert wait_until(lambda: ws.sent.count("<!--hato:seq=1-->badge-1") == 2, 3)  # sent, then resent once
-    assert wait_until(lambda: hub.stats.take().get("unacked") == 1, 3)
+    assert wait_until(lambda: ws.sent.count("<!--hato:seq=1-->badge-1") == 2, 5)  # sent, then resent once
+    assert wait_until(lambda: hub.stats.take().get("unacked") == 1, 5)
     time.sleep(0.5)
     assert ws.sent.count("<!--hato:seq=1-->badge-1") == 2  # never a third time
     ws.connected = False
     ws.event.set()
+
+
+def numbered(ws, pattern: str) -> int | None:
+    """The sequence number of the first frame sent whose body (after the number) matches pattern."""
+    for frame in list(ws.sent):
+        match = re.fullmatch(r"<!--hato:seq=(\d+)-->" + pattern, frame)
+        if match:
+            return int(match.group(1))
+    return None
 
 
 def test_an_ack_records_the_notifications_shown_and_the_time_from_the_202(app, hub, monkeypatch):
@@ -85,37 +108,33 @@ def test_an_ack_records_the_notifications_shown_and_the_time_from_the_202(app, h
     serve_in_thread(hub, conn)
     hub.stats.take()
     conn.push("new row", FrameMeta(notifications=(501, 502), accepted_at=time.time() - 0.05))
-    conn.push("", PING)
-    assert wait_until(lambda: len(ws.sent) == 2)
-    ws.inbox.append('{"type": "ack", "seq": 2}')  # cumulative: the frame and the ping
+    assert wait_until(lambda: numbered(ws, "new row") is not None)
+    ws.inbox.append(json.dumps({"type": "ack", "seq": numbered(ws, "new row")}))
     ws.event.set()
     with app.app_context():
         assert wait_until(
             lambda: seen.acked(redis.realtime(), [(82, 501), (82, 502), (82, 503)]) == {(82, 501), (82, 502)}
         )
     counted = hub.stats.take()
-    assert counted["acks"] == 1 and counted["ack_count"] == 1  # the ping is not a frame the member sees
+    assert counted["acks"] >= 1 and counted["ack_count"] == 1  # one frame came with the 202's time
     assert 0.05 <= counted["ack_sum"] < 2 and counted["ack_le_0.1"] == 1
     ws.connected = False
     ws.event.set()
 
 
-def test_a_quiet_socket_is_pinged_on_its_own_timer_and_a_ping_left_unanswered_counts_as_no_lost_frame(
-    app, hub, monkeypatch
-):
+def test_a_quiet_socket_is_pinged_on_its_own_timer_and_an_unanswered_ping_is_resent_once(app, hub, monkeypatch):
     monkeypatch.setitem(app.config, "PRESENCE_TTL_SECONDS", 0.6)  # a ping after 0.1-0.2 s of quiet
     monkeypatch.setitem(app.config, "REALTIME_ACK_TIMEOUT_SECONDS", 0.2)
     ws = FakeSocket()
-    conn = hub.connect(83, ws)
+    conn = listening(hub).connect(83, ws)
     assert 0.1 <= conn.outbox.ping_at - conn.opened <= 0.2  # spread: sockets opened together ping apart
     serve_in_thread(hub, conn)
     hub.stats.take()
-    assert wait_until(lambda: "<!--hato:seq=1-->" in ws.sent, 2)
-    ws.inbox.append('{"type": "ack", "seq": 1}')
+    assert wait_until(lambda: numbered(ws, "") is not None, 2)  # a ping: a number and nothing else
+    ws.inbox.append(json.dumps({"type": "ack", "seq": max(conn.outbox.next_seq - 1, 1)}))
     ws.event.set()
     assert wait_until(lambda: conn.outbox.last_ack is not None, 2)
-    assert wait_until(lambda: len(ws.sent) >= 3, 3)  # the next ping, unanswered, then its one resend
-    counted = hub.stats.take()
-    assert counted.get("frames", 0) == 0 and counted.get("unacked", 0) == 0  # pings are not frames a member sees
+    pings = lambda: sum(bool(re.fullmatch(r"<!--hato:seq=\d+-->", f)) for f in list(ws.sent))  # noqa: E731
+    assert wait_until(lambda: pings() >= 4, 3)  # the next ping, unanswered, its one resend, then given up
     ws.connected = False
     ws.event.set()
