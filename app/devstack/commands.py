@@ -61,6 +61,7 @@ from app.devstack.settings import (
     TEST_DB,
     TEST_REDIS_DB,
     TEST_SECRET_KEY,
+    TEST_WORKERS,
     TWILIO_STANDIN_DIR,
     TWILIO_STANDIN_PORT,
     VAR,
@@ -303,7 +304,7 @@ def parallel_args(pytest_args: list[str]) -> list[str]:
     """pytest-xdist's arguments for the whole suite: HATO_TEST_WORKERS processes (2: this machine's CPUs), each
     test file on one of them (module fixtures such as a Redis Cluster are started once). A run of chosen paths,
     or one that says -n itself, stays as asked."""
-    workers = int(os.environ.get("HATO_TEST_WORKERS", "2"))
+    workers = TEST_WORKERS
     chosen = any(not arg.startswith("-") for arg in pytest_args)
     if workers < 2 or chosen or any(arg.startswith(("-n", "--numprocesses", "-p")) for arg in pytest_args):
         return []
