@@ -171,19 +171,23 @@ class Clients:
         self.closed: list[tuple[int | None, float]] = []  # (close code, when) for sockets the server closed
         self.gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
 
+    async def _open(self, headers: dict | None = None):
+        """Open a socket to this phase's URL as a browser page would (its Origin, no client pings)."""
+        return await connect(
+            self.url,
+            origin=self.origin,
+            proxy=None,
+            ping_interval=None,
+            compression=self.compression,
+            additional_headers=headers,
+            open_timeout=FIRST_FRAME_TIMEOUT,
+            close_timeout=1,
+        )
+
     async def _handshake(self, user_id: int):
         """Open user_id's socket; return it and its first frame (the greeting)."""
         async with self.gate:
-            ws = await connect(
-                self.url,
-                origin=self.origin,
-                proxy=None,
-                ping_interval=None,
-                compression=self.compression,
-                additional_headers={"Cookie": f"session={self.cookies[user_id]}"},
-                open_timeout=FIRST_FRAME_TIMEOUT,
-                close_timeout=1,
-            )
+            ws = await self._open({"Cookie": f"session={self.cookies[user_id]}"})
             return ws, await asyncio.wait_for(ws.recv(), FIRST_FRAME_TIMEOUT)
 
     async def _one(self, user_id: int, ready: asyncio.Future) -> None:
@@ -246,16 +250,9 @@ class FeedClients(Clients):
         self.tokens = tokens
 
     async def _handshake(self, user_id: int):
+        """Open user_id's feed socket, authenticate with the token; return it and its first frame."""
         async with self.gate:
-            ws = await connect(
-                self.url,
-                origin=self.origin,
-                proxy=None,
-                ping_interval=None,
-                compression=self.compression,
-                open_timeout=FIRST_FRAME_TIMEOUT,
-                close_timeout=1,
-            )
+            ws = await self._open()
             await ws.send(json.dumps({"type": "auth", "token": self.tokens[user_id]}))
             return ws, await asyncio.wait_for(ws.recv(), FIRST_FRAME_TIMEOUT)
 
