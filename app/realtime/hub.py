@@ -118,6 +118,7 @@ class Hub:
         self.node_id: str | None = None  # set when the threads start (after gunicorn's fork)
         self.stats = nodestats.NodeStats()
         self._presence_touched: dict[int, float] = {}
+        self._strays: set[Connection] = set()  # sockets whose registration failed (the store was away)
         _hubs.add(self)
 
     # --- registry -------------------------------------------------------------------------------
@@ -168,6 +169,8 @@ class Hub:
         except REALTIME_ERRORS as exc:
             # Without Redis the cap holds per process only (and no process hears another anyway).
             log.warning("socket count failed, capping this process only: %s", exc)
+            with self._cond:
+                self._strays.add(conn)  # the heartbeat registers it once the store is back
             with self._cond:
                 local = sorted(self._conns.get(conn.user_id, ()), key=lambda c: c.opened)
             for old in local[: max(0, len(local) - self._max_sockets())]:
@@ -368,7 +371,9 @@ class Hub:
     def _register_strays(self) -> None:
         """Register the sockets opened while the store was away: until then no event is routed to them."""
         with self._cond:
-            strays = [conn for conns in self._conns.values() for conn in conns if conn.socket_id is None]
+            # only sockets whose registration failed: one being registered right now by connect() is not a stray
+            strays = [conn for conn in self._strays if conn in self._conns.get(conn.user_id, ())]
+            self._strays.clear()
         for conn in strays:
             try:
                 conn.socket_id, evicted = registry.register(
@@ -376,7 +381,9 @@ class Hub:
                     self.app.config,
                 )  # fmt: skip
             except REALTIME_ERRORS:
-                return  # still away: the heartbeat says so once; the next pass tries again
+                with self._cond:
+                    self._strays.update(strays)  # still away: the next pass tries again
+                return
             if evicted:
                 publish_close(conn.user_id, evicted)
 

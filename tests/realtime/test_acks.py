@@ -85,13 +85,13 @@ def test_the_hub_resends_a_frame_nobody_acked_once_and_counts_it_given_up(app, h
     serve_in_thread(hub, conn)
     hub.stats.take()
     conn.push("badge-1")
-    # (numbered as it comes: a broadcast from another test's commit may have taken a number first)
+    # Only the newest unacked frame is resent (a broadcast from another test's commit may have sent a newer one
+    # than badge-1 meanwhile): some frame goes exactly twice, none three times.
     assert wait_until(lambda: numbered(ws, "badge-1") is not None, 5)
-    wire = f"<!--hato:seq={numbered(ws, 'badge-1')}-->badge-1"
-    assert wait_until(lambda: ws.sent.count(wire) == 2, 5)  # sent, then resent once
+    assert wait_until(lambda: max(ws.sent.count(w) for w in set(ws.sent)) == 2, 5)  # sent, then resent once
     assert wait_until(lambda: hub.stats.take().get("unacked", 0) >= 1, 5)
     time.sleep(0.5)
-    assert ws.sent.count(wire) == 2  # never a third time
+    assert max(ws.sent.count(w) for w in set(ws.sent)) == 2  # never a third time
     ws.connected = False
     ws.event.set()
 
