@@ -159,26 +159,27 @@ class Hub:
     def _store(self):
         return redis.realtime(self.app.config)
 
+    def _register(self, conn: Connection) -> None:
+        """Register conn on this node under its user and close what it pushed over the cap; raises REALTIME_ERRORS."""
+        conn.socket_id, evicted = registry.register(
+            self._store(), conn.user_id, self.node_id, self._max_sockets(), self._ttl(), conn.device, self.app.config
+        )
+        if evicted:
+            # The holder may be this node or another: each evicted id names its node.
+            publish_close(conn.user_id, evicted)
+
     def _count(self, conn: Connection) -> None:
-        """Register conn on this node under its user; close whatever it pushed over the cap."""
+        """Register conn; while the store is away, cap this process's sockets only and leave conn to the heartbeat."""
         try:
-            conn.socket_id, evicted = registry.register(
-                self._store(), conn.user_id, self.node_id, self._max_sockets(), self._ttl(), conn.device,
-                self.app.config,
-            )  # fmt: skip
+            self._register(conn)
         except REALTIME_ERRORS as exc:
             # Without Redis the cap holds per process only (and no process hears another anyway).
             log.warning("socket count failed, capping this process only: %s", exc)
             with self._cond:
                 self._strays.add(conn)  # the heartbeat registers it once the store is back
-            with self._cond:
                 local = sorted(self._conns.get(conn.user_id, ()), key=lambda c: c.opened)
             for old in local[: max(0, len(local) - self._max_sockets())]:
                 self._close(old, CLOSE_TOO_MANY_SOCKETS)
-            return
-        if evicted:
-            # The holder may be this node or another: each evicted id names its node.
-            publish_close(conn.user_id, evicted)
 
     def close_where(self, user_id: int, predicate: Callable[[Connection], bool], code: int) -> int:
         """Close this process's sockets of user_id that match predicate with code; return how many."""
@@ -374,18 +375,13 @@ class Hub:
             # only sockets whose registration failed: one being registered right now by connect() is not a stray
             strays = [conn for conn in self._strays if conn in self._conns.get(conn.user_id, ())]
             self._strays.clear()
-        for conn in strays:
+        for n, conn in enumerate(strays):
             try:
-                conn.socket_id, evicted = registry.register(
-                    self._store(), conn.user_id, self.node_id, self._max_sockets(), self._ttl(), conn.device,
-                    self.app.config,
-                )  # fmt: skip
+                self._register(conn)
             except REALTIME_ERRORS:
                 with self._cond:
-                    self._strays.update(strays)  # still away: the next pass tries again
+                    self._strays.update(strays[n:])  # still away: the next pass tries these again (not the done)
                 return
-            if evicted:
-                publish_close(conn.user_id, evicted)
 
     def _answering_users(self) -> list[int]:
         """The users with a socket here that acked within the TTL: "online" is a tab that answers."""
