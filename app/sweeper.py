@@ -7,7 +7,8 @@ pending; rows held back by a breaker, a bucket or a pause longer than DELIVERY_M
 (`expired`); due pending rows nobody has enqueued (retries and deferrals that fell due, rows released
 from a pause, and rows whose job Redis lost) are enqueued in batches on their queue; coalesced live
 ids whose drain job died get a new one; idempotency keys older than 24 h are pruned; snoozed
-notifications whose time has come are woken; due scheduled notifications are released
+notifications whose time has come are woken; a type written straight into the table gets its first workflow
+version from its columns (app/workflows); due scheduled notifications are released
 (release_scheduled, which the CLI loop also runs every SCHEDULER_INTERVAL_SECONDS); open badges move
 when a scheduled announcement goes live or expires; due and running campaigns, and unfinished bulk
 DLQ operations, get a job if theirs was lost; due e-mail digests are opened and enqueued
@@ -49,6 +50,7 @@ from app.queueing import QUEUE_NAMES, coalesced_waiting, get_queue, wake_orphane
 from app.retention import service as retention
 from app.unitofwork import commit
 from app.webhooks import service as webhooks
+from app.workflows import service as workflows
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +140,7 @@ def sweep_once() -> dict:
 def _pass(config: Mapping) -> dict:
     """Every step of one pass, in order; the caller holds the sweeper lock."""
     try:
+        versions = workflows.ensure_versions()  # a type written straight into the table: its first version
         resumed = switches.release_resumed(config)  # rows a kill switch held on channels resumed since: due now
         released = service.release_expired_leases(config["SWEEP_LIMIT"], config["RETRY_MAX_ATTEMPTS"])
         expired = service.expire_held(config["DELIVERY_MAX_AGE"], config["SWEEP_LIMIT"])  # held too long: DLQ
@@ -168,6 +171,7 @@ def _pass(config: Mapping) -> dict:
         "woken": woken,
         "drains": drains,
         "scheduled": scheduled,
+        "workflow_versions": versions,
         **webhook_counts,
         **kept.as_counts(),
     }

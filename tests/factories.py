@@ -7,6 +7,7 @@ from factory.alchemy import SQLAlchemyModelFactory
 
 from app.extensions import db
 from app.models import Announcement, Notification, NotificationDelivery, NotificationPreference, NotificationType, User
+from app.workflows import service as workflows
 
 
 class _Base(SQLAlchemyModelFactory):
@@ -39,6 +40,12 @@ class NotificationTypeFactory(_Base):
     default_push = False
     mandatory = False
     priority = "default"
+
+    @factory.post_generation
+    def workflow(obj, create, extracted, **kwargs):
+        """Its published workflow: the steps its timing columns mean, as a type saved by the console gets."""
+        if create:
+            workflows.publish_columns(None, obj.type)
 
 
 class NotificationFactory(_Base):

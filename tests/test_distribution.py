@@ -56,6 +56,9 @@ REFERENCE = {
     "digest_templates",
     "webhook_endpoints",
     "channel_switches",  # the kill switches: a handful of rows every worker reads
+    "workflow_versions",  # a type's published workflows (issue 31): immutable, a few per type
+    "workflow_drafts",
+    "workflow_steps",  # the engine's plan per sending step of a version: joined with every ledger row
 }
 
 LOCAL = {

@@ -26,7 +26,7 @@ from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 
 from app import user_tokens
-from app.api import auth, schemas
+from app.api import auth, schemas, workflows
 from app.api import responses as answers
 from app.api.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
 from app.api_keys.scopes import SCOPES
@@ -92,6 +92,11 @@ def _path_parameters() -> dict[str, dict]:
             "schema": {"type": "string", "enum": list(CHAT_PROVIDERS)},
             "description": "The chat provider: slack, msteams (Microsoft Teams), discord or line.",
             "example": "slack",
+        },
+        "type_key": {
+            "schema": {"type": "string", "minLength": 2, "maxLength": 63, "pattern": workflows.TYPE_KEY_PATTERN},
+            "description": "The notification type's key.",
+            "example": "comment",
         },
         "token": {
             "schema": {"type": "string", "minLength": 1, "maxLength": DEVICE_TOKEN_MAX, "pattern": TOKEN_PATTERN},

@@ -139,6 +139,26 @@ class EventOut(BaseModel):
     created_at: datetime
 
 
+class TraceStepOut(BaseModel):
+    position: int = Field(description="The step's place in the workflow, from 1.")
+    kind: Literal["channel", "delay", "batch", "digest", "throttle", "exit"]
+    state: str = Field(
+        description="shown / hidden (in-app); waited / waiting (a delay, until `at`); applied (batch, throttle); "
+        "sent, skipped, failed, pending, sending, standby (a sending step, from its delivery); not_sent (the member "
+        "had the channel off); exited / continued / pending (an exit); not_reached (after the exit that ended it)."
+    )
+    at: datetime | None = Field(description="When it happened, or is due.")
+    channel: str | None
+    reason: str | None = Field(description="Why skipped or failed: the rule (read, preference_off, condition…).")
+    condition: str | None = Field(description="The condition that did not hold, when that is the reason.")
+    delivery_id: int | None
+
+
+class WorkflowTraceOut(BaseModel):
+    version: int = Field(description="The workflow version the notification runs (the one in force when accepted).")
+    steps: list[TraceStepOut]
+
+
 class NotificationOut(BaseModel):
     id: int
     recipient: str | None
@@ -159,6 +179,9 @@ class NotificationOut(BaseModel):
     actor_count: int = Field(description="How many distinct actors those events name.")
     window_ends_at: datetime | None = Field(description="Aggregated: when its window closes (then e-mail/push go).")
     events: list[EventOut] = Field(description="The events an aggregated notification holds, oldest first.")
+    workflow: WorkflowTraceOut | None = Field(
+        description="Its run through its type's workflow, step by step (null: accepted before workflows)."
+    )
 
 
 class UserOut(BaseModel):

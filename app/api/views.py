@@ -17,7 +17,7 @@ from flask import Blueprint, Response, current_app, jsonify, request, stream_wit
 from flask_babel import gettext, lazy_gettext, ngettext
 
 from app import user_tokens
-from app.api import auth, channel_data, openapi, ratelimit, responses, schemas
+from app.api import auth, channel_data, openapi, ratelimit, responses, schemas, workflows
 from app.api.idempotency import Withheld, idempotent, json_response, store
 from app.api.schemas import ApiError
 from app.auth import links
@@ -475,5 +475,5 @@ def get_signing_secret():
 
 
 # The chat channel data's routes join this blueprint (their own module).
-for _rule, _method, _view in channel_data.ROUTES:
+for _rule, _method, _view in (*channel_data.ROUTES, *workflows.ROUTES):
     bp.add_url_rule(_rule, view_func=_view, methods=[_method])

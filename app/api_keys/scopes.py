@@ -16,6 +16,8 @@ SCOPES = {
     "users:read": "Export a member's profile, preferences, notifications and deliveries (GET /v1/users/{id}/export).",
     "links:create": "Mint one-time sign-in links, which sign a member in: give it only to the product's backend.",
     "feed:issue": "Mint user tokens (POST /v1/user-tokens): the product's pages read and update one member's feed.",
+    "workflows:read": "Read notification types' workflows: the draft, the versions (GET /v1/workflows/{type}).",
+    "workflows:write": "Write workflow drafts and publish them (PUT /v1/workflows/{type}, POST …/publish).",
 }
 # The same descriptions in the console operator's language.
 SCOPE_LABELS = {
@@ -32,6 +34,12 @@ SCOPE_LABELS = {
     ),
     "feed:issue": lazy_gettext(
         "Mint user tokens (POST /v1/user-tokens): the product's pages read and update one member's feed."
+    ),
+    "workflows:read": lazy_gettext(
+        "Read notification types' workflows: the draft, the versions (GET /v1/workflows/{type})."
+    ),
+    "workflows:write": lazy_gettext(
+        "Write workflow drafts and publish them (PUT /v1/workflows/{type}, POST …/publish)."
     ),
 }
 # A new key can only send (least privilege); the database column has the same default (0007_security).

@@ -84,6 +84,11 @@ class ApiKeyIdentity:
         """Whether the key was given scope."""
         return scope in self.scopes
 
+    @property
+    def audit_label(self) -> str:
+        """Who the audit log names for a change this key made."""
+        return f"api key {self.name} ({self.prefix})"
+
 
 _verified: dict[str, tuple[ApiKeyIdentity, float]] = {}  # key hash -> (identity, monotonic expiry)
 

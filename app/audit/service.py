@@ -9,7 +9,9 @@ from app.models import AuditEntry
 
 
 def actor_of(user) -> tuple[int | None, str]:
-    """Return (actor_id, label) for a signed-in user, or the CLI when there is none."""
+    """Return (actor_id, label) for a signed-in user, an API key (its label), or the CLI when there is none."""
+    if getattr(user, "audit_label", None):
+        return None, user.audit_label
     if user is None or not getattr(user, "is_authenticated", False):
         return None, "cli"
     return user.id, user.email or f"user {user.id}"
@@ -53,6 +55,9 @@ ACTIONS = (
     "announcement.delete",
     "type.create",
     "type.update",
+    "workflow.draft",
+    "workflow.discard",
+    "workflow.publish",
     "template.save",
     "template.restore",
     "suppression.lift",

@@ -36,7 +36,15 @@ from app.extensions import db
 from app.limits import ERROR_TEXT_MAX
 from app.live.publish import badge_after_commit
 from app.models import Campaign
-from app.notify.delivery_sql import CHAIN_RANK_SQL, CHAIN_REASON_SQL, CHAIN_STATUS_SQL, routable, skip_reason_lateral
+from app.notify.delivery_sql import (
+    CHAIN_RANK_SQL,
+    CHAIN_REASON_SQL,
+    CHAIN_STATUS_SQL,
+    routable,
+    skip_reason_lateral,
+    step_due_sql,
+    step_join_sql,
+)
 from app.preferences.rules import effective_send_sql, type_default_sql
 from app.queueing import CAMPAIGN_QUEUE, enqueue_deliveries_after_commit, fanout_job
 from app.unitofwork import after_commit, commit
@@ -101,35 +109,35 @@ def _fanout_ctes(channels: list[str]) -> str:
     return f"""
 sends AS (
   SELECT r.user_id, r.email,
-         {effective_send_sql(type_default_sql("in_app"), 'p."in_app"')} AS in_app,
+         {effective_send_sql(type_default_sql("in_app"), 'p."in_app"')} AND t.in_app_step AS in_app,
 {sends},
-         t.channel_mode = 'first' AS chain,
-         now() + make_interval(secs => coalesce(t.escalate_after, 0)) AS next_attempt_at,
-         CASE WHEN t.escalate_after IS NOT NULL THEN t.escalate_unless END AS escalation
+         t.channel_mode = 'first' AS chain, t.workflow_version_id AS version_id
   FROM recipients r
   JOIN notification_types t ON t.type = :type
   LEFT JOIN prefs p ON p.user_id = r.user_id
 ),
 inserted AS (
   -- With in-app off the row is still written (it anchors the deliveries) but born read and hidden.
-  INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, data, campaign_id, in_app, read_at)
+  INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, data, campaign_id, in_app, read_at,
+                             workflow_version_id)
   SELECT s.user_id, :type, :title, :body, :link_path, :dedupe_key, CAST(:data AS jsonb),
-         CAST(:campaign_id AS bigint), s.in_app, CASE WHEN s.in_app THEN NULL ELSE now() END
+         CAST(:campaign_id AS bigint), s.in_app, CASE WHEN s.in_app THEN NULL ELSE now() END, s.version_id
   FROM sends s
   ON CONFLICT (user_id, dedupe_key) DO NOTHING
   RETURNING id, user_id, in_app
 ),
 deliveries AS (
   INSERT INTO notification_deliveries (notification_id, user_id, channel, status, skip_reason, next_attempt_at,
-                                       escalation, route_rank)
+                                       escalation, route_rank, workflow_step_id)
   SELECT i.id, i.user_id, c.channel, {CHAIN_STATUS_SQL}, {CHAIN_REASON_SQL},
-         r.next_attempt_at, r.escalation, {CHAIN_RANK_SQL}
+         {step_due_sql("now()", "CAST(:data AS jsonb)", "i.user_id")}, ws.unless, {CHAIN_RANK_SQL}, ws.id
   FROM inserted i
   JOIN sends r ON r.user_id = i.user_id
   CROSS JOIN LATERAL (
 {cells}
   ) c
-{skip_reason_lateral()}  RETURNING id, channel, status, escalation
+  {step_join_sql("r.version_id", "c.channel")}
+{skip_reason_lateral()}  RETURNING id, channel, status, escalation, next_attempt_at
 )"""
 
 
@@ -148,7 +156,7 @@ SELECT (SELECT count(*) FROM recipients) AS users,
        (SELECT count(*) FROM inserted) AS created,
        (SELECT coalesce(json_object_agg(channel, ids), '{{}}') FROM (
           SELECT channel, array_agg(id ORDER BY id) AS ids FROM deliveries
-          WHERE status = 'pending' AND escalation IS NULL GROUP BY channel) g) AS pending,
+          WHERE status = 'pending' AND next_attempt_at <= now() GROUP BY channel) g) AS pending,
        (SELECT coalesce(array_agg(user_id), '{{}}') FROM inserted WHERE in_app) AS badge_user_ids
 """
     )

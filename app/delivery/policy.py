@@ -13,6 +13,7 @@ from datetime import UTC, datetime, time, timedelta
 
 from app.delivery.queries import BatchRow
 from app.timezones import zone
+from app.workflows import conditions
 
 # A channel's own reason a row cannot go out (email: no address, suppressed), or None.
 ChannelCheck = Callable[[BatchRow], str | None]
@@ -130,6 +131,29 @@ def escalation_reason(row: BatchRow) -> str | None:
     return None
 
 
+def condition_context(row: BatchRow) -> dict:
+    """What a workflow condition sees when row's step is due (app/workflows/conditions.py)."""
+    return {
+        "data": row.data or {},
+        "recipient": {"external_id": row.external_id, "locale": row.locale, "timezone": row.timezone},
+        "notification": {"type": row.type, "read": row.read, "seen": row.seen},
+        "tenant": {},  # tenants arrive with issue 32
+    }
+
+
+def workflow_reason(row: BatchRow) -> str | None:
+    """Why row's workflow step does not run now: an exit before it holds ('workflow_exit'), or its own condition
+    does not ('condition'); None for a row without a step or conditions."""
+    if not row.exits and row.condition is None:
+        return None
+    context = condition_context(row)
+    if any(conditions.evaluate(source, context) for source in row.exits or ()):
+        return "workflow_exit"
+    if row.condition is not None and not conditions.evaluate(row.condition, context):
+        return "condition"
+    return None
+
+
 def skip_reason(row: BatchRow, configured: bool, channel_check: ChannelCheck = lambda row: None,
                 online: AbstractSet[int] = frozenset()) -> str | None:  # fmt: skip
     """Why row must not go out at all, or None: no provider, the preference, the escalation, the channel's own
@@ -138,7 +162,7 @@ def skip_reason(row: BatchRow, configured: bool, channel_check: ChannelCheck = l
         return f"{row.channel}_not_configured"
     if not row.allowed:
         return "preference_off"
-    reason = escalation_reason(row) or channel_check(row)
+    reason = escalation_reason(row) or workflow_reason(row) or channel_check(row)
     if reason:
         return reason
     if row.skip_when_online and row.user_id in online:

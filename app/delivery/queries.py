@@ -24,13 +24,14 @@ SELECT d.id, d.channel, d.attempts, d.locked_until, d.route_rank, d.created_at, 
        u.id AS user_id, u.email, u.display_name, u.locale, u.timezone, u.phone,
        (u.phone_verified_at IS NOT NULL AND u.phone_invalidated_at IS NULL) AS phone_usable, u.sms_opt_in,
        EXISTS (SELECT 1 FROM sms_suppressions ss WHERE ss.phone = u.phone) AS sms_suppressed,
-       t.sms_max_segments, t.bypass_quiet_hours, t.push_when_offline,
+       t.sms_max_segments, t.bypass_quiet_hours, coalesce(ws.wait_for_tab, t.push_when_offline) AS push_when_offline,
        u.quiet_hours_start, u.quiet_hours_end,
        t.label AS type_label, t.priority, t.mandatory,
        {EFFECTIVE_SEND_SQL} AS allowed,
        EXISTS (SELECT 1 FROM email_suppressions s WHERE s.address = lower(btrim(u.email))) AS suppressed,
        d.escalation, n.read_at IS NOT NULL AS read, coalesce(n.created_at <= ls.seen_at, false) AS seen,
-       t.skip_when_online, t.cap_count, t.cap_window,
+       coalesce(ws.if_offline, t.skip_when_online) AS skip_when_online, t.cap_count, t.cap_window,
+       ws.position AS step, ws.condition, ws.exits, u.external_id,
        CASE WHEN t.mandatory THEN 'immediate' ELSE coalesce(
          (SELECT dp.frequency FROM digest_preferences dp WHERE dp.user_id = u.id AND dp.type = t.type),
          t.email_frequency) END AS frequency
@@ -42,6 +43,7 @@ CROSS JOIN LATERAL (SELECT d.channel) AS c(channel)
 LEFT JOIN notification_preferences p
        ON p.user_id = u.id AND p.type = t.type AND p.channel = d.channel
 LEFT JOIN notification_last_seen ls ON ls.user_id = u.id
+LEFT JOIN workflow_steps ws ON ws.id = d.workflow_step_id
 WHERE d.id = ANY(CAST(:ids AS bigint[])) AND d.status = 'sending'
 ORDER BY d.id
 """
@@ -103,6 +105,10 @@ class BatchRow:
     bypass_quiet_hours: bool = False  # the type goes out during quiet hours on every channel (sign-in codes)
     push_when_offline: bool = False  # a push waits for the in-app frame's ack, and is skipped if a tab acked
     traceparent: str | None = None  # the notification's trace (app/telemetry.py): its send span joins it
+    step: int | None = None  # the workflow step it carries out (its place, from 1), and that step's CEL condition
+    condition: str | None = None  # and the exit conditions before it (app/workflows): checked when it is due
+    exits: list[str] | None = None
+    external_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from app.models.notifications import (
 from app.models.phones import PhoneVerification
 from app.models.users import CONSENT_SOURCES, ROLES, SmsConsent, User
 from app.models.webhooks import WebhookAttempt, WebhookDelivery, WebhookEndpoint
+from app.models.workflows import WorkflowDraft, WorkflowStep, WorkflowVersion
 
 __all__ = [
     "DIGEST_KINDS",
@@ -97,4 +98,7 @@ __all__ = [
     "WebhookAttempt",
     "WebhookDelivery",
     "WebhookEndpoint",
+    "WorkflowDraft",
+    "WorkflowStep",
+    "WorkflowVersion",
 ]

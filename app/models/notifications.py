@@ -83,6 +83,13 @@ class NotificationType(db.Model):
     bypass_quiet_hours: Mapped[bool] = mapped_column(server_default=sa.false())
     # Its pushes go only when no open tab of the member acked the frame that showed it (0031, seed 004).
     push_when_offline: Mapped[bool] = mapped_column(server_default=sa.false())
+    # The published workflow version its notifications run (0032, app/workflows); the columns above are what
+    # that version compiles to, per type.
+    workflow_version_id: Mapped[int | None] = mapped_column(
+        sa.BigInteger, sa.ForeignKey("workflow_versions.id", use_alter=True, name="notification_types_workflow_version")
+    )
+    # Its workflow has an in-app step: the inbox shows its notifications (without one the row only anchors sends).
+    in_app_step: Mapped[bool] = mapped_column(server_default=sa.true())
 
 
 class Notification(db.Model):
@@ -144,6 +151,8 @@ class Notification(db.Model):
     # The W3C traceparent of the request that made the row (tracing on, app/telemetry.py): its sends join that
     # trace, and the console's delivery log shows the trace id. NULL with tracing off.
     traceparent: Mapped[str | None] = mapped_column(sa.Text)
+    # The workflow version in force when it was accepted (0032): it runs that one, whatever is published later.
+    workflow_version_id: Mapped[int | None] = mapped_column(sa.BigInteger)
 
 
 class ScheduledNotification(db.Model):
@@ -316,5 +325,7 @@ class NotificationDelivery(db.Model):
     reached: Mapped[list[str] | None] = mapped_column(ARRAY(sa.Text))
     # Its place in a "first" chain (0 goes first; the others wait as standby); NULL: not in a chain.
     route_rank: Mapped[int | None] = mapped_column(sa.SmallInteger)
+    # The workflow step it carries out (workflow_steps; 0032): its delay, rules and condition. NULL: none.
+    workflow_step_id: Mapped[int | None] = mapped_column(sa.BigInteger)
     created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
     updated_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())

@@ -12,6 +12,8 @@ import sqlalchemy as sa
 from flask_babel import force_locale, gettext
 
 from app.extensions import db
+from app.workflows import queries as workflow_queries
+from app.workflows import service as workflows
 
 PHONE_VERIFICATION = "phone_verification"
 BUILTIN_TYPES = frozenset({PHONE_VERIFICATION})
@@ -50,6 +52,8 @@ def ensure_phone_verification() -> None:
             "description": "The code a member types on the preferences page to verify their phone number.",
         },
     )
+    if workflow_queries.published(PHONE_VERIFICATION) is None:
+        workflows.publish_columns(None, PHONE_VERIFICATION)
     bodies = []
     for locale in TEMPLATE_LOCALES:
         with force_locale(locale):

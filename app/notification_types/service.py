@@ -18,6 +18,7 @@ from app.notification_types import queries
 from app.notification_types.builtin import BUILTIN_TYPES
 from app.preferences.rules import SEED_DEFAULT_COLUMNS
 from app.refusal import Refused
+from app.workflows import service as workflows
 
 TYPE_KEY_RE = re.compile(r"^[a-z][a-z0-9_]{1,62}$")
 TYPE_FIELDS = (
@@ -168,6 +169,7 @@ def create_type(
     db.session.add(item)
     db.session.flush()
     audit.record(actor, "type.create", "notification_type", key, after=audit.snapshot(item, TYPE_FIELDS))
+    workflows.publish_columns(actor, key)  # its first version: what the timing above means
     return item
 
 
@@ -204,7 +206,7 @@ def _referencing_columns() -> list[tuple[str, str]]:
 def _rename_type(old: str, new: str) -> None:
     # The key is the primary key that other rows reference: copy the row, move the references, drop
     # the old row. Callers checked that no notification uses it (those rows are never rewritten).
-    columns = ", ".join(TYPE_FIELDS[1:])
+    columns = ", ".join((*TYPE_FIELDS[1:], "workflow_version_id", "in_app_step"))
     db.session.execute(
         sa.text(
             f"INSERT INTO notification_types (type, {columns}) "
@@ -274,4 +276,6 @@ def update_type(
         _rename_type(key, new_key)
     after = audit.snapshot(db.session.get(NotificationType, new_key), TYPE_FIELDS)
     audit.record(actor, "type.update", "notification_type", new_key, before=before, after=after)
+    if timing is not None:  # the older timing fields: published as the workflow's next version if they changed it
+        workflows.publish_columns(actor, new_key)
     return new_key

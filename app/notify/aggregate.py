@@ -29,9 +29,12 @@ from app.notify.delivery_sql import (
     CHAIN_REASON_SQL,
     CHAIN_SQL,
     CHAIN_STATUS_SQL,
+    in_app_send_sql,
     muted_sql,
     route_sql,
     skip_reason_lateral,
+    step_due_sql,
+    step_join_sql,
 )
 from app.preferences.rules import EFFECTIVE_SEND_SQL
 
@@ -59,7 +62,7 @@ prefs AS (
 ),
 cells AS (
   SELECT r.user_id, r.email, c.channel, c.ord - 2 AS rank, {CHAIN_SQL.format(mode="CAST(:mode AS text)")} AS chain,
-         {EFFECTIVE_SEND_SQL} AS send, {muted_sql("CAST(:group_key AS text)")} AS muted
+         {in_app_send_sql(EFFECTIVE_SEND_SQL)} AS send, {muted_sql("CAST(:group_key AS text)")} AS muted
   FROM recipients r
   JOIN notification_types t ON t.type = :type
   CROSS JOIN unnest({route_sql("CAST(:route AS text[])")}) WITH ORDINALITY AS c(channel, ord)
@@ -101,28 +104,30 @@ joined AS (
 ),
 inserted AS (
   INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, data, api_key_id, in_app, read_at,
-                             group_key, cancellation_key, window_ends_at, actor_count, actor_names)
+                             group_key, cancellation_key, window_ends_at, actor_count, actor_names,
+                             workflow_version_id)
   SELECT f.user_id, :type, :title, :body, :link_path, :dedupe_key, CAST(:data AS jsonb), :api_key_id, f.visible,
          CASE WHEN f.visible THEN NULL ELSE now() END, :group_key, CAST(:cancellation_key AS text),
          now() + make_interval(secs => :window),
          CASE WHEN CAST(:actor_id AS text) IS NULL THEN 0 ELSE 1 END,
          CASE WHEN CAST(:actor_id AS text) IS NULL THEN '[]'::jsonb
-              ELSE jsonb_build_array(CAST(:actor_name AS text)) END
+              ELSE jsonb_build_array(CAST(:actor_name AS text)) END,
+         (SELECT workflow_version_id FROM notification_types WHERE type = :type)
   FROM fresh f
   WHERE NOT EXISTS (SELECT 1 FROM open o WHERE o.user_id = f.user_id)
   ON CONFLICT (user_id, dedupe_key) DO NOTHING
   RETURNING id, user_id, in_app, window_ends_at, event_count, actor_count, actor_names, title, body
 ),
 deliveries AS (
-  -- deliveries wait for the window's end (then the escalation delay, if any); the sweeper enqueues them
+  -- deliveries wait for the window's end (then their workflow step's delays, if any); the sweeper enqueues them
   INSERT INTO notification_deliveries (notification_id, user_id, channel, status, skip_reason, next_attempt_at,
-                                       escalation, route_rank)
+                                       escalation, route_rank, workflow_step_id)
   SELECT i.id, i.user_id, c.channel, {CHAIN_STATUS_SQL}, {CHAIN_REASON_SQL},
-         i.window_ends_at + make_interval(secs => coalesce(t.escalate_after, 0)),
-         CASE WHEN t.escalate_after IS NOT NULL THEN t.escalate_unless END, {CHAIN_RANK_SQL}
+         {step_due_sql("i.window_ends_at", "CAST(:data AS jsonb)", "i.user_id")}, ws.unless, {CHAIN_RANK_SQL}, ws.id
   FROM inserted i
   JOIN cells c ON c.user_id = i.user_id AND c.channel <> 'in_app' AND (c.send OR c.chain)
   JOIN notification_types t ON t.type = :type
+  {step_join_sql("t.workflow_version_id", "c.channel")}
 {skip_reason_lateral()}  RETURNING id
 ),
 events AS (

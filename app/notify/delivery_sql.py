@@ -62,3 +62,23 @@ CHAIN_RANK_SQL = "CASE WHEN c.chain THEN c.rank END"
 def routable() -> list[str]:
     """The :routable parameter: every channel a notification may go out on, in order."""
     return list(routable_names())
+
+
+# The ledger row's workflow step (migration 0032): the plan row of the type's published version for the row's
+# channel. A channel the version has no step for (a request's own `channels`) goes at once, with no rule.
+def step_join_sql(version: str, channel: str) -> str:
+    """Join `ws`, the step of workflow version `version` for channel `channel` (SQL; NULL when there is none)."""
+    return f"LEFT JOIN workflow_steps ws ON ws.version_id = {version} AND ws.channel = {channel}"
+
+
+def step_due_sql(start: str, data: str, user_id: str) -> str:
+    """When the step `ws` is due: its delays one after another from `start` (SQL), at once without any (migration
+    0032's workflow_due, which the planner inlines)."""
+    return f"workflow_due({start}, ws.waits, {data}, {user_id})"
+
+
+# A cell is in-app when the type's workflow has an in-app step and the member has in-app on; the row is written
+# either way (it anchors the deliveries), born read and hidden when not.
+def in_app_send_sql(send: str, types: str = "t") -> str:
+    """send (SQL) for every channel, and for in-app only where the workflow shows it in the inbox."""
+    return f"({send} AND ({types}.in_app_step OR c.ord > 1))"  # in-app is the route's first cell

@@ -8,6 +8,7 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.pagination import is_id
+from app.workflows.trace import notification_trace
 
 EXISTING_SQL = sa.text(
     """
@@ -20,7 +21,7 @@ NOTIFICATION_SQL = sa.text(
     """
 SELECT n.id, u.external_id AS recipient, n.type, n.title, n.body, n.link_path AS link, n.data,
        n.dedupe_key, n.in_app, n.read_at, n.archived_at, n.created_at, n.event_count, n.actor_count,
-       n.window_ends_at
+       n.window_ends_at, n.workflow_version_id, u.timezone
 FROM notifications n
 JOIN users u ON u.id = n.user_id
 WHERE n.id = :id AND n.api_key_id = :api_key_id
@@ -30,7 +31,7 @@ WHERE n.id = :id AND n.api_key_id = :api_key_id
 DELIVERIES_SQL = sa.text(
     """
 SELECT id, channel, status, attempts, last_error, error_kind, skip_reason, sent_at, next_attempt_at, updated_at,
-       provider_status, provider_status_at, route_rank
+       provider_status, provider_status_at, route_rank, workflow_step_id
 FROM notification_deliveries
 WHERE notification_id = :id
 ORDER BY route_rank NULLS LAST, channel
@@ -98,4 +99,5 @@ def notification_with_deliveries(notification_id: int, *, api_key_id: int) -> di
             reported[event["delivery_id"]].append(dict(event))
     for delivery in deliveries:
         delivery["provider_events"] = reported[delivery["id"]]
-    return {**row, "deliveries": deliveries, "events": notification_events(notification_id)}
+    workflow = notification_trace(row, deliveries)
+    return {**row, "deliveries": deliveries, "events": notification_events(notification_id), "workflow": workflow}

@@ -90,7 +90,7 @@ GROUP BY i.type, i.title, i.in_app
 UNION ALL
 SELECT 'delivery', d.channel, NULL, NULL, array_agg(d.id), array_agg(d.notification_id)
 FROM deliveries d
-WHERE d.status = 'pending' AND d.escalation IS NULL
+WHERE d.status = 'pending' AND d.next_attempt_at <= now()
 GROUP BY d.channel
 UNION ALL
 SELECT 'due', NULL, NULL, NULL, ARRAY[count(*)], NULL FROM due

@@ -29,10 +29,13 @@ from app.notify.delivery_sql import (
     CHAIN_REASON_SQL,
     CHAIN_SQL,
     CHAIN_STATUS_SQL,
+    in_app_send_sql,
     muted_sql,
     routable,
     route_sql,
     skip_reason_lateral,
+    step_due_sql,
+    step_join_sql,
 )
 from app.preferences.rules import EFFECTIVE_SEND_SQL
 from app.queueing import delivery_queue, enqueue_deliveries_after_commit
@@ -67,19 +70,21 @@ ROW_API_KEY = "r.api_key_id"
 # not mandatory, is born read and hidden (in_app false) and its deliveries are recorded as skipped with
 # reason 'muted'. In mode "all" a delivery row is written for each channel the recipient has on; in mode
 # "first" for each channel of the route, the first pending and the rest standby (delivery_sql.CHAIN_*).
-def _notify_ctes(api_key_id: str, content: dict[str, str] = PARAM_CONTENT, prefs_by_type: bool = False) -> str:
+def _notify_ctes(
+    api_key_id: str, content: dict[str, str] = PARAM_CONTENT, prefs_by_type: bool = False, types_also: str = ""
+) -> str:
     f = content
     by_type = " AND p.type = t.type" if prefs_by_type else ""
     return f"""
 cells AS (
   SELECT r.user_id, r.email, c.channel, c.ord - 2 AS rank, {CHAIN_SQL.format(mode=f["mode"])} AS chain,
-         {EFFECTIVE_SEND_SQL} AS send,
+         {in_app_send_sql(EFFECTIVE_SEND_SQL)} AS send, t.workflow_version_id AS v,
          {f["type"]} AS type, {f["title"]} AS title, {f["body"]} AS body, {f["link_path"]} AS link_path,
          {f["dedupe_key"]} AS dedupe_key, {f["data"]} AS data, {f["campaign_id"]} AS campaign_id,
          {f["group_key"]} AS group_key, {f["cancellation_key"]} AS cancellation_key, {api_key_id} AS api_key_id,
          {muted_sql(f["group_key"])} AS muted
   FROM recipients r
-  JOIN notification_types t ON t.type = {f["type"]}
+  JOIN notification_types t ON t.type = {f["type"]}{types_also}
   CROSS JOIN unnest({route_sql(f["route"])}) WITH ORDINALITY AS c(channel, ord)
   LEFT JOIN prefs p ON p.user_id = r.user_id AND p.channel = c.channel{by_type}
 ),
@@ -87,10 +92,10 @@ inserted AS (
   -- With in-app off the row is still written (it anchors the deliveries) but is born read,
   -- so it never enters the unread index, and in_app = false hides it from every list.
   INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, data, campaign_id,
-                             api_key_id, in_app, read_at, group_key, cancellation_key)
+                             api_key_id, in_app, read_at, group_key, cancellation_key, workflow_version_id)
   SELECT c.user_id, c.type, c.title, c.body, c.link_path, c.dedupe_key, c.data, c.campaign_id,
          c.api_key_id, c.send AND NOT c.muted, CASE WHEN c.send AND NOT c.muted THEN NULL ELSE now() END,
-         c.group_key, c.cancellation_key
+         c.group_key, c.cancellation_key, c.v
   FROM cells c
   WHERE c.channel = 'in_app'
   ON CONFLICT (user_id, dedupe_key) DO NOTHING
@@ -98,19 +103,22 @@ inserted AS (
 ),
 deliveries AS (
   -- A channel that is on but has nowhere to go is recorded as skipped, so the ledger says why.
-  -- An escalating type's rows wait escalate_after seconds and `escalation` says what cancels them;
-  -- the sweeper enqueues them when due (TAKE_DUE_SQL), so nothing enqueues them now.
+  -- A row carries out its workflow step (ws): due after the step's delays, `escalation` says what cancels it;
+  -- the sweeper enqueues a row due later (TAKE_DUE_SQL), so nothing enqueues it now.
   INSERT INTO notification_deliveries (notification_id, user_id, channel, status, skip_reason, next_attempt_at,
-                                       escalation, route_rank)
+                                       escalation, route_rank, workflow_step_id)
   SELECT i.id, i.user_id, c.channel, {CHAIN_STATUS_SQL}, {CHAIN_REASON_SQL},
-         now() + make_interval(secs => coalesce(et.escalate_after, 0)),
-         CASE WHEN et.escalate_after IS NOT NULL THEN et.escalate_unless END, {CHAIN_RANK_SQL}
+         {step_due_sql("now()", "c.data", "i.user_id")}, ws.unless, {CHAIN_RANK_SQL}, ws.id
   FROM inserted i
   JOIN cells c ON c.user_id = i.user_id AND c.dedupe_key = i.dedupe_key AND c.channel <> 'in_app'
               AND (c.send OR c.chain)
-  JOIN notification_types et ON et.type = c.type
-{skip_reason_lateral()}  RETURNING id, notification_id, channel, status, escalation
+  {step_join_sql("c.v", "c.channel")}
+{skip_reason_lateral()}  RETURNING id, notification_id, channel, status, next_attempt_at
 )"""
+
+
+# A grouped event of an aggregating type writes nothing in the ingest statement: app/notify/aggregate.py takes it.
+AGGREGATED_ELSEWHERE_SQL = " AND (t.aggregation_window IS NULL OR CAST(:group_key AS text) IS NULL)"
 
 
 # How callers name recipients: the product's external ids (API) or user ids (campaigns).
@@ -161,15 +169,12 @@ recipients AS (
   SELECT user_id, email FROM wanted
   WHERE user_id IS NOT NULL
     AND NOT (:strict AND EXISTS (SELECT 1 FROM wanted WHERE user_id IS NULL))
-    -- a grouped event of an aggregating type writes nothing here: app/notify/aggregate.py takes it
-    AND NOT EXISTS (SELECT 1 FROM notification_types
-                    WHERE type = :type AND aggregation_window IS NOT NULL AND CAST(:group_key AS text) IS NOT NULL)
 ),
 prefs AS (
   SELECT p.user_id, p.channel, p.enabled FROM notification_preferences p
   WHERE p.type = :type AND p.user_id IN (SELECT user_id FROM recipients)
 ),
-{_notify_ctes("CAST(:api_key_id AS bigint)")}
+{_notify_ctes("CAST(:api_key_id AS bigint)", types_also=AGGREGATED_ELSEWHERE_SQL)}
 -- One row per recipient, then one per new pending delivery: two lists, so nothing is joined to the
 -- data-modifying CTEs' output (the planner guesses one row for them; a join could go quadratic).
 SELECT 'recipient' AS kind, w.ord, w.ref, w.user_id, i.id, i.in_app, NULL AS channel, tp.priority,
@@ -180,7 +185,7 @@ LEFT JOIN ({AGGREGATING_TYPE_SQL}) tp ON true
 UNION ALL
 SELECT 'delivery', NULL, NULL, NULL, d.id, NULL, d.channel, NULL, NULL
 FROM deliveries d
-WHERE d.status = 'pending' AND d.escalation IS NULL
+WHERE d.status = 'pending' AND d.next_attempt_at <= now()
 ORDER BY 1 DESC, 2, 5
 """)
     ).columns(*(sa.column(name) for name in NOTIFY_COLUMNS))

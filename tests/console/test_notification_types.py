@@ -237,7 +237,8 @@ def test_no_order_means_every_channel_and_a_repeated_channel_is_refused(client, 
     client.post("/console/types/new", headers=csrf(), data={**FORM, "key": "plain_order"})
     db.session.expire_all()
     item = db.session.get(NotificationType, "plain_order")
-    assert (item.channels, item.channel_mode) == (None, "all")
+    # No order: its first workflow version sends on every channel, in the registry's order, as steps (issue 31)
+    assert (item.channels, item.channel_mode) == (["email", "push", "sms", "chat"], "all")
 
     data = {**FORM, "key": "twice", "channels-0": "email", "channels-1": "email"}
     response = client.post("/console/types/new", headers=csrf(), data=data)

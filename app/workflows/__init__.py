@@ -1,0 +1,1 @@
+"""Workflows (issue 31): each notification type's delivery plan as versioned steps."""
