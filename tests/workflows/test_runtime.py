@@ -8,9 +8,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
+from app.api_keys.service import create_api_key
 from app.extensions import db
 from app.inbox import service as inbox
-from app.models import NotificationDelivery, NotificationType
+from app.models import ApiKey, NotificationDelivery, NotificationType
+from app.notify.schedule import cancel
 from app.notify.service import notify
 from app.workflows import queries, service
 from jobs.delivery import deliver_batch
@@ -170,3 +172,22 @@ def test_a_type_written_straight_into_the_table_gets_its_first_version_from_the_
     assert published.steps["steps"][1] == {"kind": "delay", "seconds": 30}
     assert db.session.get(NotificationType, "raw").workflow_version_id == published.id
     assert service.ensure_versions() == 0
+
+
+def test_a_cancellation_stops_the_run_at_its_next_step(app, order_type, ada, fake_provider):
+    create_api_key(None, "orders", ["notifications:write"])
+    key_id = db.session.scalars(sa.select(ApiKey.id)).one()
+    publish("order", [{"kind": "channel", "channel": "in_app"}, {"kind": "delay", "seconds": 60},
+                      {"kind": "channel", "channel": "email"}])  # fmt: skip
+    notify(["ada"], type_="order", title="Order 7", body="b", dedupe_key="o7", cancellation_key="order:7",
+           api_key_id=key_id)  # fmt: skip
+    db.session.commit()
+    row = delivery()
+
+    cancelled = cancel("order:7", api_key_id=key_id)
+    db.session.commit()
+
+    assert cancelled.deliveries == 1  # a waiting step without a read rule counts as a delivery not yet sent
+    make_due(row)
+    assert deliver_batch("email", [row.id]) == {"claimed": 0}
+    assert (reload(row).status, reload(row).skip_reason) == ("skipped", "cancelled") and fake_provider.sent == []
