@@ -34,6 +34,7 @@ from app.notify.service import notify
 from app.unitofwork import commit
 from app.users import chat_accounts
 from app.users.service import create_or_update_user, upsert_member
+from app.workflows import service as workflows
 
 demo_cli = AppGroup("demo", help="Demo data.")
 
@@ -198,6 +199,7 @@ def seed_types() -> None:
     ]
     stmt = insert(NotificationType).values(rows)
     db.session.execute(stmt.on_conflict_do_nothing(index_elements=["type"]))
+    workflows.ensure_versions()  # each type's version 1: in-app, then every channel the member has on
 
 
 def seed_templates() -> None:
