@@ -191,3 +191,44 @@ def test_a_cancellation_stops_the_run_at_its_next_step(app, order_type, ada, fak
     make_due(row)
     assert deliver_batch("email", [row.id]) == {"claimed": 0}
     assert (reload(row).status, reload(row).skip_reason) == ("skipped", "cancelled") and fake_provider.sent == []
+
+
+def chain_rows(notification_id: int) -> list[tuple]:
+    db.session.expire_all()
+    return [tuple(r) for r in db.session.execute(sa.text(
+        "SELECT channel, status, skip_reason FROM notification_deliveries WHERE notification_id = :id ORDER BY id"
+    ), {"id": notification_id})]  # fmt: skip
+
+
+def test_in_a_first_chain_a_false_condition_hands_over_and_the_next_step_keeps_its_delay(app, ada, fake_provider,
+                                                                                           monkeypatch):  # fmt: skip
+    NotificationTypeFactory(type="alert", default_email=True, default_push=True, channel_mode="first")
+    monkeypatch.setitem(app.config, "PUSH_PROVIDER", "fake")
+    publish("alert", [{"kind": "channel", "channel": "in_app"},
+                      {"kind": "channel", "channel": "push", "condition": "data.urgent == true"},
+                      {"kind": "delay", "seconds": 300},
+                      {"kind": "channel", "channel": "email"}])  # fmt: skip
+    result = notify(["ada"], type_="alert", title="Calm", body="b", dedupe_key="calm", data={"urgent": False})
+    db.session.commit()
+    notification_id = result.recipients[0].notification_id
+    push, email = delivery("push"), delivery("email")
+    assert (push.status, email.status) == ("pending", "standby")
+
+    deliver_batch("push", [push.id])
+
+    assert chain_rows(notification_id) == [("push", "passed", "condition"), ("email", "pending", None)]
+    assert 295 <= waited(reload(email)) <= 305  # handed over, but due when its own step is
+
+
+def test_in_a_first_chain_an_exit_closes_the_rest(app, ada, fake_provider, monkeypatch):
+    NotificationTypeFactory(type="alert", default_email=True, default_push=True, channel_mode="first")
+    monkeypatch.setitem(app.config, "PUSH_PROVIDER", "fake")
+    publish("alert", [{"kind": "channel", "channel": "in_app"}, {"kind": "exit", "condition": "data.done"},
+                      {"kind": "channel", "channel": "push"}, {"kind": "channel", "channel": "email"}])  # fmt: skip
+    result = notify(["ada"], type_="alert", title="Done", body="b", dedupe_key="done", data={"done": True})
+    db.session.commit()
+
+    deliver_batch("push", [delivery("push").id])
+
+    assert chain_rows(result.recipients[0].notification_id) == [
+        ("push", "skipped", "workflow_exit"), ("email", "skipped", "workflow_exit")]  # fmt: skip
