@@ -190,3 +190,15 @@ def test_an_empty_directory_is_an_error_and_a_long_note_is_refused(app, types, t
     run(app, "export", tmp_path)
     long_note = run(app, "apply", tmp_path, "--publish", "--note", "x" * 501)
     assert long_note.exit_code == 2 and "at most 500 characters" in long_note.stderr
+
+
+def test_types_without_a_file_are_listed_and_a_draft_being_edited_is_named_when_replaced(app, types, tmp_path):
+    service.save_draft(None, "comment", {"steps": ISSUE_EXAMPLE})  # an operator's draft in the console
+    write(tmp_path / "comment.yaml", {"type": "comment", "steps": EDITED})
+
+    result = run(app, "apply", tmp_path)
+
+    assert result.exit_code == 0, result.output
+    assert "Types without a file (left as they are): payment" in result.output
+    assert "comment: the file replaces its unpublished draft" in result.output
+    assert queries.draft("comment").steps == {"steps": EDITED} and queries.published("payment").version == 2
