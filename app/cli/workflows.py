@@ -33,7 +33,13 @@ def export_command(directory: Path) -> None:
     for type_, version in versions.items():
         name = type_ + files.SUFFIX
         if version is None:
-            click.echo(gettext("%(file)s: skipped, %(type)s has no published version", file=name, type=type_))
+            click.echo(
+                gettext(
+                    "%(file)s: skipped, %(type)s has no published version yet (the sweeper's next pass gives it one)",
+                    file=name,
+                    type=type_,
+                )
+            )
             continue
         files.write(directory / name, files.export_text(type_, version))
         click.echo(gettext("%(file)s: version %(version)s", file=name, version=version.version))
