@@ -1,4 +1,4 @@
-"""Workflow reads: the version in force, the draft, the history, one version."""
+"""Workflow reads: the version in force (one type's, or every type's), the draft, the history, one version."""
 
 from __future__ import annotations
 
@@ -17,6 +17,16 @@ def published(type_: str) -> WorkflowVersion | None:
         .join(NotificationType, NotificationType.workflow_version_id == WorkflowVersion.id)
         .where(NotificationType.type == type_)
     ).scalar_one_or_none()
+
+
+def published_by_type() -> dict[str, WorkflowVersion | None]:
+    """Every type's key (in order) with the version its new notifications run (None: it has none yet)."""
+    rows = db.session.execute(
+        sa.select(NotificationType.type, WorkflowVersion)
+        .outerjoin(WorkflowVersion, NotificationType.workflow_version_id == WorkflowVersion.id)
+        .order_by(NotificationType.type)
+    )
+    return {type_: version for type_, version in rows}
 
 
 def draft(type_: str) -> WorkflowDraft | None:

@@ -52,7 +52,7 @@ def save_draft(actor, type_: str, document: object) -> dict:
     if draft is None:
         draft = WorkflowDraft(type=type_, steps=steps)
         db.session.add(draft)
-    draft.steps, draft.updated_by, draft.updated_at = steps, getattr(actor, "id", None), sa.func.now()
+    draft.steps, draft.updated_by, draft.updated_at = steps, _user_id(actor), sa.func.now()
     db.session.flush()
     if before != steps:
         audit.record(actor, "workflow.draft", "notification_type", type_, before={"steps": before},
@@ -118,6 +118,11 @@ def ensure_versions() -> int:
     return done
 
 
+def _user_id(actor) -> int | None:
+    """The user behind actor, for updated_by / published_by: none for an API key (its id is no user's) or the CLI."""
+    return audit.actor_of(actor)[0]
+
+
 def _columns(item: NotificationType) -> dict:
     return {name: getattr(item, name) for name in COLUMN_FIELDS}
 
@@ -136,7 +141,7 @@ def _publish(
         steps=steps,
         note=note.strip(),
         restored_from=restored_from,
-        published_by=getattr(actor, "id", None),
+        published_by=_user_id(actor),
     )
     db.session.add(row)
     db.session.flush()
