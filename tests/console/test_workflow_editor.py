@@ -83,7 +83,7 @@ def test_an_htmx_change_returns_only_the_list_and_the_diagram(client, csrf, oper
     headers = {**csrf(), "HX-Request": "true"}
     response = client.post(URL, headers=headers, data=form([IN_APP, PUSH], "add", add_kind="exit"))
     page = response.get_data(as_text=True)
-    assert response.status_code == 200 and page.lstrip().startswith("{#") is False
+    assert response.status_code == 200
     assert 'id="workflow-body"' in page and "<html" not in page and "<svg" in page
     assert 'name="steps-2-kind"' in page
 
