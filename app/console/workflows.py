@@ -59,6 +59,7 @@ class Editor:
 
     @property
     def document(self) -> dict:
+        """The steps as the workflow document parse() reads."""
         return {"steps": [_to_raw(step) for step in self.steps]}
 
     def at(self, n: int | None, name: str) -> list[str]:
@@ -73,10 +74,12 @@ class Editor:
 
     @property
     def document_problems(self) -> list[str]:
+        """The messages about the whole document (shown at the top)."""
         return [m for (step, _), messages in self.problems.items() if step is None for m in messages]
 
     @property
     def valid(self) -> bool:
+        """Whether parse() found nothing wrong."""
         return not self.problems
 
 
@@ -243,8 +246,8 @@ def _render(item, editor: Editor, status: int = 200, note: str = "", errors: lis
 def workflow_editor(type_: str):
     """The type's steps: the draft if an operator left one, else the published version."""
     item = _type_or_404(type_)
-    draft = queries.draft(type_)
-    source = draft.steps if draft else (queries.published(type_).steps if queries.published(type_) else None)
+    shown = queries.draft(type_) or queries.published(type_)
+    source = shown.steps if shown else None
     return _render(item, _check(_from_document(source) or [_blank("channel")]))
 
 
