@@ -1,7 +1,8 @@
 """The operator console: one module per screen on one blueprint (app/console/blueprint.py).
 
 overview (the landing page), announcements, notification_types, message_templates, suppressions, channels,
-api_keys, users, audit_log, campaigns, deliveries (the delivery log), dlq, dashboard, webhooks. Pages parse the
+api_keys, users, audit_log, campaigns, deliveries (the delivery log), dlq, dashboard, webhooks,
+workflows (a type's delivery steps). Pages parse the
 request, call one domain function, commit once and render; the reads and writes live in the domain
 packages (app.announcements, app.notification_types, app.message_templates, app.delivery, …).
 """
@@ -21,6 +22,7 @@ from app.console import (  # noqa: F401 - importing a page registers its routes 
     suppressions,
     users,
     webhooks,
+    workflows,
 )
 from app.console.blueprint import bp
 

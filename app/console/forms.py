@@ -7,7 +7,6 @@ from flask_wtf import FlaskForm
 from wtforms import (
     BooleanField,
     DateTimeLocalField,
-    FieldList,
     IntegerField,
     RadioField,
     SelectField,
@@ -34,15 +33,7 @@ from app.limits import (
     TITLE_MAX,
     TYPE_KEY_MAX,
 )
-from app.notification_types.service import (
-    AGGREGATION_MAX_SECONDS,
-    CAP_MAX,
-    EMAIL_FREQUENCY_LABELS,
-    ESCALATE_UNLESS_LABELS,
-    SMS_MAX_SEGMENTS,
-    TIMING_MAX_SECONDS,
-    TYPE_KEY_RE,
-)
+from app.notification_types.service import SMS_MAX_SEGMENTS, TYPE_KEY_RE
 from app.preferences.rules import SEED_DEFAULT_COLUMNS
 from app.timezones import LOCAL_FORMAT
 
@@ -98,32 +89,8 @@ class TypeForm(FlaskForm):
     mandatory = BooleanField(lazy_gettext("Mandatory (users cannot turn it off)"))
     priority = SelectField(lazy_gettext("Priority"), choices=choices(PRIORITY_LABELS), default="default")
     confirmed = BooleanField(lazy_gettext("I understand this overrides users' choices"))
-    # Timing and routing (issue 15): every one empty/off keeps "send at once on every enabled channel".
-    escalate_after = IntegerField(
-        lazy_gettext("Escalate after (seconds)"), validators=[Optional(), NumberRange(1, TIMING_MAX_SECONDS)]
-    )
-    escalate_unless = SelectField(
-        lazy_gettext("Send the escalation only if the notification is still"),
-        choices=choices(ESCALATE_UNLESS_LABELS),
-        default="read",
-    )
-    skip_when_online = BooleanField(lazy_gettext("Skip e-mail and push while the user is online"))
+    # The timing (escalation, caps, batching, digests, channel order) is the type's workflow, on its own page.
     bypass_quiet_hours = BooleanField(lazy_gettext("Send during quiet hours"))
-    push_when_offline = BooleanField(lazy_gettext("Push only when the member's open tab did not show it"))
-    cap_count = IntegerField(
-        lazy_gettext("At most this many e-mails (and pushes)"), validators=[Optional(), NumberRange(1, CAP_MAX)]
-    )
-    cap_window = IntegerField(
-        lazy_gettext("per (seconds)"), validators=[Optional(), NumberRange(1, TIMING_MAX_SECONDS)]
-    )
-    aggregation_window = IntegerField(
-        lazy_gettext("Aggregation window (seconds)"), validators=[Optional(), NumberRange(1, AGGREGATION_MAX_SECONDS)]
-    )
-    email_frequency = SelectField(
-        lazy_gettext("E-mail by default"), choices=choices(EMAIL_FREQUENCY_LABELS), default="immediate"
-    )
-    # The order its notifications go out in: one select per place (empty: every channel in the usual order).
-    channels = FieldList(SelectField(choices=[], validate_choice=False), label=lazy_gettext("Channels, in order"))
     channel_mode = RadioField(
         lazy_gettext("Send on"),
         choices=choices(
@@ -148,32 +115,9 @@ class TypeForm(FlaskForm):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        routable = [c for c in member_channels() if c.delivers]
-        while len(self.channels) < len(routable):
-            self.channels.append_entry()
-        for place in self.channels:
-            place.choices = choices({"": gettext("—")} | {c.name: c.label for c in routable})
         self.default_channels.choices = choices(
             {c.name: c.label for c in member_channels() if c.name not in SEED_DEFAULT_COLUMNS}
         )
-
-    def route(self) -> tuple[str, ...] | None:
-        """The chosen order (None when no place is filled: every channel, in the usual order)."""
-        chosen = tuple(name for name in self.channels.data if name)
-        return chosen or None
-
-    def validate(self, extra_validators=None) -> bool:
-        """Also: a cap needs both its count and its window (Optional() would skip a validate_ method)."""
-        valid = super().validate(extra_validators)
-        count, window = self.cap_count, self.cap_window
-        if not (count.errors or window.errors) and (count.data is None) != (window.data is None):
-            window.errors = [*window.errors, gettext("Give both the number and the window, or leave both empty.")]
-            valid = False
-        route = self.route() or ()
-        if len(set(route)) != len(route):
-            self.channels.errors = [gettext("Choose each channel once in the order.")]
-            valid = False
-        return valid
 
 
 class TemplateForm(FlaskForm):

@@ -1,6 +1,8 @@
-"""Notification type pages: list, create, edit (timing and routing too; rename while unused; confirm mandatory)."""
+"""Notification type pages: list, create, edit (rename while unused; confirm mandatory); the steps: workflows.py."""
 
 from __future__ import annotations
+
+from dataclasses import asdict
 
 from flask import flash, redirect, render_template, request, url_for
 from flask_babel import gettext
@@ -10,6 +12,7 @@ from app.console.actions import run_action
 from app.console.blueprint import bp
 from app.console.forms import TypeForm
 from app.console.listing import ListArgs
+from app.console.workflow_diagram import summary as workflow_summary
 from app.delivery.channels import member_channels
 from app.models import PRIORITIES
 from app.notification_types import queries, service
@@ -20,25 +23,19 @@ SETTINGS = ("label", "description", "default_in_app", "default_email", "default_
 
 
 def _settings(form: TypeForm) -> dict:
-    timing = service.Timing(
-        escalate_after=form.escalate_after.data,
-        escalate_unless=form.escalate_unless.data,
-        skip_when_online=form.skip_when_online.data,
-        cap_count=form.cap_count.data,
-        cap_window=form.cap_window.data,
-        aggregation_window=form.aggregation_window.data,
-        email_frequency=form.email_frequency.data,
-        channels=form.route(),
+    return {name: getattr(form, name).data for name in SETTINGS} | {
+        "description": form.description.data or "",
+        "sms_max_segments": form.sms_max_segments.data,
+    }
+
+
+def _routing(form: TypeForm) -> service.Routing:
+    """What the form edits of the type's sending; its steps are the workflow editor's (app/console/workflows.py)."""
+    return service.Routing(
         channel_mode=form.channel_mode.data,
         default_channels=tuple(form.default_channels.data or ()),
         bypass_quiet_hours=form.bypass_quiet_hours.data,
-        push_when_offline=form.push_when_offline.data,
     )
-    return {name: getattr(form, name).data for name in SETTINGS} | {
-        "description": form.description.data or "",
-        "timing": timing,
-        "sms_max_segments": form.sms_max_segments.data,
-    }
 
 
 @bp.get("/types")
@@ -50,7 +47,9 @@ def types():
     mandatory = lf.choice("mandatory", ("yes", "no"), gettext("mandatory"))
     priority = lf.choice("priority", PRIORITIES, gettext("priority"))
     rows = queries.notification_types(q=q, channel=channel, mandatory=mandatory, priority=priority)
-    return render_template("console/types.html", types=rows, lf=lf, priorities=PRIORITIES)
+    return render_template(
+        "console/types.html", types=rows, lf=lf, priorities=PRIORITIES, workflow_summary=workflow_summary
+    )
 
 
 @bp.route("/types/new", methods=["GET", "POST"])
@@ -59,7 +58,9 @@ def new_type():
     form = TypeForm()
     if form.validate_on_submit():
         done = run_action(
-            lambda: service.create_type(current_user, key=form.key.data, **_settings(form)),
+            lambda: service.create_type(
+                current_user, key=form.key.data, timing=service.Timing(**asdict(_routing(form))), **_settings(form)
+            ),
             success=gettext("Type %(key)s created.", key=form.key.data),
             redirect_to=url_for("console.types"),
             form=form,
@@ -84,7 +85,12 @@ def edit_type(key: str):
         # Not run_action: a third outcome, the confirmation asked before a type turns mandatory (409).
         try:
             new_key = service.update_type(
-                current_user, key, new_key=form.key.data, confirmed=form.confirmed.data, **_settings(form)
+                current_user,
+                key,
+                new_key=form.key.data,
+                confirmed=form.confirmed.data,
+                routing=_routing(form),
+                **_settings(form),
             )
         except service.NeedsConfirmation as exc:
             overrides = exc.overrides

@@ -13,8 +13,10 @@ SELECT t.type, t.label, t.description, t.default_in_app, t.default_email, t.defa
        t.mandatory, t.priority, t.escalate_after, t.escalate_unless, t.skip_when_online, t.cap_count, t.cap_window,
        t.bypass_quiet_hours, t.push_when_offline,
        t.email_frequency, t.aggregation_window,
+       w.version AS workflow_version, w.steps AS workflow_steps,
        (SELECT count(*) FROM message_templates m WHERE m.type = t.type) AS templates
 FROM notification_types t
+LEFT JOIN workflow_versions w ON w.id = t.workflow_version_id
 {where}
 ORDER BY t.type
 LIMIT 1000

@@ -78,6 +78,15 @@ class Timing:
     push_when_offline: bool = False  # push only when no tab of the member acked the frame that showed it
 
 
+@dataclass(frozen=True)
+class Routing:
+    """What the type form edits of a type's sending besides its workflow (the steps have their own page)."""
+
+    channel_mode: str = "all"
+    default_channels: tuple[str, ...] = ()
+    bypass_quiet_hours: bool = False
+
+
 class NeedsConfirmation(Refused):
     """Turning a type mandatory overrides users' choices: the operator must confirm first."""
 
@@ -237,16 +246,22 @@ def update_type(
     confirmed: bool = False,
     timing: Timing | None = None,
     sms_max_segments: int | None = None,
+    routing: Routing | None = None,
 ) -> str:
     """Edit a type (rename only while unused); raise NeedsConfirmation before overriding users' choices.
 
-    timing=None keeps the type's timing and routing as they are, sms_max_segments=None its SMS part limit.
+    timing=None keeps the type's timing and routing as they are (its workflow, edited on its own page, too),
+    sms_max_segments=None its SMS part limit; routing (with timing=None) sets what the type form still edits.
     """
+    if timing is None and routing is not None:
+        _check_routing(Timing(**asdict(routing)))
     item = db.session.get(NotificationType, key, with_for_update=True)
     if item is None:
         raise Refused(gettext("That notification type no longer exists."))
     if key in BUILTIN_TYPES and (
-        new_key != key or not mandatory or (timing is not None and "sms" not in timing.default_channels)
+        new_key != key
+        or not mandatory
+        or any(r is not None and "sms" not in r.default_channels for r in (timing, routing))
     ):
         # Hato writes these rows itself (app/notification_types/builtin.py): a rename, an opt-out or SMS off by
         # default (the re-check would skip its rows as preference_off) would break it.
@@ -269,6 +284,8 @@ def update_type(
     _set_fields(item, label, description, default_in_app, default_email, default_push, mandatory, priority)
     if timing is not None:
         _set_timing(item, timing)
+    elif routing is not None:
+        _set_timing(item, routing)
     if sms_max_segments is not None:
         item.sms_max_segments = sms_max_segments
     db.session.flush()

@@ -1,4 +1,5 @@
-"""The console's aggregation window on a type: set, cleared, validated, audited, CSRF-protected."""
+"""The aggregation window on a type, now its workflow's batch step (console workflow editor, issue 31): set,
+cleared, validated, audited, CSRF-protected."""
 
 from __future__ import annotations
 
@@ -8,8 +9,14 @@ from app.extensions import db
 from app.models import NotificationType
 from tests.console.conftest import audit_rows, operator  # noqa: F401 (fixtures)
 from tests.factories import NotificationTypeFactory, UserFactory
+from tests.support.workflow_form import editor_form
 
-FORM = {"key": "like", "label": "Likes", "default_in_app": "y", "priority": "default", "escalate_unless": "read"}
+URL = "/console/types/like/workflow"
+STEPS = [{"kind": "channel", "channel": "in_app"}, {"kind": "channel", "channel": "email"}]
+
+
+def batched(window: str) -> list[dict]:
+    return [{"kind": "batch", "window": window}, *STEPS]
 
 
 def window_of(key: str):
@@ -18,36 +25,40 @@ def window_of(key: str):
 
 
 def test_set_show_and_clear_the_window_audited(client, csrf, operator, audit_rows):  # noqa: F811
-    response = client.post("/console/types/new", headers=csrf(), data={**FORM, "aggregation_window": "300"})
+    NotificationTypeFactory(type="like", label="Likes")
+    response = client.post(URL, headers=csrf(), data=editor_form(batched("300"), "publish"))
     assert response.status_code == 302 and window_of("like") == 300
-    assert audit_rows("type.create")[0].after["aggregation_window"] == 300
-    assert "aggregates over 300 s" in client.get("/console/types").get_data(as_text=True)
-    assert 'value="300"' in client.get("/console/types/like/edit").get_data(as_text=True)
-    response = client.post("/console/types/like/edit", headers=csrf(), data={**FORM, "aggregation_window": ""})
+    assert audit_rows("workflow.publish")[0].after["steps"]["steps"][0] == {"kind": "batch", "window": 300}
+    assert "events within 5 min" in client.get("/console/types").get_data(as_text=True)
+    assert 'value="300"' in client.get(URL).get_data(as_text=True)
+    response = client.post(URL, headers=csrf(), data=editor_form(STEPS, "publish"))
     assert response.status_code == 302 and window_of("like") is None
-    (entry,) = audit_rows("type.update")
-    assert (entry.before["aggregation_window"], entry.after["aggregation_window"]) == (300, None)
+    entry = audit_rows("workflow.publish")[-1]
+    assert entry.before["steps"]["steps"][0] == {"kind": "batch", "window": 300}
+    assert all(step["kind"] != "batch" for step in entry.after["steps"]["steps"])
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "86401", "soon"])
-def test_a_bad_window_names_the_field_and_changes_nothing(client, csrf, operator, audit_rows, value):  # noqa: F811
+def test_a_bad_window_names_the_step_and_field_and_changes_nothing(client, csrf, operator, audit_rows, value):  # noqa: F811
     NotificationTypeFactory(type="like")
-    response = client.post("/console/types/like/edit", headers=csrf(), data={**FORM, "aggregation_window": value})
-    assert response.status_code == 422
-    assert 'id="aggregation_window-error"' in response.get_data(as_text=True)
+    for op in ("save", "publish"):
+        response = client.post(URL, headers=csrf(), data=editor_form(batched(value), op))
+        assert response.status_code == 422
+        page = response.get_data(as_text=True)
+        assert 'id="step-1-window-error"' in page and "A whole number from 1 to 86400." in page
     assert window_of("like") is None and audit_rows() == []
 
 
 def test_the_window_needs_csrf(client, operator):  # noqa: F811
     NotificationTypeFactory(type="like")
-    response = client.post("/console/types/like/edit", data={**FORM, "aggregation_window": "60"})
+    response = client.post(URL, data=editor_form(batched("60"), "publish"))
     assert response.status_code in (400, 403) and window_of("like") is None
 
 
 def test_a_member_cannot_set_the_window(client, csrf, login_as):
     NotificationTypeFactory(type="like")
     login_as(UserFactory(role="member"))
-    response = client.post("/console/types/like/edit", headers=csrf(), data={**FORM, "aggregation_window": "60"})
+    response = client.post(URL, headers=csrf(), data=editor_form(batched("60"), "publish"))
     assert response.status_code in (302, 403, 404) and window_of("like") is None
 
 

@@ -9,6 +9,7 @@ from app.extensions import db
 from app.models import MessageTemplate, NotificationPreference, NotificationType
 from app.preferences.queries import resolve
 from tests.factories import NotificationFactory, NotificationTypeFactory, PreferenceFactory, UserFactory
+from tests.support.workflow_form import editor_form
 
 FORM = {
     "label": "Room booked",
@@ -133,10 +134,19 @@ def test_missing_type_is_404(client, operator):
     assert client.get("/console/types/nope/edit").status_code == 404
 
 
-# --- timing and routing (issue 15) ---------------------------------------------------------------------
+# --- timing and routing (issue 15), now the type's workflow (issue 31): edited in the workflow editor -----------
 
-TIMING = {"escalate_after": "300", "escalate_unless": "seen", "skip_when_online": "y", "cap_count": "5",
-          "cap_window": "3600"}  # fmt: skip
+# What the older TIMING fields said (escalate after 300 s unless seen, skip while online, at most 5 per hour), as
+# the editor's steps.
+TIMING = [
+    {"kind": "throttle", "count": "5", "window": "3600"},
+    {"kind": "channel", "channel": "in_app"},
+    {"kind": "delay", "delay_by": "seconds", "delay_value": "300"},
+    {"kind": "channel", "channel": "email", "read": "unseen", "offline": "y"},
+    {"kind": "channel", "channel": "push", "read": "unseen", "offline": "y"},
+]
+AT_ONCE = [{"kind": "channel", "channel": "in_app"}, {"kind": "channel", "channel": "email"},
+           {"kind": "channel", "channel": "push"}]  # fmt: skip
 
 
 def timing_of(key):
@@ -145,54 +155,61 @@ def timing_of(key):
     return (item.escalate_after, item.escalate_unless, item.skip_when_online, item.cap_count, item.cap_window)
 
 
+def publish(client, csrf, key, steps, **extra):
+    return client.post(f"/console/types/{key}/workflow", headers=csrf(), data=editor_form(steps, "publish", **extra))
+
+
 def test_new_types_keep_sending_at_once(client, csrf, operator):
     client.post("/console/types/new", headers=csrf(), data={**FORM, "key": "plain"})
     assert timing_of("plain") == (None, "read", False, None, None)
     row = client.get("/console/types").get_data(as_text=True).split('id="type-plain"')[1].split("</tr>")[0]
-    assert "At once" in row
+    # Its version 1: the inbox, then every channel at once, no wait and no rule.
+    assert "v1" in row and "/console/types/plain/workflow" in row
+    assert " → " in row and "if unread" not in row and " s " not in row
 
 
 def test_set_and_clear_timing_audited(client, csrf, operator, audit_rows):
-    response = client.post("/console/types/new", headers=csrf(), data={**FORM, **TIMING, "key": "chat"})
+    client.post("/console/types/new", headers=csrf(), data={**FORM, "key": "chat"})
+    response = publish(client, csrf, "chat", TIMING)
     assert response.status_code == 302
     assert timing_of("chat") == (300, "seen", True, 5, 3600)
-    assert audit_rows("type.create")[0].after["cap_window"] == 3600
+    (entry,) = audit_rows("workflow.publish")
+    assert entry.after["version"] == 2 and entry.after["steps"]["steps"][0] == {"kind": "throttle", "count": 5,
+                                                                                 "window": 3600}  # fmt: skip
     row = client.get("/console/types").get_data(as_text=True).split('id="type-chat"')[1].split("</tr>")[0]
-    assert "escalates after 300 s if unseen" in row and "skipped while online" in row
-    assert "at most 5 per 3,600 s" in row
+    assert "5 min" in row and "if unseen" in row and "if offline" in row and "at most 5 per 1 h" in row
 
-    page = client.get("/console/types/chat/edit").get_data(as_text=True)
-    assert 'name="escalate_after" type="number" value="300"' in page or 'value="300"' in page
+    page = client.get("/console/types/chat/workflow").get_data(as_text=True)
+    assert 'value="300"' in page and 'value="3600"' in page
 
-    # What a browser posts when the operator empties the fields and unticks the box.
-    cleared = {"escalate_after": "", "escalate_unless": "read", "cap_count": "", "cap_window": ""}
-    response = client.post("/console/types/chat/edit", headers=csrf(), data={**FORM, **cleared, "key": "chat"})
-    assert response.status_code == 302
+    # The operator takes the wait, the rules and the throttle out again.
+    assert publish(client, csrf, "chat", AT_ONCE).status_code == 302
     assert timing_of("chat") == (None, "read", False, None, None)
-    (entry,) = audit_rows("type.update")
-    assert (entry.before["escalate_after"], entry.after["escalate_after"]) == (300, None)
-    assert (entry.before["skip_when_online"], entry.after["skip_when_online"]) == (True, False)
-    assert (entry.before["cap_count"], entry.after["cap_count"]) == (5, None)
+    entry = audit_rows("workflow.publish")[-1]
+    assert (entry.before["version"], entry.after["version"]) == (2, 3)
+    assert entry.before["steps"]["steps"][2] == {"kind": "delay", "seconds": 300}
+    assert {"kind": "delay", "seconds": 300} not in entry.after["steps"]["steps"]
 
 
 @pytest.mark.parametrize(
-    "fields, field, message",
+    "step, n, field, message",
     [
-        ({"escalate_after": "0"}, "escalate_after", "Number must be between 1 and 2592000."),
-        ({"escalate_after": "soon"}, "escalate_after", "Not a valid integer value."),
-        ({"escalate_after": "60", "escalate_unless": "clicked"}, "escalate_unless", "Not a valid choice."),
-        ({"cap_count": "5"}, "cap_window", "Give both the number and the window, or leave both empty."),
-        ({"cap_window": "60"}, "cap_window", "Give both the number and the window, or leave both empty."),
-        ({"cap_count": "0", "cap_window": "60"}, "cap_count", "Number must be between 1 and 10000."),
-        ({"cap_count": "3", "cap_window": "-5"}, "cap_window", "Number must be between 1 and 2592000."),
+        ({"kind": "delay", "delay_by": "seconds", "delay_value": "0"}, 2, "delay_value", "A whole number from 1 to"),
+        ({"kind": "delay", "delay_by": "seconds", "delay_value": "soon"}, 2, "delay_value", "A whole number from 1"),
+        ({"kind": "channel", "channel": "fax"}, 2, "channel", "Choose one of"),
+        ({"kind": "throttle", "count": "5"}, 2, "window", "Give the window in seconds."),
+        ({"kind": "throttle", "window": "60"}, 2, "count", "Give how many messages the window allows."),
+        ({"kind": "throttle", "count": "0", "window": "60"}, 2, "count", "A whole number from 1 to 10000."),
+        ({"kind": "throttle", "count": "3", "window": "-5"}, 2, "window", "A whole number from 1 to 2592000."),
     ],
 )
-def test_timing_validation_names_the_field(client, csrf, operator, audit_rows, fields, field, message):
+def test_timing_validation_names_the_field(client, csrf, operator, audit_rows, step, n, field, message):
     NotificationTypeFactory(type="chat")
-    response = client.post("/console/types/chat/edit", headers=csrf(), data={**FORM, "key": "chat", **fields})
+    steps = [{"kind": "channel", "channel": "in_app"}, step, {"kind": "channel", "channel": "email"}]
+    response = publish(client, csrf, "chat", steps)
     assert response.status_code == 422
     page = response.get_data(as_text=True)
-    assert f'id="{field}-error"' in page and message in page
+    assert f'id="step-{n}-{field}-error"' in page and message in page
     assert timing_of("chat") == (None, "read", False, None, None)
     assert audit_rows() == []
 
@@ -206,31 +223,52 @@ def test_service_refuses_half_a_cap():
 
 
 def test_rename_keeps_timing(client, csrf, operator):
-    client.post("/console/types/new", headers=csrf(), data={**FORM, **TIMING, "key": "chat"})
-    response = client.post("/console/types/chat/edit", headers=csrf(), data={**FORM, **TIMING, "key": "chat_message"})
+    client.post("/console/types/new", headers=csrf(), data={**FORM, "key": "chat"})
+    publish(client, csrf, "chat", TIMING)
+    response = client.post("/console/types/chat/edit", headers=csrf(), data={**FORM, "key": "chat_message"})
     assert response.status_code == 302
     assert timing_of("chat_message") == (300, "seen", True, 5, 3600)
+    from app.workflows import queries as workflows
+
+    assert workflows.published("chat_message").version == 2  # the type form's save publishes nothing
 
 
 def test_timing_edit_needs_csrf(client, operator):
     NotificationTypeFactory(type="chat")
-    response = client.post("/console/types/chat/edit", data={**FORM, **TIMING, "key": "chat"})
+    response = client.post("/console/types/chat/workflow", data=editor_form(TIMING, "publish"))
     assert response.status_code in (400, 403)
     assert timing_of("chat") == (None, "read", False, None, None)
 
 
 def test_the_channel_order_and_mode_are_edited_in_the_console(client, csrf, operator, audit_rows):
     page = client.get("/console/types/new").get_data(as_text=True)
-    assert 'name="channels-0"' in page and 'name="channels-1"' in page and 'name="channel_mode"' in page
+    assert 'name="channels-0"' not in page and 'name="channel_mode"' in page  # the order: the workflow's steps
 
-    data = {**FORM, "key": "reply", "channels-0": "push", "channels-1": "email", "channel_mode": "first"}
+    data = {**FORM, "key": "reply", "channel_mode": "first"}
     assert client.post("/console/types/new", headers=csrf(), data=data).status_code == 302
+    steps = [{"kind": "channel", "channel": "in_app"}, {"kind": "channel", "channel": "push"},
+             {"kind": "channel", "channel": "email"}]  # fmt: skip
+    assert publish(client, csrf, "reply", steps).status_code == 302
 
     db.session.expire_all()
     item = db.session.get(NotificationType, "reply")
     assert (item.channels, item.channel_mode) == (["push", "email"], "first")
     edit = client.get("/console/types/reply/edit").get_data(as_text=True)
-    assert '<option selected value="push">' in edit.replace('value="push" selected', 'selected value="push"')
+    assert (
+        'checked id="channel_mode-1"' in edit
+        or 'value="first" checked' in edit
+        or ("checked" in edit.split('value="first"')[0].rsplit("<input", 1)[1])
+    )
+    assert "/console/types/reply/workflow" in edit and "Delivery steps: edit the workflow" in edit
+    page = client.get("/console/types/reply/workflow").get_data(as_text=True)
+    assert page.index('value="push" selected') < page.index('value="email" selected')
+
+    # Saving the type form keeps the order and the mode it shows.
+    data = {**FORM, "key": "reply", "channel_mode": "all"}
+    assert client.post("/console/types/reply/edit", headers=csrf(), data=data).status_code == 302
+    db.session.expire_all()
+    item = db.session.get(NotificationType, "reply")
+    assert (item.channels, item.channel_mode) == (["push", "email"], "all")
 
 
 def test_no_order_means_every_channel_and_a_repeated_channel_is_refused(client, csrf, operator):
@@ -240,7 +278,10 @@ def test_no_order_means_every_channel_and_a_repeated_channel_is_refused(client, 
     # No order: its first workflow version sends on every channel, in the registry's order, as steps (issue 31)
     assert (item.channels, item.channel_mode) == (["email", "push", "sms", "chat"], "all")
 
-    data = {**FORM, "key": "twice", "channels-0": "email", "channels-1": "email"}
-    response = client.post("/console/types/new", headers=csrf(), data=data)
-    assert response.status_code == 422 and "Choose each channel once" in response.get_data(as_text=True)
-    assert db.session.get(NotificationType, "twice") is None
+    twice = [{"kind": "channel", "channel": "in_app"}, {"kind": "channel", "channel": "email"},
+             {"kind": "channel", "channel": "email"}]  # fmt: skip
+    response = publish(client, csrf, "plain_order", twice)
+    page = response.get_data(as_text=True)
+    assert response.status_code == 422 and 'id="step-3-channel-error"' in page and "each channel once" in page
+    db.session.expire_all()
+    assert db.session.get(NotificationType, "plain_order").channels == ["email", "push", "sms", "chat"]
