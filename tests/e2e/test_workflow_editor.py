@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from app.extensions import db
 from tests.e2e.helpers import sign_in, wait_for_htmx
+from tests.e2e.workflow_steps import add, choose, condition, seconds, settled
 from tests.factories import NotificationTypeFactory, UserFactory
 from tests.support.axe import describe, serious_violations, settle
 
@@ -28,39 +29,6 @@ def _operator(live_server) -> str:
     return email
 
 
-def _settled(page) -> None:
-    """Wait until no htmx request is in flight (each change re-renders the list)."""
-    page.wait_for_function("() => !document.querySelector('.htmx-request')")
-
-
-def _add(page, kind: str, n: int) -> None:
-    page.get_by_label("New step").select_option(label=kind)
-    _settled(page)
-    page.get_by_role("button", name="Add step").click()
-    expect(page.locator(f"#step-{n}")).to_be_visible()
-    _settled(page)
-
-
-def _seconds(page, n: int, value: str) -> None:
-    field = page.locator(f"#step-{n}-delay_value")
-    field.fill(value)
-    field.press("Tab")  # a change event: the list is checked again
-    _settled(page)
-
-
-def _choose(page, n: int, name: str, **option) -> None:
-    page.locator(f"#step-{n}-{name}").select_option(**option)
-    _settled(page)
-
-
-def _condition(page, n: int, text: str) -> None:
-    field = page.locator(f"#step-{n}-condition")
-    field.fill(text)
-    field.press("End")  # a keyup: the condition is checked 400 ms later
-    page.wait_for_timeout(500)
-    _settled(page)
-
-
 def test_an_operator_builds_and_publishes_a_workflow(page, live_server):
     sign_in(page, _operator(live_server))
     page.goto(URL)
@@ -75,35 +43,35 @@ def test_an_operator_builds_and_publishes_a_workflow(page, live_server):
         assert button.evaluate("el => el.tagName") == "BUTTON"
         button.click()
         expect(page.locator(f"#step-{last}")).to_have_count(0)
-        _settled(page)
+        settled(page)
     expect(page.locator("#step-1-channel")).to_have_value("in_app")
 
-    _add(page, "Wait", 2)
-    _seconds(page, 2, "2")
-    _add(page, "Send on a channel", 3)
-    _choose(page, 3, "channel", value="push")
-    _choose(page, 3, "read", value="unread")
-    _add(page, "Wait", 4)
-    _seconds(page, 4, "2")
-    _add(page, "Send on a channel", 5)
-    _choose(page, 5, "channel", value="sms")
-    _choose(page, 5, "read", value="unread")
+    add(page, "Wait", 2)
+    seconds(page, 2, "2")
+    add(page, "Send on a channel", 3)
+    choose(page, 3, "channel", value="push")
+    choose(page, 3, "read", value="unread")
+    add(page, "Wait", 4)
+    seconds(page, 4, "2")
+    add(page, "Send on a channel", 5)
+    choose(page, 5, "channel", value="sms")
+    choose(page, 5, "read", value="unread")
 
     # A typo is flagged at its field as it is typed, then the fix says "valid".
-    _condition(page, 5, "data.amount >> 10000")
+    condition(page, 5, "data.amount >> 10000")
     field, status = page.locator("#step-5-condition"), page.locator("#step-5-condition-status")
     expect(field).to_have_attribute("aria-invalid", "true")
     expect(field).to_be_focused()  # the list was drawn again around the field being typed in
     expect(status).not_to_be_empty()
     expect(status).not_to_have_text("valid")
-    _condition(page, 5, "data.amount > 10000")
+    condition(page, 5, "data.amount > 10000")
     expect(status).to_have_text("valid")
     expect(field).not_to_have_attribute("aria-invalid", "true")
 
-    _add(page, "E-mail digest", 6)
-    _choose(page, 6, "frequency", value="daily")
-    _choose(page, 6, "read", value="unread")
-    _condition(page, 6, "!(data.amount > 10000)")
+    add(page, "E-mail digest", 6)
+    choose(page, 6, "frequency", value="daily")
+    choose(page, 6, "read", value="unread")
+    condition(page, 6, "!(data.amount > 10000)")
     expect(page.locator("#step-6-condition-status")).to_have_text("valid")
 
     # The diagram follows the list: six boxes and an end.
@@ -113,10 +81,10 @@ def test_an_operator_builds_and_publishes_a_workflow(page, live_server):
     # Moving a step is a labelled button too: down and back up.
     page.get_by_role("button", name="Move down: step 2").click()
     expect(page.locator("#step-2-channel")).to_have_value("push")
-    _settled(page)
+    settled(page)
     page.get_by_role("button", name="Move up: step 3").click()
     expect(page.locator("#step-3-channel")).to_have_value("push")
-    _settled(page)
+    settled(page)
 
     page.get_by_label("Note for the new version (optional)").fill("SMS for large amounts, else the digest")
     page.get_by_role("button", name="Publish").click()
@@ -140,7 +108,7 @@ def test_an_operator_builds_and_publishes_a_workflow(page, live_server):
     ]
 
     # axe, light and dark, with a problem on show (the error state must pass too).
-    _condition(page, 5, "data.amount >")
+    condition(page, 5, "data.amount >")
     found = []
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)

@@ -13,12 +13,15 @@ from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
+from playwright.sync_api import expect
 
 from app.extensions import db
 from app.inbox import service as inbox
 from app.notify.service import notify
 from app.unitofwork import commit
+from app.workflows import queries
 from tests.e2e.helpers import sign_in, wait_for_htmx
+from tests.e2e.workflow_steps import build_example, remove_all_but_in_app
 from tests.factories import NotificationTypeFactory, UserFactory
 from tests.support.push import KEYS, PushServer, add_subscription
 from tests.support.twilio_server import TwilioServer
@@ -68,15 +71,15 @@ def world(live_server, processes, sink):
         live_server.config.update(saved)
 
 
-def build_in_console(page, live_server) -> None:
-    """Publish the example as the `order` type's workflow, as an operator would (see test_workflow_editor)."""
-    with live_server.app_context():
-        from app.workflows import service
-
-        service.save_draft(None, "order", {"steps": EXAMPLE})
-        service.publish(None, "order", "the example")
-        db.session.commit()
-        db.session.remove()
+def build_in_console(page) -> None:
+    """Publish the example as the `order` type's workflow in the console's editor, as an operator does."""
+    sign_in(page, "ops@example.com")
+    page.goto("/console/types/order/workflow")
+    wait_for_htmx(page)
+    remove_all_but_in_app(page)
+    build_example(page, FIRST, SECOND)
+    page.get_by_role("button", name="Publish").click()
+    expect(page.locator("#workflow-status")).to_contain_text("Version 2 is published")
 
 
 def send(live_server, member_id: int, key: str, amount: int) -> int:
@@ -101,7 +104,8 @@ def rows(live_server, notification_id: int) -> dict[str, tuple]:
         db.session.remove()
         found = db.session.execute(
             sa.text(
-                "SELECT channel, status, coalesce(skip_reason, last_error) FROM notification_deliveries WHERE notification_id = :id"
+                "SELECT channel, status, coalesce(skip_reason, last_error) FROM notification_deliveries"
+                " WHERE notification_id = :id"
             ),
             {"id": notification_id},
         ).all()
@@ -114,7 +118,10 @@ def pushes_for(push, title: str) -> int:
 
 
 def test_each_branch_of_the_example_workflow(page, live_server, world):
-    build_in_console(page, live_server)
+    build_in_console(page)
+    with live_server.app_context():
+        assert queries.published("order").steps == {"steps": EXAMPLE}
+        db.session.remove()
     member_id, push, twilio = world["member_id"], world["push"], world["twilio"]
 
     read_first = send(live_server, member_id, "read-first", 20000)
@@ -145,5 +152,3 @@ def test_each_branch_of_the_example_workflow(page, live_server, world):
     assert [pushes_for(push, f"Order {k}") for k in ("read-first", "read-between", "large", "small")] == [0, 1, 1, 1]
     assert [m.body.splitlines()[0] for m in twilio.received_by(NUMBER)] == ["Order large"]
     assert world["sink"].messages == [] and push.rejected == []
-    wait_for_htmx  # noqa: B018 - the console half arrives with the editor (sign_in is used there)
-    sign_in  # noqa: B018
