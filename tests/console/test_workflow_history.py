@@ -55,7 +55,10 @@ def test_the_diff_shows_the_change_marked_for_screen_readers_too(client, version
     assert any("seconds: 600" in line for line in added)
     assert all(line.startswith("added:") for line in added)  # the words, not only the colour
     heading = one(page.text, "#version-2 h3").get_text()
-    assert heading == f"Changes from version 1 (lines added: {len(added)}, removed: {len(texts(page.text, '#diff-2 del'))})"
+    assert (
+        heading
+        == f"Changes from version 1 (lines added: {len(added)}, removed: {len(texts(page.text, '#diff-2 del'))})"
+    )
     assert "The first version" in one(page.text, "#version-1").get_text()
     assert "kind: delay" in one(page.text, "#version-2 .wf-yaml").get_text()
 
