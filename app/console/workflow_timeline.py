@@ -17,8 +17,10 @@ from app.console.workflow_words import OUTCOME_LABELS, offset, span, step_title
 
 WIDTH = 720
 LEFT, RIGHT, TOP = 16, 16, 12
-ROW = 30
+ROW = 34
 AXIS = 30  # room under the rows for the time labels
+CHAR_WIDTH = 6.6  # about how wide a character of the 12 px labels is, to keep them inside the picture
+WIDE_FROM = 0x2E80  # CJK and the rest from here on take about two widths
 # Axis steps in seconds, from a minute to a week: the smallest that gives at most six intervals is used.
 TICK_STEPS = (60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800)
 # The mark each outcome gets: its shape, and whether it is filled (it goes out or ends the run).
@@ -40,6 +42,7 @@ class Row:
     x0: float | None
     text: str
     text_x: float
+    text_y: float
     anchor: str
     shape: str
     filled: bool
@@ -71,6 +74,19 @@ def _tick_step(total: float) -> int:
     return next((step for step in TICK_STEPS if total / step <= 6), TICK_STEPS[-1] * ((int(total) // 604800) // 6 + 1))
 
 
+def _place(text: str, x: float | None, x0: float | None, y: float) -> tuple[float, float, str]:
+    """Where a row's words go: after its mark, else before it (a bar: before its start), else just above it."""
+    needed = sum(CHAR_WIDTH * (2 if ord(char) >= WIDE_FROM else 1) for char in text)
+    if x is None:  # not reached: the words alone, at the start
+        return LEFT, y + 4, "start"
+    start = x0 if x0 is not None else x
+    if x + 10 + needed <= WIDTH - RIGHT:
+        return round(x + 10, 1), y + 4, "start"
+    if start - 10 - needed >= 0:
+        return round(start - 10, 1), y + 4, "end"
+    return round(max(start, LEFT), 1), y - 8, "start"
+
+
 def timeline(workflow, outcomes: list, start: datetime) -> Timeline:
     """Lay out the test run of workflow (its outcomes, in step order) that starts at start."""
     seconds = [(o.at - start).total_seconds() for o in outcomes if o.at is not None]
@@ -91,13 +107,8 @@ def timeline(workflow, outcomes: list, start: datetime) -> Timeline:
         x0 = None
         if o.kind == "delay" and o.at is not None:
             x0, cursor = x_of(cursor), o.at
-        if x is None:  # not reached: the words alone, at the start
-            text_x, anchor = LEFT, "start"
-        elif x > WIDTH * 0.55:
-            text_x, anchor = round((x0 if x0 is not None else x) - 10, 1), "end"
-        else:
-            text_x, anchor = round(x + 10, 1), "start"
-        chart.rows.append(Row(o.position, o.outcome, y, x, x0, text, text_x, anchor, shape, filled))
+        text_x, text_y, anchor = _place(text, x, x0, y)
+        chart.rows.append(Row(o.position, o.outcome, y, x, x0, text, text_x, text_y, anchor, shape, filled))
     if total > 0:
         step = _tick_step(total)
         chart.ticks = [Tick(round(LEFT + t * scale, 1), offset(t)) for t in range(0, int(total) + 1, step)]

@@ -172,3 +172,23 @@ def test_payload_values_and_conditions_are_escaped(client, operator, payment, ru
     assert evil in texts(page.text, "#trial-table code")[0]
     nope = run(member=evil)
     assert "<script>alert(1)" not in nope.text
+
+
+def test_the_timeline_keeps_every_label_inside_the_picture(app):
+    from app.console.workflow_timeline import WIDTH, timeline
+    from app.workflows.definition import parse
+    from app.workflows.simulate import Member, run
+
+    workflow = parse(EXAMPLE)
+    start = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
+    member = Member("m-1", "en", "UTC", channels_on=frozenset({"in_app", "push", "sms", "email"}),
+                    reachable=frozenset({"in_app", "push", "sms", "email"}))  # fmt: skip
+    with app.test_request_context():
+        chart = timeline(workflow, run(workflow, {"amount": 20000}, member, start), start)
+    assert [r.outcome for r in chart.rows] == ["shown", "waits", "sent", "waits", "sent", "skipped"]
+    assert [t.label for t in chart.ticks][:2] == ["at once", "+1 h"]
+    for row in chart.rows:
+        width = len(row.text) * 6.6
+        left = row.text_x - width if row.anchor == "end" else row.text_x
+        assert 0 <= left and left + width <= WIDTH, row
+    assert chart.summary == "6 steps over 4 h 30 min. 3 go out."
