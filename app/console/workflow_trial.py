@@ -24,7 +24,7 @@ from app.console.workflow_words import offset
 from app.limits import EXTERNAL_ID_MAX, SAMPLE_MAX
 from app.notification_types import queries as type_queries
 from app.workflows import queries, simulate
-from app.workflows.definition import parse
+from app.workflows.definition import WorkflowInvalid, parse
 from app.workflows.members import member as find_member
 
 READ_AFTER_MAX = 365 * 86400
@@ -79,20 +79,32 @@ def workflow_trial(type_: str):
             form.member.errors = [gettext("No member has this external id.")]
         else:
             chosen = draft if form.which.data == "draft" else published
-            workflow = parse(chosen.steps)
-            now = db_now()
-            outcomes = simulate.run(workflow, form.sample.payload, member, now, form.read_after.data)
-            run = {
-                "version": None if form.which.data == "draft" else published.version,
-                "rows": [
-                    (step, o, None if o.at is None else offset((o.at - now).total_seconds()))
-                    for step, o in zip(workflow.steps, outcomes, strict=True)
-                ],
-                "timeline": timeline(workflow, outcomes, now),
-                "member": member,
-                "read_after": form.read_after.data,
-            }
-    status = 422 if form.errors else 200
+            try:
+                workflow = parse(chosen.steps)
+            except WorkflowInvalid as error:  # a channel taken out of the registry since it was saved
+                form.which.errors = [gettext("This workflow no longer checks: %(error)s", error=str(error))]
+                return _page(item, form, None, options), 422
+            run = _result(workflow, form, member, None if form.which.data == "draft" else published.version)
+    return _page(item, form, run, options), 422 if form.errors else 200
+
+
+def _result(workflow, form: TrialForm, member, version: int | None) -> dict:
+    """The test run from now: each step with its outcome and when (relative too), the picture, what was assumed."""
+    now = db_now()
+    outcomes = simulate.run(workflow, form.sample.payload, member, now, form.read_after.data)
+    return {
+        "version": version,
+        "rows": [
+            (step, o, None if o.at is None else offset((o.at - now).total_seconds()))
+            for step, o in zip(workflow.steps, outcomes, strict=True)
+        ],
+        "timeline": timeline(workflow, outcomes, now),
+        "member": member,
+        "read_after": form.read_after.data,
+    }
+
+
+def _page(item, form: TrialForm, run: dict | None, options: dict) -> str:
     return render_template(
         "console/workflow_trial.html", item=item, form=form, run=run, has_workflow=bool(options), words=workflow_words
-    ), status
+    )

@@ -192,3 +192,13 @@ def test_the_timeline_keeps_every_label_inside_the_picture(app):
         left = row.text_x - width if row.anchor == "end" else row.text_x
         assert 0 <= left and left + width <= WIDTH, row
     assert chart.summary == "6 steps over 4 h 30 min. 3 go out."
+
+
+def test_a_stored_workflow_that_no_longer_checks_is_an_error_not_a_crash(client, operator, payment, run):
+    from app.models import WorkflowDraft
+
+    db.session.add(WorkflowDraft(type="payment", steps={"steps": [{"kind": "channel", "channel": "pigeon"}]}))
+    db.session.flush()
+    page = run(which="draft")
+    assert page.status_code == 422
+    assert "This workflow no longer checks" in one(page.text, "fieldset .field__error").get_text()
