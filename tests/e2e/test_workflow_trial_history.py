@@ -102,7 +102,7 @@ def test_a_test_run_then_a_rollback_through_the_history(page, live_server):
     expect(page.locator("#diff-2 ins").first).to_be_visible()
     _axe(page, "history: ")
 
-    page.get_by_role("button", name="Roll back to version 1").click()
+    page.locator("#version-1").get_by_role("button", name="Roll back to this version").click()
     expect(page.locator("h1")).to_contain_text("Roll back to version 1?")
     _axe(page, "rollback confirmation: ")
     page.get_by_role("button", name="Publish version 3").click()
