@@ -1,20 +1,21 @@
 """A workflow's test run and history in a real browser: the issue's example run for a large and a small amount
 (the SMS sent in one, skipped by its condition in the other, swapped in by htmx), a field error in place, a
-rollback to version 1 through the history (asked first, published as version 3); axe in light and dark; 375 px."""
+rollback to version 1 through the history (asked first, published as version 3); axe in light and dark; 375 px.
+And a notification's run on the delivery page, checked by axe too."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from playwright.sync_api import expect
 
 from app.extensions import db
-from app.models import PushSubscription
-from app.workflows import service
+from app.models import PushSubscription, WorkflowStep
+from app.workflows import queries, service
 from tests.e2e.helpers import sign_in
 from tests.e2e.test_phone_layout import OVERFLOW, SMALL_TARGETS
-from tests.factories import NotificationTypeFactory, UserFactory
+from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
 from tests.support.axe import COLOUR_OPTIONS, describe, serious_violations, settle
 
 pytestmark = pytest.mark.e2e
@@ -135,3 +136,26 @@ def test_the_test_run_and_the_history_hold_at_375_px(browser, live_server):
             _axe(page, f"{where} at 375 px: ")
     finally:
         context.close()
+
+
+def test_a_notifications_run_on_the_delivery_page(page, live_server):
+    email = _world(live_server)
+    with live_server.app_context():
+        version = queries.published("payment")
+        steps = {s.position: s.id for s in db.session.query(WorkflowStep).filter_by(version_id=version.id)}
+        created = datetime.now(UTC) - timedelta(hours=1)
+        n = NotificationFactory(user_id=UserFactory().id, type="payment", created_at=created,
+                                workflow_version_id=version.id, data={"amount": 500})  # fmt: skip
+        push = DeliveryFactory(notification_id=n.id, channel="push", status="sent", attempts=1,
+                               sent_at=created + timedelta(minutes=30), workflow_step_id=steps[3])  # fmt: skip
+        DeliveryFactory(notification_id=n.id, channel="sms", status="skipped", skip_reason="condition",
+                        workflow_step_id=steps[5])  # fmt: skip
+        db.session.commit()
+        push_id = push.id
+        db.session.remove()
+    sign_in(page, email)
+    page.goto(f"/console/deliveries/{push_id}")
+    expect(page.locator("#run-title")).to_have_text("Workflow version 2")
+    expect(page.locator("#run-step-3")).to_have_attribute("aria-current", "true")
+    expect(page.locator("#run-step-5")).to_contain_text("condition false")
+    _axe(page, "delivery page with its run: ")
