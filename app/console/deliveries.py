@@ -1,4 +1,5 @@
-"""The delivery log: search by user, type, channel, status and time; one delivery's attempts and content."""
+"""The delivery log: search by user, type, channel, status and time; one delivery's attempts, content and the
+workflow run of its notification."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def deliveries():
 
 @bp.get("/deliveries/<int:delivery_id>")
 def delivery(delivery_id: int):
-    """One delivery: its state, the timeline of its attempts, and what was rendered for it."""
+    """One delivery: its state, the timeline of its attempts, what was rendered for it, and its notification's run."""
     row = ledger_queries.delivery(delivery_id)
     if row is None:
         return render_template("console/missing.html", what="delivery"), 404

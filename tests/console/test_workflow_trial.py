@@ -202,3 +202,29 @@ def test_a_stored_workflow_that_no_longer_checks_is_an_error_not_a_crash(client,
     page = run(which="draft")
     assert page.status_code == 422
     assert "This workflow no longer checks" in one(page.text, "fieldset .field__error").get_text()
+
+
+@pytest.mark.parametrize(
+    "code, words",
+    [
+        ("preference_off", "the member turned this channel off"),
+        ("read", "read by then"),
+        ("condition", "condition false"),
+        ("condition: no such key: amount", "condition false: no such key: amount"),
+        ("quiet_hours", "held for quiet hours"),
+        ("no_sms_target", "nowhere to send"),
+        ("something_new", "something_new"),  # a code without words yet is shown as it is
+        (None, ""),
+    ],
+)
+def test_reasons_read_as_words(app, code, words):
+    from app.console.workflow_words import offset, reason_text
+
+    with app.test_request_context():
+        assert reason_text(code) == words
+        assert (offset(0), offset(1800), offset(16200), offset(93784)) == (
+            "at once",
+            "+30 min",
+            "+4 h 30 min",
+            "+1 d 2 h",
+        )
