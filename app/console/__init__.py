@@ -1,9 +1,10 @@
 """The operator console: one module per screen on one blueprint (app/console/blueprint.py).
 
 overview (the landing page), announcements, notification_types, message_templates, suppressions, channels,
-api_keys, users, audit_log, campaigns, deliveries (the delivery log), dlq, dashboard, webhooks,
-workflows (a type's delivery steps). Pages parse the
-request, call one domain function, commit once and render; the reads and writes live in the domain
+api_keys, users, audit_log, campaigns, deliveries (the delivery log, with a notification's workflow run), dlq,
+dashboard, webhooks, workflows (a type's delivery steps), workflow_trial (a workflow's test run),
+workflow_history (its versions, diffs, rollback).
+Pages parse the request, call one domain function, commit once and render; the reads and writes live in the domain
 packages (app.announcements, app.notification_types, app.message_templates, app.delivery, …).
 """
 
@@ -22,6 +23,8 @@ from app.console import (  # noqa: F401 - importing a page registers its routes 
     suppressions,
     users,
     webhooks,
+    workflow_history,
+    workflow_trial,
     workflows,
 )
 from app.console.blueprint import bp

@@ -1,4 +1,5 @@
-"""The delivery log: search by user, type, channel, status and time; one delivery's attempts and content."""
+"""The delivery log: search by user, type, channel, status and time; one delivery's attempts, content and the
+workflow run of its notification."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from flask import make_response, render_template, request
 from flask_babel import gettext
 
 from app import telemetry
+from app.console import workflow_words
 from app.console.blueprint import bp, operator_zone
 from app.console.listing import channel_choice, checked_choice, page_args, time_window
 from app.delivery import ledger_queries
@@ -54,7 +56,7 @@ def deliveries():
 
 @bp.get("/deliveries/<int:delivery_id>")
 def delivery(delivery_id: int):
-    """One delivery: its state, the timeline of its attempts, and what was rendered for it."""
+    """One delivery: its state, the timeline of its attempts, what was rendered for it, and its notification's run."""
     row = ledger_queries.delivery(delivery_id)
     if row is None:
         return render_template("console/missing.html", what="delivery"), 404
@@ -66,6 +68,8 @@ def delivery(delivery_id: int):
             chain=ledger_queries.chain(row["notification_id"], row["user_id"]) if row["route_rank"] is not None else [],
             events=notification_events(row["notification_id"]),
             trace_id=telemetry.trace_id_of(row["traceparent"]),
+            run=ledger_queries.workflow_run(row),
+            words=workflow_words,
         )
     )
     # Rendered HTML is shown in a sandboxed srcdoc iframe, which inherits this page's CSP: inline

@@ -18,6 +18,7 @@ from app.filters import Filters, Where, keyset_page
 from app.models import DELIVERY_STATUSES
 from app.pagination import Page, id_cursor, is_id
 from app.sqltext import like_prefix
+from app.workflows.trace import notification_trace
 
 PAGE_SIZE = 50
 LOG_STATUSES = DELIVERY_STATUSES
@@ -175,7 +176,8 @@ DELIVERY_SQL = sa.text(
 SELECT {ROW_COLUMNS}, d.provider_message_id, d.provider_status_at, d.locked_until,
        d.rendered_subject, d.rendered_body,
        n.body, n.link_path, n.data, n.in_app, n.read_at, n.dedupe_key, n.created_at AS notification_created_at,
-       n.traceparent, u.display_name, u.locale, u.timezone, t.label AS type_label, t.priority, c.name AS campaign_name
+       n.window_ends_at, n.workflow_version_id, n.traceparent,
+       u.display_name, u.locale, u.timezone, t.label AS type_label, t.priority, c.name AS campaign_name
 FROM notification_deliveries d
 JOIN notifications n ON n.id = d.notification_id
 JOIN users u ON u.id = n.user_id
@@ -227,6 +229,32 @@ def delivery(delivery_id: int):
     if not is_id(delivery_id):
         return None
     return db.session.execute(DELIVERY_SQL, {"id": delivery_id}).mappings().first()
+
+
+# The notification's ledger rows as its workflow run reads them (app/workflows/trace.py): each names its step.
+RUN_ROWS_SQL = sa.text(
+    """
+SELECT id, channel, status, skip_reason, error_kind, next_attempt_at, sent_at, updated_at, attempts, workflow_step_id
+FROM notification_deliveries
+WHERE notification_id = :id
+"""
+)
+
+
+def workflow_run(d) -> dict | None:
+    """The run of delivery d's notification ({version, steps}), or None for one from before workflows."""
+    if d["workflow_version_id"] is None:
+        return None
+    rows = list(db.session.execute(RUN_ROWS_SQL, {"id": d["notification_id"]}).mappings())
+    notification = {
+        "workflow_version_id": d["workflow_version_id"],
+        "created_at": d["notification_created_at"],
+        "window_ends_at": d["window_ends_at"],
+        "in_app": d["in_app"],
+        "data": d["data"],
+        "timezone": d["timezone"],
+    }
+    return notification_trace(notification, rows)
 
 
 def attempts(delivery_id: int) -> list:
