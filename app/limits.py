@@ -25,6 +25,7 @@ APP_VERSION_MAX = 64
 DATA_KEY_MAX = 100  # a key of a notification's data
 DATA_TEXT_MAX = 10_000  # a text value in a notification's data
 DATA_MAX_BYTES = 10_000  # a campaign's data as JSON
+PROPERTIES_MAX_BYTES = 4_096  # a member's properties as JSON (PUT /v1/users): workflow conditions read them
 TEMPLATE_MAX = 100_000  # one part of a message template
 TEMPLATE_SUBJECT_MAX = 2_000
 SAMPLE_MAX = 20_000  # the template editor's sample data

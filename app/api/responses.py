@@ -193,6 +193,8 @@ class UserOut(BaseModel):
     phone: str | None = Field(description="E.164.")
     phone_verified: bool = Field(description="Whether SMS may go to the number (verified, and not refused).")
     sms_opt_in: bool = Field(description="The member's consent to SMS in force.")
+    properties: dict[str, Any] = Field(description="What the product said of the member (workflow conditions read "
+                                       "them as recipient.properties).")  # fmt: skip
 
 
 class LoginLinkOut(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
 
@@ -68,6 +69,7 @@ PHONE_MESSAGE = lazy_gettext(
 PHONE_PATTERN = r"^\+?[0-9０-９ ()\-.ー－]{3,40}$"
 RECIPIENTS_MESSAGE = lazy_gettext("send either recipients (a list) or recipient (one id)")
 CHANNELS_REPEAT_MESSAGE = lazy_gettext("name each channel once")
+PROPERTIES_MESSAGE = lazy_gettext("must be at most %(max)s bytes as JSON", max=limits.PROPERTIES_MAX_BYTES)
 
 # Field messages are in the reader's language (Accept-Language); the field names they are filed under never
 # change. Lazy: each is translated when a problem document is written (field_errors). By pattern, or by the
@@ -304,8 +306,20 @@ class UserIn(_In):
         json_schema_extra=absent_by_default,
     )
 
+    properties: dict[DataKey, JsonValue] = Field(
+        None,
+        description="What your product knows of the member that workflow conditions may test, such as "
+        '{"plan": "pro"} (read as recipient.properties.plan). Replaced whole; at most '
+        f"{limits.PROPERTIES_MAX_BYTES} bytes as JSON.",
+        json_schema_extra=absent_by_default,
+    )
+
     def changes(self) -> dict:
         """The fields the request actually sent, the phone number as E.164."""
+        # The size of an object is no JSON Schema rule: a schema-shaped body over it is a business 422.
+        if self.properties is not None and len(json.dumps(self.properties).encode()) > limits.PROPERTIES_MAX_BYTES:
+            errors = [{"field": "properties", "message": str(PROPERTIES_MESSAGE)}]
+            raise ApiError(422, gettext("These properties are too large to keep."), errors=errors)
         changes = self.model_dump(include=self.model_fields_set)
         if changes.get("phone") is not None:
             changes["phone"] = e164(changes["phone"])

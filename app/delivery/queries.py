@@ -32,6 +32,7 @@ SELECT d.id, d.channel, d.attempts, d.locked_until, d.route_rank, d.created_at, 
        d.escalation, n.read_at IS NOT NULL AS read, coalesce(n.created_at <= ls.seen_at, false) AS seen,
        coalesce(ws.if_offline, t.skip_when_online) AS skip_when_online, t.cap_count, t.cap_window,
        ws.position AS step, ws.condition, ws.exits, u.external_id,
+       CASE WHEN ws.condition IS NOT NULL OR cardinality(ws.exits) > 0 THEN u.properties END AS properties,
        CASE WHEN t.mandatory THEN 'immediate' ELSE coalesce(
          (SELECT dp.frequency FROM digest_preferences dp WHERE dp.user_id = u.id AND dp.type = t.type),
          t.email_frequency) END AS frequency
@@ -109,6 +110,7 @@ class BatchRow:
     condition: str | None = None  # and the exit conditions before it (app/workflows): checked when it is due
     exits: list[str] | None = None
     external_id: str | None = None
+    properties: dict | None = None  # the member's properties, loaded only for a step with conditions
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from datetime import datetime, time
 
 import sqlalchemy as sa
 from flask_login import UserMixin
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 from werkzeug.security import check_password_hash, generate_password_hash
 
@@ -34,6 +35,8 @@ class User(UserMixin, db.Model):
     display_name: Mapped[str] = mapped_column(sa.Text, server_default="")
     locale: Mapped[str | None] = mapped_column(sa.Text)  # NULL: not chosen (Accept-Language, then DEFAULT_LOCALE)
     timezone: Mapped[str] = mapped_column(sa.Text, server_default="UTC")
+    # What the product says of the member (PUT /v1/users), for workflow conditions as recipient.properties (0034).
+    properties: Mapped[dict] = mapped_column(JSONB, server_default=sa.text("'{}'::jsonb"))
     role: Mapped[str] = mapped_column(sa.Text, server_default="member")
     password_hash: Mapped[str | None] = mapped_column(sa.Text)
     quiet_hours_start: Mapped[time | None] = mapped_column(sa.Time)

@@ -24,7 +24,8 @@ FORMAT_VERSION = 1
 
 PROFILE_SQL = sa.text(
     """SELECT external_id, email, display_name, locale, timezone, quiet_hours_start, quiet_hours_end,
-              digest_time, created_at, phone, phone_verified_at, sms_opt_in, sms_opt_in_at, sms_consent_source
+              digest_time, created_at, phone, phone_verified_at, sms_opt_in, sms_opt_in_at, sms_consent_source,
+              properties
        FROM users WHERE id = :user_id"""
 )
 CONSENTS_SQL = sa.text(

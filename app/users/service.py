@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import sqlalchemy as sa
 from flask import current_app
 from flask_babel import gettext
@@ -112,7 +114,7 @@ def save_account(actor, email: str, password: str | None, **fields) -> User:
 
 # --- members, the product's recipients (the API) -----------------------------------------------
 
-USER_FIELDS = ("email", "display_name", "locale", "timezone", "phone", "sms_opt_in")
+USER_FIELDS = ("email", "display_name", "locale", "timezone", "phone", "sms_opt_in", "properties")
 
 # What a changed field also sets: a number the product's server sends counts as verified by it (kept when it is
 # the number already there), and one that changes is no longer refused; a change of consent is stamped 'api'.
@@ -160,15 +162,15 @@ def _upsert_sql(changed: list[str]) -> sa.TextClause:
     return sa.text(
         f"""
 INSERT INTO users (external_id, email, display_name, locale, timezone, phone, phone_verified_at, sms_opt_in,
-                   sms_opt_in_at, sms_consent_source)
+                   sms_opt_in_at, sms_consent_source, properties)
 VALUES (:external_id, :email, :display_name, :locale, :timezone, :phone,
         CASE WHEN CAST(:phone AS text) IS NOT NULL THEN now() END, :sms_opt_in,
-        CASE WHEN :consent_sent THEN now() END, CASE WHEN :consent_sent THEN 'api' END)
+        CASE WHEN :consent_sent THEN now() END, CASE WHEN :consent_sent THEN 'api' END, CAST(:properties AS jsonb))
 ON CONFLICT (external_id) DO UPDATE SET {assignments or "external_id = EXCLUDED.external_id"}
 WHERE users.role = 'member'
 RETURNING external_id, email, display_name, locale, timezone, phone,
           phone IS NOT NULL AND phone_verified_at IS NOT NULL AND phone_invalidated_at IS NULL AS phone_verified,
-          sms_opt_in, (xmax = 0) AS created
+          sms_opt_in, properties, (xmax = 0) AS created
 """
     )
 
@@ -187,6 +189,7 @@ def upsert_member(external_id: str, changes: dict) -> tuple[dict, bool]:
         "phone": None,
         "sms_opt_in": False,
         **changes,
+        "properties": json.dumps(changes.get("properties") or {}, separators=(",", ":")),
         "external_id": external_id,
         "consent_sent": "sms_opt_in" in changes,
     }

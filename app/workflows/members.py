@@ -12,7 +12,7 @@ from app.workflows.simulate import Member
 # each channel, app/delivery/channels; in-app always does).
 MEMBER_SQL = sa.text(
     """
-SELECT u.id, u.external_id, u.locale, u.timezone, u.quiet_hours_start, u.quiet_hours_end,
+SELECT u.id, u.external_id, u.locale, u.timezone, u.quiet_hours_start, u.quiet_hours_end, u.properties,
        coalesce(u.email, '') <> '' AND NOT EXISTS (
          SELECT 1 FROM email_suppressions s WHERE s.address = lower(btrim(u.email))) AS email,
        push_reachable(u.id) AS push, sms_reachable(u.id) AS sms,
@@ -37,4 +37,5 @@ def member(external_id: str, type_: str):
         quiet_hours_end=row["quiet_hours_end"],
         channels_on=frozenset(channels_on([row["id"]], type_).get(row["id"], set())),
         reachable=frozenset(reachable),
+        properties=row["properties"] or {},
     )

@@ -28,6 +28,7 @@ class Member:
     quiet_hours_end: time | None = None
     channels_on: frozenset[str] = frozenset()  # channels the member has on for the type (preferences resolved)
     reachable: frozenset[str] = frozenset()  # channels with somewhere to go (an address, a number, a device…)
+    properties: dict = field(default_factory=dict)  # what the product said of the member (PUT /v1/users)
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,12 @@ def _context(data: dict, member: Member, read_at: datetime | None, at: datetime)
     read = read_at is not None and read_at <= at
     return {
         "data": data,
-        "recipient": {"external_id": member.external_id, "locale": member.locale, "timezone": member.timezone},
+        "recipient": {
+            "external_id": member.external_id,
+            "locale": member.locale,
+            "timezone": member.timezone,
+            "properties": member.properties,
+        },
         "notification": {"read": read, "seen": read},
         "tenant": {},
     }

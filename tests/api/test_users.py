@@ -28,6 +28,7 @@ def test_put_creates_a_member_with_defaults(api):
         "phone": None,
         "phone_verified": False,
         "sms_opt_in": False,
+        "properties": {},
     }
     row = _user("u-1")
     assert row["role"] == "member" and row["password_hash"] is None
@@ -46,7 +47,24 @@ def test_put_again_updates_only_the_fields_sent(api):
         "phone": None,
         "phone_verified": False,
         "sms_opt_in": False,
+        "properties": {},
     }
+
+
+def test_properties_are_set_replaced_whole_and_kept_when_left_out(api):
+    assert api.put("/v1/users/u-3", {"properties": {"plan": "pro", "seats": 12}}).get_json()["properties"] == {
+        "plan": "pro", "seats": 12}  # fmt: skip
+    assert api.put("/v1/users/u-3", {"locale": "ja"}).get_json()["properties"] == {"plan": "pro", "seats": 12}
+    assert api.put("/v1/users/u-3", {"properties": {"plan": "free"}}).get_json()["properties"] == {"plan": "free"}
+    assert _user("u-3")["properties"] == {"plan": "free"}
+
+
+def test_properties_over_their_size_are_422_naming_the_field_and_change_nothing(api):
+    api.put("/v1/users/u-4", {"properties": {"plan": "pro"}})
+    response = api.put("/v1/users/u-4", {"properties": {"notes": "x" * 5000}})
+    assert response.status_code == 422
+    assert [e["field"] for e in response.get_json()["errors"]] == ["properties"]
+    assert _user("u-4")["properties"] == {"plan": "pro"}
 
 
 def test_email_null_removes_the_address(api):

@@ -232,3 +232,16 @@ def test_in_a_first_chain_an_exit_closes_the_rest(app, ada, fake_provider, monke
 
     assert chain_rows(result.recipients[0].notification_id) == [
         ("push", "skipped", "workflow_exit"), ("email", "skipped", "workflow_exit")]  # fmt: skip
+
+
+def test_a_condition_reads_the_members_properties(app, order_type, fake_provider):
+    UserFactory(external_id="pro", email="pro@example.com", properties={"plan": "pro"})
+    UserFactory(external_id="free", email="free@example.com", properties={"plan": "free"})
+    pro_only = {"kind": "channel", "channel": "email", "condition": "recipient.properties.plan == 'pro'"}
+    publish("order", [{"kind": "channel", "channel": "in_app"}, pro_only])
+    notify(["pro", "free"], type_="order", title="Plans", body="b", dedupe_key="plans")
+    db.session.commit()
+
+    rows = db.session.scalars(sa.select(NotificationDelivery).order_by(NotificationDelivery.id)).all()
+    assert deliver_batch("email", [r.id for r in rows]) == {"claimed": 2, "sent": 1, "skipped": 1}
+    assert [m.to for m in fake_provider.sent] == ["pro@example.com"]
