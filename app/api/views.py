@@ -92,7 +92,7 @@ def api_error(error: ApiError):
     return response
 
 
-bp.register_error_handler(bodies.BadInput, bodies.refused)
+bp.register_error_handler(bodies.BadInput, workflows.refused)
 
 
 @bp.errorhandler(NotifyError)

@@ -11,6 +11,7 @@ import re
 from datetime import datetime
 from typing import Literal
 
+from flask import request
 from flask_babel import gettext
 from pydantic import BaseModel, Field
 
@@ -20,7 +21,8 @@ from app.api.schemas import ApiError
 from app.notification_types import queries as types
 from app.refusal import Refused
 from app.unitofwork import commit
-from app.web.bodies import JsonBody, absent_by_default, text
+from app.web import bodies
+from app.web.bodies import BadInput, JsonBody, absent_by_default, text
 from app.web.documented import documented
 from app.workflows import queries, service
 from app.workflows.definition import (
@@ -124,6 +126,19 @@ def _workflow(type_: str) -> WorkflowOut:
 def _version(row) -> VersionOut:
     return VersionOut(type=row.type, version=row.version, steps=row.steps["steps"], note=row.note,
                       restored_from=row.restored_from, published_at=row.published_at)  # fmt: skip
+
+
+STEP_FIELD = re.compile(r"^steps\.(\d+)(\.|$)")
+
+
+def refused(error: BadInput):
+    """The API's problem document for a body it will not take; a workflow step's field also names the step (from
+    1), as the checks after the schema's do, so a client reads one shape whichever found the problem."""
+    for item in error.errors or ():
+        found = STEP_FIELD.match(item.get("field", ""))
+        if found and request.path.startswith("/v1/workflows/"):
+            item["step"] = int(found.group(1)) + 1
+    return bodies.refused(error)
 
 
 def invalid(error: WorkflowInvalid) -> ApiError:
