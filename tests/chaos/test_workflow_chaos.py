@@ -21,8 +21,10 @@ from collections import Counter
 
 import pytest
 import sqlalchemy as sa
+from rq import Worker
 
-from app.extensions import db
+from app.announcements.live import watermark_key
+from app.extensions import db, redis
 from app.inbox import service as inbox
 from app.notify.service import notify
 from app.workflows import service as workflows
@@ -85,6 +87,10 @@ def test_kill_9_worker_and_a_sweeper_mid_release_sends_each_unread_step_once(app
     worker = stack["start"]("worker1", "worker")
 
     with app.app_context():
+        # The steps fall due while everything runs: a worker is listening and a sweeper pass has run (each moves
+        # the announcement watermark, app/announcements/live.py).
+        wait_for(lambda: Worker.all(connection=redis.client()), 30, "the worker to start")
+        wait_for(lambda: redis.client().get(watermark_key()) is not None, 30, "a sweeper pass")
         refs = [f"wfc-{i}" for i in range(1, MEMBERS + 1)]
         size = MEMBERS // CALLS
         late_reads = 0
