@@ -16,12 +16,14 @@ A type `wf-bench` runs the workflow published through app.workflows.service (sav
            e-mail row is skipped with reason 'read' (the table says how many reads landed inside the delay).
   (a) raw  one INSERT … SELECT of the due ledger rows (pending, next_attempt_at passed: the same rows the
            release takes) into wf_due_scratch, a table LIKE notification_deliveries with its defaults and
-           indexes, updated_at = now(): writing the same rows, full width, with the same indexes, in one
-           statement; committed. Run before and after (b); the faster counts.
+           indexes (no foreign keys: stamping a row checks none either): writing the same rows, full width, with
+           the same indexes, in one statement; committed. Run before and after (b); the faster counts. For the
+           table only, one in-place UPDATE of the same ledger rows (values unchanged) is timed too.
   (b) release  once every step is due: app.delivery.service.take_due() with the sweeper's parameters
            (SWEEP_REQUEUE_AFTER_SECONDS, SWEEP_LIMIT, idle_queues()), committed with app.unitofwork.commit(),
            repeatedly until a pass finds nothing. Timed: each take_due statement, its commit and the hand-off
-           of its jobs to Redis (idle_queues() and the final empty pass are not).
+           of its jobs to Redis (idle_queues() and the final empty pass are not). No worker runs meanwhile, so
+           the rows taken stay pending, as in a burst the workers cannot keep up with.
   deliver  --workers real `flask --app wsgi worker` processes send the released e-mails to an aiosmtpd sink in
            its own process (tests/support/smtp.py) on 127.0.0.1; counted by Message-ID (one per ledger row, and
            one e-mail row per notification): every unread notification's e-mail exactly once, none for a read one,
