@@ -42,6 +42,7 @@ import os
 import sys
 import tempfile
 import time
+import traceback
 from collections import Counter
 from pathlib import Path
 
@@ -296,6 +297,8 @@ class Bench:
             self._count()
 
     def _arrived(self) -> int:
+        if not self.sink_log.exists():  # the sink writes it with the first message
+            return 0
         with open(self.sink_log, "rb") as log:
             return sum(chunk.count(b"\n") for chunk in iter(lambda: log.read(1 << 16), b""))
 
@@ -336,8 +339,10 @@ def run(args, workdir: Path) -> dict:
         bench.rewrite()
         bench._settle()
         bench.deliver()
-    except Stalled as exc:
-        bench.f["stalled"] = str(exc)
+    except Exception as exc:  # noqa: BLE001 - a stall or an error: report what was measured, then fail
+        if not isinstance(exc, Stalled):
+            traceback.print_exc()
+        bench.f["stalled"] = str(exc) or type(exc).__name__
         try:
             bench._count() if bench.sink is not None else None
         except Exception as count_exc:  # noqa: BLE001 - the report matters more than this
