@@ -256,6 +256,8 @@ class NotificationDelivery(db.Model):
     """The ledger row for sending one notification over one channel (at most one per pair)."""
 
     __tablename__ = "notification_deliveries"
+    # Its storage parameter fillfactor = 80 (0035: room on each page, so the sweeper's stamp is a HOT update) is
+    # set by the migration; SQLAlchemy's Table has no option for it.
     __table_args__ = (
         sa.UniqueConstraint("notification_id", "user_id", "channel", name="notification_deliveries_once"),
         sa.ForeignKeyConstraint(

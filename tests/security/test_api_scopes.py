@@ -15,13 +15,14 @@ import pytest
 import sqlalchemy as sa
 
 from app.api_keys import service as keys
+from app.api_keys.scopes import SCOPES
 from app.extensions import db
 from app.models import ApiKey, AuditEntry
 from tests.api.conftest import Api, count, send_body
 from tests.factories import NotificationTypeFactory, UserFactory
 from tests.support.html import attrs
 
-ALL = ("notifications:write", "notifications:read", "users:write", "users:read", "links:create", "feed:issue")
+ALL = tuple(SCOPES)  # every scope the server knows (app/api_keys/scopes.py)
 
 
 def new_key(name: str, *scopes: str) -> str:
