@@ -133,17 +133,7 @@ def escalation_reason(row: BatchRow) -> str | None:
 
 def condition_context(row: BatchRow) -> dict:
     """What a workflow condition sees when row's step is due (app/workflows/conditions.py)."""
-    return {
-        "data": row.data or {},
-        "recipient": {
-            "external_id": row.external_id,
-            "locale": row.locale,
-            "timezone": row.timezone,
-            "properties": row.properties or {},
-        },
-        "notification": {"type": row.type, "read": row.read, "seen": row.seen},
-        "tenant": {},  # tenants arrive with issue 32
-    }
+    return conditions.context(row.data, vars(row), read=row.read, seen=row.seen, type_=row.type)
 
 
 def workflow_reason(row: BatchRow) -> str | None:

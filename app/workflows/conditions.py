@@ -89,6 +89,16 @@ def _compiled(source: str) -> Checked:
     return check(source)
 
 
+def context(data: dict | None, recipient: Mapping[str, object], *, read: bool, seen: bool,
+            type_: str | None = None) -> dict:  # fmt: skip
+    """What a condition sees: the payload, the member (external_id, locale, timezone, properties), the
+    notification's state and the tenant (empty until tenants arrive with issue 32)."""
+    member = {name: recipient.get(name) for name in ("external_id", "locale", "timezone")}
+    member["properties"] = recipient.get("properties") or {}
+    return {"data": data or {}, "recipient": member,
+            "notification": {"type": type_, "read": read, "seen": seen}, "tenant": {}}  # fmt: skip
+
+
 def evaluate(source: str, context: Mapping[str, object]) -> bool:
     """Whether source holds in context; a condition that cannot be decided (a missing field, a type mismatch,
     a limit passed) is false, so a step whose condition is unsure is skipped rather than sent."""

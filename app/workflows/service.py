@@ -7,8 +7,6 @@ new version and one accepted before keeps the steps its ledger rows name.
 
 from __future__ import annotations
 
-import json
-
 import sqlalchemy as sa
 from flask_babel import gettext
 
@@ -175,8 +173,3 @@ def _publish(
         after={"version": row.version, "steps": steps, "note": row.note, "restored_from": restored_from},
     )
     return row
-
-
-def document_json(steps: dict) -> str:
-    """steps as the API and the history show them (stable key order)."""
-    return json.dumps(steps, ensure_ascii=False, sort_keys=False, indent=2)

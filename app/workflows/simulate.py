@@ -135,14 +135,4 @@ def _sending(position: int, step: Step, data: dict, member: Member, at: datetime
 
 def _context(data: dict, member: Member, read_at: datetime | None, at: datetime) -> dict:
     read = read_at is not None and read_at <= at
-    return {
-        "data": data,
-        "recipient": {
-            "external_id": member.external_id,
-            "locale": member.locale,
-            "timezone": member.timezone,
-            "properties": member.properties,
-        },
-        "notification": {"read": read, "seen": read},
-        "tenant": {},
-    }
+    return conditions.context(data, vars(member), read=read, seen=read)
