@@ -58,6 +58,10 @@ log = logging.getLogger(__name__)
 # queue is drained are taken as lost and enqueued again.
 IDLE_QUEUE_JOBS = 10
 
+# This process's due walk across passes (a backlog is taken a pass at a time; see service.DueCursor). Whoever
+# leads starts from its own: a cursor left behind by a lost lead only starts a walk later, never skips a row.
+DUE_CURSOR = service.DueCursor()
+
 
 # Session-level, so it spans the pass's many commits; released by unlock or by the connection closing.
 TRY_LOCK_SQL = sa.text("SELECT pg_try_advisory_lock(hashtextextended('hato-sweeper', 0))")
@@ -145,7 +149,7 @@ def _pass(config: Mapping) -> dict:
         released = service.release_expired_leases(config["SWEEP_LIMIT"], config["RETRY_MAX_ATTEMPTS"])
         expired = service.expire_held(config["DELIVERY_MAX_AGE"], config["SWEEP_LIMIT"])  # held too long: DLQ
         expired += digest_runs.expire_held(config["DELIVERY_MAX_AGE"], config["SWEEP_LIMIT"])
-        due = service.take_due(config["SWEEP_REQUEUE_AFTER_SECONDS"], config["SWEEP_LIMIT"], idle_queues())
+        due = service.take_due(config["SWEEP_REQUEUE_AFTER_SECONDS"], config["SWEEP_LIMIT"], idle_queues(), DUE_CURSOR)
         pruned = service.prune_idempotency_keys()
         woken = wake_due(config["SWEEP_LIMIT"])  # snoozes that ended: back on top, unread, badge + toast
         webhook_counts = webhooks.sweep(config)  # the webhook outbox: leases, held too long, due rows re-enqueued

@@ -206,10 +206,13 @@ def _fresh_redis(app):
 
 @pytest.fixture(autouse=True)
 def _fresh_switches():
-    """Each test reads the kill switches afresh (a process caches them for a second; tables are emptied between)."""
+    """Each test reads the kill switches afresh (a process caches them for a second; tables are emptied between),
+    and the sweeper's due walk starts from the start."""
     from app.delivery import switches
+    from app.sweeper import DUE_CURSOR
 
     switches.forget()
+    DUE_CURSOR.after = None  # the sweeper's due walk starts from the start in every test
     yield
     switches.forget()
 

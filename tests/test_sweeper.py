@@ -153,3 +153,23 @@ def test_stale_rows_wait_while_their_queue_has_a_backlog(app, make_delivery):
     # The retry is certainly not queued; the stale row most likely still is, behind the backlog.
     assert result["due"] == 1
     assert queued("default")[-1] == ("email", [retry.id])
+
+
+def test_a_backlog_is_walked_once_and_a_row_behind_the_cursor_waits_for_the_walk_to_start_over(
+    app, make_delivery, monkeypatch
+):
+    monkeypatch.setitem(app.config, "SWEEP_LIMIT", 2)
+    rows = [make_delivery() for _ in range(5)]
+    for n, row in enumerate(rows):  # due one after another, each untouched since it fell due
+        set_row(row, f"updated_at = now() - interval '1 hour', next_attempt_at = now() - interval '{50 - n} minutes'")
+
+    def taken() -> list[int]:
+        return sorted(i for _, ids in queued("default") for i in ids)
+
+    assert sweep_once()["due"] == 2  # a full pass: the next walk starts at its last row
+    late = make_delivery()  # fell due before the cursor (say, a retry whose transaction committed late)
+    set_row(late, "updated_at = now() - interval '2 hours', next_attempt_at = now() - interval '1 hour'")
+    assert sweep_once()["due"] == 2 and taken() == sorted(r.id for r in rows[:4])
+    assert sweep_once()["due"] == 1  # the last one ahead of the cursor: not a full pass, so the walk starts over
+    assert sweep_once()["due"] == 1 and taken() == sorted([*(r.id for r in rows), late.id])  # the late row
+    assert sweep_once()["due"] == 0  # every row once

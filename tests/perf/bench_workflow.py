@@ -23,7 +23,9 @@ A type `wf-bench` runs the workflow published through app.workflows.service (sav
            (SWEEP_REQUEUE_AFTER_SECONDS, SWEEP_LIMIT, idle_queues()), committed with app.unitofwork.commit(),
            repeatedly until a pass finds nothing. Timed: each take_due statement, its commit and the hand-off
            of its jobs to Redis (idle_queues() and the final empty pass are not). No worker runs meanwhile, so
-           the rows taken stay pending, as in a burst the workers cannot keep up with.
+           the rows taken stay pending, as in a burst the workers cannot keep up with. Each pass walks on from
+           where the last one ended (app.delivery.service.DueCursor, as the sweeper's). The table says how many
+           stamps were HOT (pg_stat_xact_user_tables, read before and after each take_due, untimed).
   deliver  --workers real `flask --app wsgi worker` processes send the released e-mails to an aiosmtpd sink in
            its own process (tests/support/smtp.py) on 127.0.0.1; counted by Message-ID (one per ledger row, and
            one e-mail row per notification): every unread notification's e-mail exactly once, none for a read one,
@@ -89,6 +91,10 @@ WHERE d.channel = 'email' AND n.read_at IS NOT NULL AND n.read_at < d.next_attem
 # What must be true once the workers are done: the unread ones' rows sent, the read ones' skipped with reason read.
 OUTCOME_SQL = """SELECT d.id, d.status, d.skip_reason, n.read_at IS NOT NULL AS read
 FROM notification_deliveries d JOIN notifications n ON n.id = d.notification_id WHERE d.channel = 'email'"""
+
+# The release transaction's own updates of the ledger, and how many of them were HOT (no index entry written).
+XACT_UPDATES_SQL = """SELECT n_tup_upd AS updates, n_tup_hot_upd AS hot FROM pg_stat_xact_user_tables
+WHERE relname = 'notification_deliveries'"""
 
 STATUS_SQL = "SELECT status, count(*) FROM notification_deliveries WHERE channel = 'email' GROUP BY status"
 
@@ -239,15 +245,23 @@ class Bench:
         from app.unitofwork import commit
 
         config = self.app.config
-        passes, released, statement_s, total_s, jobs, each = 0, 0, 0.0, 0.0, Counter(), []
+        passes, released, statement_s, total_s, jobs, each, hot = 0, 0, 0.0, 0.0, Counter(), [], Counter()
+        cursor = service.DueCursor()  # as the sweeper's, across its passes
         while True:
             idle = idle_queues()
+            # The backend's counts not yet flushed (PostgreSQL 15 flushes them at most once a second) are in the
+            # view too: this pass's own are the difference.
+            before = self.sql(XACT_UPDATES_SQL).mappings().one()
             started = time.perf_counter()
-            groups = service.take_due(config["SWEEP_REQUEUE_AFTER_SECONDS"], config["SWEEP_LIMIT"], idle)
+            groups = service.take_due(config["SWEEP_REQUEUE_AFTER_SECONDS"], config["SWEEP_LIMIT"], idle, cursor)
+            paused = time.perf_counter()
+            after = self.sql(XACT_UPDATES_SQL).mappings().one()  # untimed
+            hot.update({key: after[key] - before[key] for key in ("updates", "hot")})
+            resumed = time.perf_counter()
             handoff = commit()
-            committed = time.perf_counter()
+            committed = time.perf_counter() - (resumed - paused)
             counts = handoff.wait(60)
-            ended = time.perf_counter()
+            ended = time.perf_counter() - (resumed - paused)
             taken = sum(len(ids) for ids in groups.values())
             if not taken:
                 break
@@ -260,6 +274,7 @@ class Bench:
             if time.monotonic() > self.deadline:
                 raise Stalled("timed out while releasing")
         self.f.update(passes=passes, released=released, release_sql_s=statement_s, release_s=total_s, each=each)
+        self.f.update(stamps=hot["updates"], hot_stamps=hot["hot"])
         self.f["enqueued"] = jobs.get("enqueued", 0)
 
     def deliver(self) -> None:
@@ -407,6 +422,7 @@ def report(f: dict) -> None:
         each = f["each"]
         print(f"(b) per pass: first {each[0] * 1000:.0f} ms, middle {each[len(each) // 2] * 1000:.0f} ms, "
               f"last {each[-1] * 1000:.0f} ms")  # fmt: skip
+        print(f"(b) stamps updated in place (HOT, no index entry): {g('hot_stamps', ',')} of {g('stamps', ',')}")
     print(
         f"deliver: {f['workers']} `flask worker` process(es), batches of {f['batch']}, to an aiosmtpd sink: "
         f"{g('emails')} e-mails in {g('deliver_s', '.1f')} s ({g('emails_per_s')}/s), {g('distinct')} distinct, "
