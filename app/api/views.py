@@ -17,7 +17,7 @@ from flask import Blueprint, Response, current_app, jsonify, request, stream_wit
 from flask_babel import gettext, lazy_gettext, ngettext
 
 from app import user_tokens
-from app.api import auth, channel_data, openapi, ratelimit, responses, schemas, workflows
+from app.api import auth, channel_data, openapi, quotas, ratelimit, responses, schemas, workflows
 from app.api.idempotency import Withheld, idempotent, json_response, store
 from app.api.schemas import ApiError
 from app.auth import links
@@ -79,9 +79,9 @@ def guard():
 
 @bp.after_request
 def api_headers(response):
-    """No caching of API answers; the RateLimit-* headers of the call's rate limit."""
+    """No caching of API answers; the RateLimit-* headers of the call's rate limit; a failed call's quota back."""
     response.headers.setdefault("Cache-Control", "no-store")
-    return ratelimit.add_headers(response)
+    return ratelimit.add_headers(quotas.settle(response))
 
 
 @bp.errorhandler(ApiError)
@@ -183,12 +183,18 @@ def openapi_document():
     "and is skipped (reason `seen_in_app`) if one did; a "
     "frequency cap sends the e-mail excess to the user's next digest (reason `digested`) and skips the "
     "push excess (reason `capped`); e-mail of a type the user gets as an hourly or daily digest is "
-    "skipped with reason `digested` and listed in that digest.",
+    "skipped with reason `digested` and listed in that digest. The key's quotas (set on the console's API keys "
+    "page: requests per second with a burst, notifications per UTC day, one per recipient) are counted first: over "
+    "one, the answer is 429 `urn:hato:problem:quota_exceeded` whose `limit` (`rate` or `daily`) and `subject` "
+    "(`api_key`) name it, with Retry-After, RateLimit-* and RateLimit-Policy headers of that limit, and nothing is "
+    "written; a call that fails gives its notifications back to the daily quota.",
 )
 @auth.requires("notifications:write")
 @idempotent(schemas.NotificationIn)
 def create_notifications(payload: schemas.NotificationIn):
     """Write one notification per recipient; its deliveries and badge events follow the commit."""
+    recipients = payload.recipient_ids()
+    quotas.charge(len(recipients))  # first: over a quota, nothing is written
     dedupe_key = payload.effective_dedupe_key()
     content = {
         "type_": payload.type,
@@ -207,10 +213,10 @@ def create_notifications(payload: schemas.NotificationIn):
     send_at = schemas.parse_send_at(payload.send_at) if payload.send_at is not None else None
     # A send_at in the past (or now) means now, by the database's clock.
     if send_at is not None and send_at > db_now():
-        scheduled = schedule(payload.recipient_ids(), send_at=send_at, **content)
+        scheduled = schedule(recipients, send_at=send_at, **content)
         body = responses.NotificationScheduled.of(payload.type, dedupe_key, send_at, scheduled)
     else:
-        result = notify(payload.recipient_ids(), **content, actor=actor)
+        result = notify(recipients, **content, actor=actor)
         body = responses.NotificationAccepted.of(payload.type, dedupe_key, result)
     response = store(json_response(202, body))
     commit()

@@ -8,7 +8,8 @@ from app.extensions import db
 from app.sqltext import like_prefix
 
 API_KEYS_SQL = """
-SELECT k.id, k.name, k.prefix, k.scopes, k.created_at, k.last_used_at, k.revoked_at, u.email AS created_by
+SELECT k.id, k.name, k.prefix, k.scopes, k.created_at, k.last_used_at, k.revoked_at, u.email AS created_by,
+       k.rate_per_second, k.rate_burst, k.daily_quota
 FROM api_keys k LEFT JOIN users u ON u.id = k.created_by
 {where}
 ORDER BY k.revoked_at IS NOT NULL, k.created_at DESC, k.id DESC

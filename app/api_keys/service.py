@@ -25,6 +25,8 @@ from app.api_keys.scopes import DEFAULT_SCOPES, normalize
 from app.audit import service as audit
 from app.extensions import db
 from app.limits import API_KEY_NAME_MAX
+from app.quotas import settings as quota_settings
+from app.quotas.counter import Quota
 from app.refusal import Refused
 from app.unitofwork import commit
 
@@ -52,10 +54,17 @@ REVOKE_SQL = sa.text(
 # FOR UPDATE: two admins editing one key at once each audit the true `before`, and neither edit is lost.
 SCOPES_SQL = sa.text("SELECT scopes FROM api_keys WHERE prefix = :prefix AND revoked_at IS NULL FOR UPDATE")
 SET_SCOPES_SQL = sa.text("UPDATE api_keys SET scopes = CAST(:scopes AS text[]) WHERE prefix = :prefix")
+QUOTA_SQL = sa.text(
+    "SELECT rate_per_second, rate_burst, daily_quota FROM api_keys WHERE prefix = :prefix AND revoked_at IS NULL "
+    "FOR UPDATE"
+)
+SET_QUOTA_SQL = sa.text(
+    "UPDATE api_keys SET rate_per_second = :rate, rate_burst = :burst, daily_quota = :daily WHERE prefix = :prefix"
+)
 
 LOOKUP_SQL = sa.text(
     f"""
-SELECT id, name, prefix, key_hash, scopes,
+SELECT id, name, prefix, key_hash, scopes, rate_per_second, rate_burst, daily_quota,
        last_used_at IS NULL OR last_used_at < now() - interval '{TOUCH_INTERVAL_SECONDS} seconds' AS stale
 FROM api_keys
 WHERE prefix = :prefix AND revoked_at IS NULL
@@ -79,6 +88,11 @@ class ApiKeyIdentity:
     name: str
     prefix: str
     scopes: frozenset[str] = frozenset()
+    quota: Quota | None = None  # its rate and daily quota of notifications (app/quotas), when set
+
+    def quotas(self) -> list[Quota]:
+        """The key's own limits, as the quota counter takes them."""
+        return [self.quota] if self.quota is not None and self.quota.limited else []
 
     def allows(self, scope: str) -> bool:
         """Whether the key was given scope."""
@@ -153,6 +167,24 @@ def set_scopes(actor, prefix: str, scopes: Iterable[str]) -> bool:
     return True
 
 
+def set_quota(actor, prefix: str, rate: float | None, burst: int | None, daily: int | None) -> bool:
+    """Set the live key's rate (requests/s, burst) and daily quota of notifications (None: no limit); audited.
+
+    Return whether anything changed. Every process counts with the new limits within CACHE_SECONDS.
+    """
+    after = dict(zip(("rate", "burst", "daily"), quota_settings.checked(rate, burst, daily), strict=True))
+    row = db.session.execute(QUOTA_SQL, {"prefix": prefix}).first()
+    if row is None:
+        raise Refused(gettext("That key does not exist or is revoked."))
+    before = {"rate": row.rate_per_second, "burst": row.rate_burst, "daily": row.daily_quota}
+    if before == after:
+        return False
+    db.session.execute(SET_QUOTA_SQL, {"prefix": prefix, **after})
+    forget(prefix)
+    audit.record(actor, "api_key.quota", "api_key", prefix, before=before, after=after)
+    return True
+
+
 def authenticate(token: str) -> ApiKeyIdentity | None:
     """Return the live key matching token, or None for unknown or revoked keys."""
     digest = hash_key(token)
@@ -166,7 +198,8 @@ def authenticate(token: str) -> ApiKeyIdentity | None:
     if row.stale:
         db.session.execute(TOUCH_SQL, {"id": row.id})
         commit()  # its own small unit of work, before the request's
-    identity = ApiKeyIdentity(row.id, row.name, row.prefix, frozenset(row.scopes))
+    quota = Quota(f"key:{row.id}", row.rate_per_second, row.rate_burst, row.daily_quota)
+    identity = ApiKeyIdentity(row.id, row.name, row.prefix, frozenset(row.scopes), quota)
     _verified[digest] = (identity, time.monotonic() + CACHE_SECONDS)
     return identity
 

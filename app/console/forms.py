@@ -7,6 +7,7 @@ from flask_wtf import FlaskForm
 from wtforms import (
     BooleanField,
     DateTimeLocalField,
+    FloatField,
     IntegerField,
     RadioField,
     SelectField,
@@ -35,6 +36,7 @@ from app.limits import (
 )
 from app.notification_types.service import SMS_MAX_SEGMENTS, TYPE_KEY_RE
 from app.preferences.rules import SEED_DEFAULT_COLUMNS
+from app.quotas.settings import MAX_BURST, MAX_DAILY, MAX_RATE
 from app.timezones import LOCAL_FORMAT
 
 
@@ -166,6 +168,26 @@ class ApiKeyScopesForm(FlaskForm):
         validators=[DataRequired(message=lazy_gettext("Choose at least one scope."))],
         widget=ListWidget(prefix_label=False),
         option_widget=CheckboxInput(),
+    )
+
+
+class QuotaForm(FlaskForm):
+    """A subject's quotas (an API key's, a tenant's): a rate with a burst, and notifications a day; empty is none."""
+
+    rate = FloatField(
+        lazy_gettext("Requests per second"),
+        validators=[Optional(), NumberRange(min=0.001, max=MAX_RATE)],
+        description=lazy_gettext("Empty: no rate limit."),
+    )
+    burst = IntegerField(
+        lazy_gettext("Burst"),
+        validators=[Optional(), NumberRange(min=1, max=MAX_BURST)],
+        description=lazy_gettext("Requests allowed at once before the rate applies (default: one second's worth)."),
+    )
+    daily = IntegerField(
+        lazy_gettext("Notifications per day"),
+        validators=[Optional(), NumberRange(min=0, max=MAX_DAILY)],
+        description=lazy_gettext("Counted per recipient, per UTC day. Empty: no quota."),
     )
 
 

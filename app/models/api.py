@@ -17,6 +17,11 @@ class ApiKey(db.Model):
     """A bearer key for a product service; only its SHA-256 hash and a short prefix are stored."""
 
     __tablename__ = "api_keys"
+    __table_args__ = (
+        sa.CheckConstraint("rate_per_second > 0 AND rate_per_second <= 1000000", name="api_keys_rate"),
+        sa.CheckConstraint("rate_burst BETWEEN 1 AND 1000000", name="api_keys_burst"),
+        sa.CheckConstraint("daily_quota BETWEEN 0 AND 1000000000000", name="api_keys_daily"),
+    )
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
     name: Mapped[str] = mapped_column(sa.Text)
@@ -28,6 +33,10 @@ class ApiKey(db.Model):
     created_by: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="SET NULL"))
     # What the key may do (app/api_keys/scopes.py); new keys get notifications:write only.
     scopes: Mapped[list[str]] = mapped_column(ARRAY(sa.Text), server_default=sa.text("'{notifications:write}'::text[]"))
+    # Its quotas (app/quotas): requests per second with a burst, notifications per UTC day; NULL is no limit.
+    rate_per_second: Mapped[float | None] = mapped_column(sa.Float)
+    rate_burst: Mapped[int | None] = mapped_column(sa.Integer)
+    daily_quota: Mapped[int | None] = mapped_column(sa.BigInteger)
 
 
 class IdempotencyKey(db.Model):

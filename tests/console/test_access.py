@@ -15,6 +15,7 @@ ADMIN_ONLY = {
     "console.create_api_key",
     "console.revoke_api_key",
     "console.set_api_key_scopes",
+    "console.set_api_key_quota",
     "console.users",
     "console.change_role",
 }

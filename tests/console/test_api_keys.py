@@ -46,3 +46,35 @@ def test_a_name_is_required(client, csrf, admin):
     response = client.post("/console/api-keys", headers=csrf(), data={"name": ""})
     assert response.status_code == 422
     assert db.session.scalar(sa.select(sa.func.count()).select_from(ApiKey)) == 0
+
+
+def test_an_admin_sets_a_keys_limits_checked_and_audited(client, csrf, admin, audit_rows):
+    key = keys.create_api_key(None, "reservations", ["notifications:write"])
+    prefix = keys.key_prefix(key)
+    url = f"/console/api-keys/{prefix}/quota"
+
+    refused = client.post(url, headers=csrf(), data={"burst": "5"}, follow_redirects=True)
+    assert "A burst needs a rate" in refused.get_data(as_text=True)
+    bad = client.post(url, headers=csrf(), data={"rate": "0"}, follow_redirects=True)
+    assert bad.status_code == 200 and not audit_rows("api_key.quota")
+
+    done = client.post(url, headers=csrf(), data={"rate": "20", "burst": "40", "daily": "10000"}, follow_redirects=True)
+    page = done.get_data(as_text=True)
+    assert "now has these limits" in page
+    limits = texts(page, f'tr[id="key-{prefix}"] .console-quota li')
+    assert limits == ["20 requests/s, bursts of 40", "10,000 notifications a day (UTC)"]
+    (entry,) = audit_rows("api_key.quota")
+    assert (entry.before, entry.after) == (
+        {"rate": None, "burst": None, "daily": None}, {"rate": 20.0, "burst": 40, "daily": 10000}
+    )  # fmt: skip
+    row = db.session.scalars(sa.select(ApiKey).where(ApiKey.prefix == prefix)).one()
+    assert (row.rate_per_second, row.rate_burst, row.daily_quota) == (20.0, 40, 10000)
+
+    cleared = client.post(url, headers=csrf(), data={"rate": "", "burst": "", "daily": ""}, follow_redirects=True)
+    assert "No limits" in texts(cleared.get_data(as_text=True), f'tr[id="key-{prefix}"] .console-key-limits')[0]
+
+
+def test_limits_need_a_csrf_token(client, admin):  # and an admin: tests/console/test_access.py
+    key = keys.create_api_key(None, "reservations", ["notifications:write"])
+    assert client.post(f"/console/api-keys/{keys.key_prefix(key)}/quota", data={"daily": "5"}).status_code == 400
+    assert db.session.scalars(sa.select(ApiKey.daily_quota).where(ApiKey.prefix == keys.key_prefix(key))).one() is None
