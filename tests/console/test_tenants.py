@@ -10,8 +10,14 @@ from app.extensions import db
 from app.tenants import queries, service
 from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
 
-FORM = {"key": "acme", "name": "Acme Inc.", "logo_url": "https://cdn.acme.example/logo.png",
-        "primary_color": "#1A73E8", "email_sender_name": "Acme via Hato", "reply_to": "support@acme.example"}  # fmt: skip
+FORM = {
+    "key": "acme",
+    "name": "Acme Inc.",
+    "logo_url": "https://cdn.acme.example/logo.png",
+    "primary_color": "#1A73E8",
+    "email_sender_name": "Acme via Hato",
+    "reply_to": "support@acme.example",
+}
 
 
 def tenant_count() -> int:

@@ -21,9 +21,13 @@ def _world(live_server) -> str:
     with live_server.app_context():
         NotificationTypeFactory(type="comment", label="Comments on your posts", default_email=True)
         NotificationTypeFactory(type="security", label="Security", mandatory=True)
-        acme, _ = service.put_tenant(None, "acme", {"name": "Acme Incorporated International", "primary_color": "#1a73e8",
-                                                    "logo_url": "https://cdn.acme.example/a/rather/long/path/logo.png",
-                                                    "email_sender_name": "Acme via Hato"})  # fmt: skip
+        fields = {
+            "name": "Acme Incorporated International",
+            "primary_color": "#1a73e8",
+            "logo_url": "https://cdn.acme.example/a/rather/long/path/logo.png",
+            "email_sender_name": "Acme",
+        }
+        acme, _ = service.put_tenant(None, "acme", fields)
         service.set_preferences(None, acme, [("comment", "email", False)])
         operator = UserFactory(role="operator")
         db.session.commit()
