@@ -411,3 +411,9 @@ class UserTokenIn(_In):
     ttl: Annotated[int, Field(ge=60), AtMostSetting("USER_TOKEN_MAX_TTL")] = Field(
         3600, validate_default=True, description="Seconds until the token expires (60 to USER_TOKEN_MAX_TTL)."
     )
+    tenant: _text(1, limits.TENANT_KEY_MAX) = Field(
+        None,
+        description="A tenant's key (the token's `tenant` claim): the feed, its counts and its socket then show only "
+        "that tenant's notifications, plus announcements. The member must belong to it (else 422).",
+        json_schema_extra=absent_by_default,
+    )

@@ -488,9 +488,13 @@ def create_login_link(external_id: str):
 @bodies.takes_json(schemas.UserTokenIn)
 def create_user_token(payload: schemas.UserTokenIn):
     """A short-lived token with which the product's pages read and update one member's feed (the bell)."""
-    if user_tokens.member_id(payload.user) is None:
+    user_id = user_tokens.member_id(payload.user)
+    if user_id is None:
         raise users.UserNotFound(payload.user)
-    token, expires_at = user_tokens.mint(auth.current_key(), payload.user, payload.ttl)
+    if payload.tenant is not None and user_tokens.tenant_of(user_id, payload.tenant) is None:
+        _tenant_id(payload.tenant)  # an unknown tenant is named as such
+        raise OutsideTenant([payload.user])
+    token, expires_at = user_tokens.mint(auth.current_key(), payload.user, payload.ttl, payload.tenant)
     body = responses.UserTokenOut(token=token, expires_at=datetime.fromtimestamp(expires_at, UTC))
     return json_response(201, body)
 

@@ -382,7 +382,7 @@ def notify(
                 delivery_queue(result.priority, campaign_id is not None), channel, ids, True
             )
     shown = [(r.user_id, r.notification_id) for r in result.recipients if r.created and r.in_app]
-    badge_after_commit(result.badge_user_ids(), toast_title=title, notifications=shown)
+    badge_after_commit(result.badge_user_ids(), toast_title=title, notifications=shown, toast_tenant=tenant_id)
     return result
 
 
@@ -421,5 +421,6 @@ def _aggregated(statement, params: dict, window: int, actor: dict | None, strict
         found = (row.id, row.in_app) if row.id is not None else existing.get(row.user_id)
         if found is not None:
             recipients.append(Recipient(row.ref, row.user_id, found[0], row.id is not None, found[1]))
-    badge_after_commit([row.user_id for row in rows if row.id is not None and row.visible], toast_title=params["title"])
+    badge_after_commit([row.user_id for row in rows if row.id is not None and row.visible], toast_title=params["title"],
+                       toast_tenant=params["tenant"])  # fmt: skip
     return NotifyResult(priority=rows[0].priority, recipients=recipients, pending={name: [] for name in routable()})
