@@ -3,7 +3,8 @@
 Authenticated by a signed user token (app/user_tokens) as `Authorization: Bearer …`, never a cookie, so no
 CSRF token either; cross-origin calls only from FEED_ALLOWED_ORIGINS. Every read and write is the inbox's own
 (app/inbox/queries.py and service.py): the same IDOR-safe lookups by (user, id), the same idempotent updates
-and the same badge events after the commit.
+and the same badge events after the commit. A token scoped to a tenant (its `tenant` claim, issue 32) reads,
+counts and touches only that tenant's notifications (plus announcements): any other row is a 404 through it.
 """
 
 from __future__ import annotations
