@@ -34,3 +34,12 @@ API_KEY_NAME_MAX = 100
 PASSWORD_MAX = 1_024  # what a sign-in form accepts (scrypt hashes any length; this bounds the work)
 FILTER_TEXT_MAX = 100  # a free-text console filter (error kind, provider, action)
 ERROR_TEXT_MAX = 2_000  # an error kept with a row (a provider's answer, a job's exception)
+
+# An e-mail address: RFC 5322 dot-atom @ a dotted host name (ASCII). A syntax check only: intranet domains such as
+# corp.local are fine for a self-hosted service, and a dead address bounces into the suppression list. (Here, with
+# the sizes, so the API and the domain rules that check an address, such as a tenant's reply-to, share it.)
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+EMAIL_PATTERN = rf"^{_ATEXT}(\.{_ATEXT})*@{_LABEL}(\.{_LABEL})+$"
+TENANT_KEY_MAX = 100  # a tenant's key (the product's id for its customer)
+SENDER_NAME_MAX = 64  # a tenant's e-mail sender name (the From header's display name)

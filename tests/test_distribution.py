@@ -39,6 +39,7 @@ DISTRIBUTED = {
     "sms_consents",  # a member's SMS consent history (issue 29)
     "phone_verifications",  # a member's code in flight (issue 29), one row per member
     "chat_accounts",  # a member's channel data per chat provider (issue 29), keyed (user_id, provider)
+    "tenant_members",  # a member's tenants (issue 32), keyed (user_id, tenant_id): the ingest's check stays local
 }
 
 REFERENCE = {
@@ -59,6 +60,8 @@ REFERENCE = {
     "workflow_versions",  # a type's published workflows (issue 31): immutable, a few per type
     "workflow_drafts",
     "workflow_steps",  # the engine's plan per sending step of a version: joined with every ledger row
+    "tenants",  # the product's customers (issue 32): a handful of rows, read by the ingest and every send
+    "tenant_preferences",  # a tenant's defaults per (type, channel): joined by the ingest's preference rule
 }
 
 LOCAL = {

@@ -31,9 +31,10 @@ from app.api import responses as answers
 from app.api.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
 from app.api_keys.scopes import SCOPES
 from app.i18n import LANGUAGES
-from app.limits import DEVICE_TOKEN_MAX
+from app.limits import DEVICE_TOKEN_MAX, TENANT_KEY_MAX
 from app.models.chat import CHAT_PROVIDERS
 from app.pagination import MAX_ID
+from app.tenants.branding import KEY_PATTERN as TENANT_KEY_PATTERN
 from app.web.bodies import too_large
 from app.web.devices import TOKEN_PATTERN
 from app.web.documented import Doc
@@ -97,6 +98,11 @@ def _path_parameters() -> dict[str, dict]:
             "schema": {"type": "string", "minLength": 2, "maxLength": 63, "pattern": workflows.TYPE_KEY_PATTERN},
             "description": "The notification type's key.",
             "example": "comment",
+        },
+        "tenant_key": {
+            "schema": {"type": "string", "minLength": 1, "maxLength": TENANT_KEY_MAX, "pattern": TENANT_KEY_PATTERN},
+            "description": "The product's key for the tenant (its customer organisation).",
+            "example": "acme",
         },
         "token": {
             "schema": {"type": "string", "minLength": 1, "maxLength": DEVICE_TOKEN_MAX, "pattern": TOKEN_PATTERN},

@@ -195,6 +195,7 @@ class UserOut(BaseModel):
     sms_opt_in: bool = Field(description="The member's consent to SMS in force.")
     properties: dict[str, Any] = Field(description="What the product said of the member (workflow conditions read "
                                        "them as recipient.properties).")  # fmt: skip
+    tenants: list[str] = Field(default_factory=list, description="The keys of the member's tenants, sorted.")
 
 
 class LoginLinkOut(BaseModel):

@@ -48,11 +48,7 @@ def member_channel_names() -> tuple[str, ...]:
 MemberChannel = Literal[member_channel_names()]
 EXTERNAL_ID_PATTERN = r"^[^/\x00-\x1f\x7f]*$"
 LOCALE_PATTERN = r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8}){0,3}$"
-# RFC 5322 dot-atom @ a dotted host name (ASCII). A syntax check only: intranet domains such as
-# corp.local are fine for a self-hosted service, and a dead address bounces into the suppression list.
-_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
-_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-EMAIL_PATTERN = rf"^{_ATEXT}(\.{_ATEXT})*@{_LABEL}(\.{_LABEL})+$"
+EMAIL_PATTERN = limits.EMAIL_PATTERN
 SEND_AT_MAX_DAYS = 90
 KEY_MAX = 200  # a group_key or cancellation_key
 # RFC 3339 date-time: the zone designator is required (Z or ±hh:mm), so "10:00" is never read in a guessed zone.
@@ -256,6 +252,14 @@ class NotificationIn(_In):
             raise PydanticCustomError("channels", str(CHANNELS_REPEAT_MESSAGE), {"field": "channels"})
         return self
 
+    tenant: _text(1, limits.TENANT_KEY_MAX) = Field(
+        None,
+        description="The key of the tenant (the product's customer organisation) this notification is for: every "
+        "recipient must be its member (else 422 naming them, and nothing is written). Its default preferences apply, "
+        "its branding marks the e-mails, and feeds scoped to it show the notification.",
+        json_schema_extra=absent_by_default,
+    )
+
     def route(self) -> list[str] | None:
         """The delivery channels in order (in-app is not routed: the type and the preference decide it)."""
         return None if self.channels is None else [name for name in self.channels if name != "in_app"]
@@ -270,6 +274,7 @@ class NotificationIn(_In):
             return self.dedupe_key
         # The actor counts only when sent, so keys derived before actors existed stay the same.
         fields = {"type", "title", "body", "link", "data"} | ({"actor"} if self.actor is not None else set())
+        fields |= {"tenant"} if self.tenant is not None else set()  # likewise
         content = self.model_dump_json(include=fields)
         return "auto:" + hashlib.sha256(content.encode()).hexdigest()[:32]
 
@@ -314,13 +319,20 @@ class UserIn(_In):
         json_schema_extra=absent_by_default,
     )
 
+    tenants: Annotated[list[_text(1, limits.TENANT_KEY_MAX)], Field(max_length=100)] = Field(
+        None,
+        description="The keys of the tenants the member belongs to, replacing the ones before ([] leaves every "
+        "tenant). An unknown key gets a 422 naming it, and nothing is changed.",
+        json_schema_extra=absent_by_default,
+    )
+
     def changes(self) -> dict:
-        """The fields the request actually sent, the phone number as E.164."""
+        """The fields the request actually sent, the phone number as E.164 (tenants apart: member_tenants())."""
         # The size of an object is no JSON Schema rule: a schema-shaped body over it is a business 422.
         if self.properties is not None and len(json.dumps(self.properties).encode()) > limits.PROPERTIES_MAX_BYTES:
             errors = [{"field": "properties", "message": str(PROPERTIES_MESSAGE)}]
             raise ApiError(422, gettext("These properties are too large to keep."), errors=errors)
-        changes = self.model_dump(include=self.model_fields_set)
+        changes = self.model_dump(include=self.model_fields_set - {"tenants"})
         if changes.get("phone") is not None:
             changes["phone"] = e164(changes["phone"])
         return changes
@@ -398,4 +410,10 @@ class UserTokenIn(_In):
     # The default is checked too: a server whose USER_TOKEN_MAX_TTL is under an hour refuses it.
     ttl: Annotated[int, Field(ge=60), AtMostSetting("USER_TOKEN_MAX_TTL")] = Field(
         3600, validate_default=True, description="Seconds until the token expires (60 to USER_TOKEN_MAX_TTL)."
+    )
+    tenant: _text(1, limits.TENANT_KEY_MAX) = Field(
+        None,
+        description="A tenant's key (the token's `tenant` claim): the feed, its counts and its socket then show only "
+        "that tenant's notifications, plus announcements. The member must belong to it (else 422).",
+        json_schema_extra=absent_by_default,
     )

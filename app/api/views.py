@@ -17,7 +17,7 @@ from flask import Blueprint, Response, current_app, jsonify, request, stream_wit
 from flask_babel import gettext, lazy_gettext, ngettext
 
 from app import user_tokens
-from app.api import auth, channel_data, openapi, quotas, ratelimit, responses, schemas, workflows
+from app.api import auth, channel_data, openapi, quotas, ratelimit, responses, schemas, tenants, workflows
 from app.api.idempotency import Withheld, idempotent, json_response, store
 from app.api.schemas import ApiError
 from app.auth import links
@@ -28,7 +28,9 @@ from app.extensions import csrf, limiter
 from app.inbox.queries import member_badge_counts
 from app.notify.queries import notification_with_deliveries
 from app.notify.schedule import cancel, schedule
-from app.notify.service import NotifyError, notify
+from app.notify.service import NotifyError, OutsideTenant, notify
+from app.tenants import queries as tenant_queries
+from app.tenants import service as tenant_service
 from app.unitofwork import commit
 from app.users import export
 from app.users import service as users
@@ -123,6 +125,27 @@ def unknown_type_or_recipients(error: NotifyError):
     return problem(422, detail, errors=errors, **extra)
 
 
+@bp.errorhandler(OutsideTenant)
+def outside_tenant(error: OutsideTenant):
+    """422 naming the recipients who are not the tenant's members (nothing was written)."""
+    detail = ngettext(
+        "Nothing was sent: %(num)d recipient is not a member of this tenant.",
+        "Nothing was sent: %(num)d recipients are not members of this tenant.",
+        len(error.outsiders),
+    )
+    errors = [{"field": "tenant", "message": gettext("these recipients are not its members: add them with "
+                                                     "PUT /v1/users/{id} (tenants)")}]  # fmt: skip
+    return problem(422, detail, errors=errors, outside_tenant=error.outsiders)
+
+
+@bp.errorhandler(tenant_service.UnknownTenants)
+def unknown_tenants(error: tenant_service.UnknownTenants):
+    """422 naming the tenant keys that name no tenant (nothing was changed)."""
+    errors = [{"field": "tenants", "message": gettext("there is no tenant %(key)s", key=repr(key))}
+              for key in error.keys]  # fmt: skip
+    return problem(422, str(error), errors=errors, unknown_tenants=error.keys)
+
+
 @bp.errorhandler(users.UserNotFound)
 def user_not_found(error):
     """404 for an unknown external id."""
@@ -194,7 +217,8 @@ def openapi_document():
 def create_notifications(payload: schemas.NotificationIn):
     """Write one notification per recipient; its deliveries and badge events follow the commit."""
     recipients = payload.recipient_ids()
-    quotas.charge(len(recipients))  # first: over a quota, nothing is written
+    tenant = _sending_tenant(payload.tenant)
+    quotas.charge(len(recipients), tenant.quota if tenant else None)  # before any write: over a quota, none
     dedupe_key = payload.effective_dedupe_key()
     content = {
         "type_": payload.type,
@@ -210,6 +234,7 @@ def create_notifications(payload: schemas.NotificationIn):
         "channel_mode": payload.channel_mode,
     }
     actor = payload.actor.model_dump() if payload.actor is not None else None
+    content["tenant_id"] = tenant.id if tenant else None
     send_at = schemas.parse_send_at(payload.send_at) if payload.send_at is not None else None
     # A send_at in the past (or now) means now, by the database's clock.
     if send_at is not None and send_at > db_now():
@@ -221,6 +246,16 @@ def create_notifications(payload: schemas.NotificationIn):
     response = store(json_response(202, body))
     commit()
     return response
+
+
+def _sending_tenant(key: str | None) -> tenant_queries.Sending | None:
+    """The tenant a request names, with its quota (None: none named); an unknown one is a 422 naming it."""
+    if key is None:
+        return None
+    found = tenant_queries.sending_tenant(key)
+    if found is None:
+        raise tenant_service.UnknownTenants([key])
+    return found
 
 
 @bp.delete("/cancellations/<cancellation_key>")
@@ -279,8 +314,14 @@ def get_notification(notification_id: int):
 @auth.requires("users:write")
 @idempotent(schemas.UserIn)
 def put_user(external_id: str, payload: schemas.UserIn):
-    """Create the recipient (201) or update the fields sent (200)."""
+    """Create the recipient (201) or update the fields sent (200); `tenants` replaces the member's tenants."""
+    if payload.tenants is not None:  # an unknown key is refused before anything is written
+        tenant_service.check_keys(payload.tenants)
     user, created = users.upsert_member(schemas.validate_path_id(external_id), payload.changes())
+    user_id = export.member_id(external_id)
+    if payload.tenants is not None:
+        tenant_service.set_member_tenants(auth.current_key(), user_id, payload.tenants)
+    user["tenants"] = tenant_queries.member_tenant_keys(user_id)
     response = store(json_response(201 if created else 200, responses.UserOut(**user)))
     commit()
     return response
@@ -454,9 +495,13 @@ def create_login_link(external_id: str):
 @bodies.takes_json(schemas.UserTokenIn)
 def create_user_token(payload: schemas.UserTokenIn):
     """A short-lived token with which the product's pages read and update one member's feed (the bell)."""
-    if user_tokens.member_id(payload.user) is None:
+    user_id = user_tokens.member_id(payload.user)
+    if user_id is None:
         raise users.UserNotFound(payload.user)
-    token, expires_at = user_tokens.mint(auth.current_key(), payload.user, payload.ttl)
+    if payload.tenant is not None and user_tokens.tenant_of(user_id, payload.tenant) is None:
+        _sending_tenant(payload.tenant)  # an unknown tenant is named as such
+        raise OutsideTenant([payload.user])
+    token, expires_at = user_tokens.mint(auth.current_key(), payload.user, payload.ttl, payload.tenant)
     body = responses.UserTokenOut(token=token, expires_at=datetime.fromtimestamp(expires_at, UTC))
     return json_response(201, body)
 
@@ -481,5 +526,5 @@ def get_signing_secret():
 
 
 # The chat channel data's routes join this blueprint (their own module).
-for _rule, _method, _view in (*channel_data.ROUTES, *workflows.ROUTES):
+for _rule, _method, _view in (*channel_data.ROUTES, *workflows.ROUTES, *tenants.ROUTES):
     bp.add_url_rule(_rule, view_func=_view, methods=[_method])

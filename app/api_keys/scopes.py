@@ -18,6 +18,8 @@ SCOPES = {
     "feed:issue": "Mint user tokens (POST /v1/user-tokens): the product's pages read and update one member's feed.",
     "workflows:read": "Read notification types' workflows: the draft, the versions (GET /v1/workflows/{type}).",
     "workflows:write": "Write workflow drafts and publish them (PUT /v1/workflows/{type}, POST …/publish).",
+    "tenants:read": "Read tenants, their branding and default preferences (GET /v1/tenants/{key}).",
+    "tenants:write": "Create, update and delete tenants and set their default preferences (PUT /v1/tenants/{key}).",
 }
 # The same descriptions in the console operator's language.
 SCOPE_LABELS = {
@@ -40,6 +42,10 @@ SCOPE_LABELS = {
     ),
     "workflows:write": lazy_gettext(
         "Write workflow drafts and publish them (PUT /v1/workflows/{type}, POST …/publish)."
+    ),
+    "tenants:read": lazy_gettext("Read tenants, their branding and default preferences (GET /v1/tenants/{key})."),
+    "tenants:write": lazy_gettext(
+        "Create, update and delete tenants and set their default preferences (PUT /v1/tenants/{key})."
     ),
 }
 # A new key can only send (least privilege); the database column has the same default (0007_security).

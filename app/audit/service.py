@@ -77,6 +77,11 @@ ACTIONS = (
     "dlq.discard",
     "dlq.replay_all",
     "dlq.discard_all",
+    "tenant.create",
+    "tenant.update",
+    "tenant.delete",
+    "tenant.members",
+    "tenant.preferences",
 )
 TARGET_TYPES = (
     "announcement",
@@ -88,4 +93,5 @@ TARGET_TYPES = (
     "campaign",
     "delivery",
     "bulk_operation",
+    "tenant",
 )

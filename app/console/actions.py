@@ -13,9 +13,11 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from flask import flash, redirect
+from flask_babel import gettext
 from flask_wtf import FlaskForm
 from werkzeug.wrappers import Response
 
+from app.console.forms import QuotaForm
 from app.refusal import Refused
 from app.unitofwork import commit
 
@@ -52,3 +54,17 @@ def run_action(
 
 def _given(value: object, result: object) -> object:
     return value(result) if callable(value) else value
+
+
+def set_quota(change: Callable[..., bool], changed: str, unchanged: str, back: str) -> Response:
+    """Set a subject's quotas (an API key's, a tenant's) from the posted QuotaForm with change(rate, burst, daily)."""
+    form = QuotaForm()
+    if not form.validate_on_submit():
+        errors = [str(error) for field in (form.rate, form.burst, form.daily) for error in field.errors]
+        flash(" ".join(errors) or gettext("Check the limits."), "error")
+        return redirect(back)
+    return run_action(
+        lambda: change(form.rate.data, form.burst.data, form.daily.data),
+        success=lambda done: changed if done else unchanged,
+        redirect_to=back,
+    )

@@ -9,9 +9,9 @@ from flask_login import current_user
 from app.api_keys import queries, service
 from app.api_keys.scopes import SCOPE_LABELS, SCOPES
 from app.auth.access import admin_required
-from app.console.actions import run_action
+from app.console.actions import run_action, set_quota
 from app.console.blueprint import bp
-from app.console.forms import ApiKeyForm, ApiKeyScopesForm, QuotaForm
+from app.console.forms import ApiKeyForm, ApiKeyScopesForm
 from app.console.listing import ListArgs
 from app.refusal import Refused
 from app.unitofwork import commit
@@ -82,19 +82,11 @@ def set_api_key_scopes(prefix: str):
 @admin_required
 def set_api_key_quota(prefix: str):
     """Set a live key's rate and daily quota of notifications (audited); its next requests count against them."""
-    form = QuotaForm()
-    if not form.validate_on_submit():
-        errors = [error for field in (form.rate, form.burst, form.daily) for error in field.errors]
-        flash(" ".join(str(e) for e in errors) or gettext("Check the limits."), "error")
-        return redirect(url_for("console.api_keys", _anchor=f"key-{prefix}"))
-    return run_action(
-        lambda: service.set_quota(current_user, prefix, form.rate.data, form.burst.data, form.daily.data),
-        success=lambda changed: (
-            gettext("Key %(prefix)s… now has these limits.", prefix=prefix)
-            if changed
-            else gettext("Key %(prefix)s… already had these limits.", prefix=prefix)
-        ),
-        redirect_to=url_for("console.api_keys", _anchor=f"key-{prefix}"),
+    return set_quota(
+        lambda rate, burst, daily: service.set_quota(current_user, prefix, rate, burst, daily),
+        gettext("Key %(prefix)s… now has these limits.", prefix=prefix),
+        gettext("Key %(prefix)s… already had these limits.", prefix=prefix),
+        url_for("console.api_keys", _anchor=f"key-{prefix}"),
     )
 
 

@@ -1,4 +1,4 @@
-"""The delivery log: search by user, type, channel, status and time; one delivery's attempts, content and the
+"""The delivery log: search by user, type, tenant, channel, status and time; one delivery's attempts, content and the
 workflow run of its notification."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from app.console import workflow_words
 from app.console.blueprint import bp, operator_zone
 from app.console.listing import channel_choice, checked_choice, page_args, time_window
 from app.delivery import ledger_queries
-from app.limits import EMAIL_MAX, TYPE_KEY_MAX
+from app.limits import EMAIL_MAX, TENANT_KEY_MAX, TYPE_KEY_MAX
 from app.notification_types import queries as type_queries
 from app.notify.queries import notification_events
 from app.pagination import parse_id_cursor
+from app.tenants import queries as tenant_queries
 from app.web.headers import sent_content_csp
 
 
@@ -24,6 +25,7 @@ def log_filters(args) -> ledger_queries.LogFilters:
     return ledger_queries.LogFilters(
         user=args.get("user", "")[:EMAIL_MAX].strip(),
         type=args.get("type", "")[:TYPE_KEY_MAX].strip(),
+        tenant=args.get("tenant", "")[:TENANT_KEY_MAX].strip(),
         channel=channel_choice(args, ledger_queries.log_channels(), window["errors"]),
         status=checked_choice(
             args,
@@ -49,6 +51,7 @@ def deliveries():
         page=page,
         args=page_args(request.args),
         types=type_queries.notification_types(),
+        tenants=tenant_queries.tenants(),
         statuses=ledger_queries.LOG_STATUSES,
         channels=ledger_queries.log_channels(),
     ), 422 if filters.errors else 200

@@ -26,17 +26,24 @@ from app.delivery.rich_json import MAX_SOURCE_BYTES as RICH_JSON_MAX
 from app.limits import (
     API_KEY_NAME_MAX,
     DESCRIPTION_MAX,
+    EMAIL_MAX,
+    LINK_MAX,
     LOCALE_MAX,
+    NAME_MAX,
     OPERATOR_BODY_MAX,
     SAMPLE_MAX,
+    SENDER_NAME_MAX,
     TEMPLATE_MAX,
     TEMPLATE_SUBJECT_MAX,
+    TENANT_KEY_MAX,
     TITLE_MAX,
     TYPE_KEY_MAX,
 )
 from app.notification_types.service import SMS_MAX_SEGMENTS, TYPE_KEY_RE
 from app.preferences.rules import SEED_DEFAULT_COLUMNS
 from app.quotas.settings import MAX_BURST, MAX_DAILY, MAX_RATE
+from app.tenants.branding import KEY_MESSAGE as TENANT_KEY_MESSAGE
+from app.tenants.branding import KEY_PATTERN as TENANT_KEY_PATTERN
 from app.timezones import LOCAL_FORMAT
 
 
@@ -200,3 +207,19 @@ class ApiKeyForm(ApiKeyScopesForm):
         super().__init__(*args, **kwargs)
         if self.scopes.data is None:  # a blank form (not a submitted one) starts at the default
             self.scopes.data = list(DEFAULT_SCOPES)
+
+
+class TenantForm(FlaskForm):
+    """A tenant: its key, name and branding (the rules are app/tenants/branding.py's, checked by the service)."""
+
+    key = StringField(
+        lazy_gettext("Key"),
+        validators=[DataRequired(), Length(max=TENANT_KEY_MAX), Regexp(TENANT_KEY_PATTERN, message=TENANT_KEY_MESSAGE)],
+    )
+    name = StringField(lazy_gettext("Name"), validators=[DataRequired(), Length(max=NAME_MAX)])
+    logo_url = StringField(lazy_gettext("Logo URL"), validators=[Optional(), Length(max=LINK_MAX)])
+    primary_color = StringField(lazy_gettext("Primary colour"), validators=[Optional(), Length(max=7)])
+    email_sender_name = StringField(
+        lazy_gettext("E-mail sender name"), validators=[Optional(), Length(max=SENDER_NAME_MAX)]
+    )
+    reply_to = StringField(lazy_gettext("Reply-to address"), validators=[Optional(), Length(max=EMAIL_MAX)])

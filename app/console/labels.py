@@ -85,6 +85,12 @@ def type_choices(types) -> list[tuple[str, str]]:
     return [(t["type"], t["label"]) for t in types]
 
 
+def tenant_choices(tenants, chosen: str = "") -> list[tuple[str, str]]:
+    """(key, name) for each tenant: a select's options; a chosen key no tenant has any more is kept as itself."""
+    options = [(t["key"], f"{t['name']} ({t['key']})") for t in tenants]
+    return options if not chosen or any(key == chosen for key, _ in options) else [*options, (chosen, chosen)]
+
+
 def console_labels() -> dict:
     """What console templates use to name stored values."""
     return {
@@ -103,4 +109,5 @@ def console_labels() -> dict:
         "label": label,
         "labelled": labelled,
         "type_choices": type_choices,
+        "tenant_choices": tenant_choices,
     }

@@ -37,6 +37,7 @@ ONE = "channel = ANY (ARRAY[{names}]::text[])"
 # (table, constraint name, the channels it admits, the check with {names} for the quoted list)
 CONSTRAINTS: tuple[tuple[str, str, Callable[[], list[str]], str], ...] = (
     ("notification_preferences", "notification_preferences_channel", _members, ONE),
+    ("tenant_preferences", "tenant_preferences_channel", _members, ONE),
     ("message_templates", "message_templates_channel", _templates, ONE),
     ("notification_deliveries", "notification_deliveries_channel", _routable, ONE),
     ("notification_types", "notification_types_channels", _routable, "channels <@ ARRAY[{names}]::text[]"),

@@ -30,6 +30,7 @@ ROW_COLUMNS = """d.id, d.channel, d.status, d.attempts, d.provider, d.error_kind
 
 # The user filter finds at most two users through the unique indexes (external id, lower(email)),
 # then walks their notifications by notifications_list_idx.
+TENANT_FILTER_SQL = "n.tenant_id = (SELECT id FROM tenants WHERE key = :tenant)"
 USER_FILTER_SQL = "n.user_id IN (SELECT id FROM users WHERE external_id = :user OR lower(email) = lower(:user))"
 
 
@@ -41,10 +42,13 @@ class LogFilters(Filters):
     type: str = ""
     channel: str = ""
     status: str = ""
+    tenant: str = ""  # a tenant's key (issue 32): its notifications' deliveries
 
     def where(self) -> Where:
         """The conditions (columns of d, n)."""
         where = Where().add(USER_FILTER_SQL, user=self.user) if self.user else Where()
+        if self.tenant:
+            where.add(TENANT_FILTER_SQL, tenant=self.tenant)
         return (
             where.equal("n.type", "type", self.type)
             .equal("d.channel", "channel", self.channel)

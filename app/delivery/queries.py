@@ -10,13 +10,14 @@ from flask_babel import gettext
 
 from app.digests.queries import frequency_sql
 from app.extensions import db
-from app.preferences.rules import EFFECTIVE_SEND_SQL
+from app.preferences.rules import EFFECTIVE_SEND_SQL, effective_send_sql, member_then_tenant_sql, tenant_prefs_sql
 
 # A one-click unsubscribe target that is not a type: a digest ("digest:hourly"), which stops that kind of digest.
 DIGEST_TARGET = "digest:"
 
 # EFFECTIVE_SEND_SQL reads c.channel; the lateral alias makes it the delivery's own channel, so the
-# preference re-check for the whole batch is this one statement.
+# preference re-check for the whole batch is this one statement. The notification's tenant's defaults count as at
+# the ingest (app/preferences/rules.py TENANT_PREFS_SQL).
 BATCH_SQL = sa.text(
     f"""
 SELECT d.id, d.channel, d.attempts, d.locked_until, d.route_rank, d.created_at, d.reached,
@@ -27,7 +28,9 @@ SELECT d.id, d.channel, d.attempts, d.locked_until, d.route_rank, d.created_at, 
        t.sms_max_segments, t.bypass_quiet_hours, coalesce(ws.wait_for_tab, t.push_when_offline) AS push_when_offline,
        u.quiet_hours_start, u.quiet_hours_end,
        t.label AS type_label, t.priority, t.mandatory,
-       {EFFECTIVE_SEND_SQL} AS allowed,
+       {effective_send_sql(enabled=member_then_tenant_sql("tp"))} AS allowed, n.tenant_id,
+       tn.name AS tenant_name, tn.logo_url AS tenant_logo_url, tn.primary_color AS tenant_color,
+       tn.email_sender_name AS tenant_sender_name, tn.reply_to AS tenant_reply_to,
        EXISTS (SELECT 1 FROM email_suppressions s WHERE s.address = lower(btrim(u.email))) AS suppressed,
        d.escalation, n.read_at IS NOT NULL AS read, coalesce(n.created_at <= ls.seen_at, false) AS seen,
        coalesce(ws.if_offline, t.skip_when_online) AS skip_when_online, t.cap_count, t.cap_window,
@@ -43,6 +46,8 @@ JOIN notification_types t ON t.type = n.type
 CROSS JOIN LATERAL (SELECT d.channel) AS c(channel)
 LEFT JOIN notification_preferences p
        ON p.user_id = u.id AND p.type = t.type AND p.channel = d.channel
+{tenant_prefs_sql("n.tenant_id", "tp")}
+LEFT JOIN tenants tn ON tn.id = n.tenant_id
 LEFT JOIN notification_last_seen ls ON ls.user_id = u.id
 LEFT JOIN workflow_steps ws ON ws.id = d.workflow_step_id
 WHERE d.id = ANY(CAST(:ids AS bigint[])) AND d.status = 'sending'
@@ -111,6 +116,12 @@ class BatchRow:
     exits: list[str] | None = None
     external_id: str | None = None
     properties: dict | None = None  # the member's properties, loaded only for a step with conditions
+    tenant_id: int | None = None  # the notification's tenant (issue 32), and its branding for e-mail
+    tenant_name: str | None = None
+    tenant_logo_url: str | None = None
+    tenant_color: str | None = None
+    tenant_sender_name: str | None = None
+    tenant_reply_to: str | None = None
 
 
 @dataclass(frozen=True)

@@ -159,13 +159,31 @@ def _render_email(row: BatchRow, template: Template | None, base_url: str, unsub
     lang = recipient_language(row.locale)
     skeleton = _layout(lang, bool(link), row.type_label, base_url)
     values = {"subject": escape(subject), "content": content, "link": escape(link or ""),
-              "unsubscribe": escape(unsubscribe_url)}  # fmt: skip
+              "unsubscribe": escape(unsubscribe_url), "brand": _brand(row)}  # fmt: skip
     html = _SLOT.sub(lambda match: values[match.group(1)], skeleton)  # one pass: a value is never read again
     return Rendered(subject=subject, text=text, html=html)
 
 
 # The layout's per-message values, as slots rendered into it once per language, link or not, type and site.
-_SLOT = re.compile("\x00(subject|content|link|unsubscribe)\x00")
+_SLOT = re.compile("\x00(subject|content|link|unsubscribe|brand)\x00")
+# A tenant's colour (issue 32), checked as #rrggbb when stored; checked again here, as it lands inside a <style>.
+_COLOR = re.compile(r"#[0-9a-fA-F]{6}")
+
+
+def _brand(row: BatchRow) -> Markup:
+    """A tenant's notification (issue 32): its logo above the card and its colour on the button; else nothing."""
+    parts = Markup("")
+    color = getattr(row, "tenant_color", None)
+    if color and _COLOR.fullmatch(color):
+        parts += Markup(
+            "<style>.button {{ background: {} !important; }} .brand {{ border-color: {}; }}</style>"
+        ).format(color, color)
+    logo = getattr(row, "tenant_logo_url", None)
+    if logo:
+        parts += Markup('<p class="brand"><img src="{}" alt="{}" height="40"></p>').format(
+            logo, getattr(row, "tenant_name", None) or ""
+        )
+    return parts
 
 
 @lru_cache(maxsize=256)
@@ -177,6 +195,7 @@ def _layout(lang: str, has_link: bool, type_label: str, base_url: str) -> str:
     with force_locale(lang):
         return current_app.jinja_env.get_template("delivery/email.html").render(
             subject=Markup("\x00subject\x00"),
+            brand=Markup("\x00brand\x00"),
             content=Markup("\x00content\x00"),
             link=Markup("\x00link\x00") if has_link else None,
             type_label=type_label,

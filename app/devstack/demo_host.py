@@ -93,14 +93,14 @@ class Minter:
     def _headers(self) -> dict:
         return {"Authorization": f"Bearer {self.api_key}"}
 
-    def mint(self, user: str, ttl: int) -> dict:
-        """Return {"token", "expires_at" (epoch seconds)} for user."""
+    def mint(self, user: str, ttl: int, tenant: str | None = None) -> dict:
+        """Return {"token", "expires_at" (epoch seconds)} for user (scoped to the tenant with key tenant, if any)."""
         if ttl < 60:
             return self.sign(user, ttl)
+        body = {"user": user, "ttl": ttl, **({"tenant": tenant} if tenant else {})}
         response = requests.post(
-            f"{self.hato_url}/v1/user-tokens", json={"user": user, "ttl": ttl}, headers=self._headers(),
-            timeout=TIMEOUT_SECONDS,
-        )  # fmt: skip
+            f"{self.hato_url}/v1/user-tokens", json=body, headers=self._headers(), timeout=TIMEOUT_SECONDS
+        )
         response.raise_for_status()
         body = response.json()
         token = body["token"]
@@ -149,7 +149,7 @@ def create_host(hato_url: str, api_key: str, user: str = DEMO_USER, ttl: int = 3
             return jsonify(minter.sign(host.config["DEMO_USER"], -120))
         if mode == "refused":  # looks fine to the browser, refused by Hato (made for another Hato)
             return jsonify(minter.sign(host.config["DEMO_USER"], 3600, audience="https://elsewhere.invalid"))
-        return jsonify(minter.mint(host.config["DEMO_USER"], host.config["TOKEN_TTL"]))
+        return jsonify(minter.mint(host.config["DEMO_USER"], host.config["TOKEN_TTL"], host.config.get("DEMO_TENANT")))
 
     return host
 

@@ -3,7 +3,8 @@
 Authenticated by a signed user token (app/user_tokens) as `Authorization: Bearer …`, never a cookie, so no
 CSRF token either; cross-origin calls only from FEED_ALLOWED_ORIGINS. Every read and write is the inbox's own
 (app/inbox/queries.py and service.py): the same IDOR-safe lookups by (user, id), the same idempotent updates
-and the same badge events after the commit.
+and the same badge events after the commit. A token scoped to a tenant (its `tenant` claim, issue 32) reads,
+counts and touches only that tenant's notifications (plus announcements): any other row is a 404 through it.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def _token_messages() -> dict[str, str]:
         "signature": gettext("The user token's signature does not match a live API key with the feed:issue scope."),
         "claims": gettext("The user token lacks a required claim (sub, exp or aud)."),
         "unknown_user": gettext("The user token names no member of this Hato."),
+        "tenant": gettext("The user token's tenant does not exist, or the member no longer belongs to it."),
     }
 
 
@@ -135,6 +137,11 @@ def _user_id() -> int:
     return current_feed_user().user_id
 
 
+def _tenant_id() -> int | None:
+    """The tenant the token is scoped to (issue 32): only its notifications are seen or touched, or None."""
+    return current_feed_user().tenant_id
+
+
 def _refuse(status: int, detail: str, field: str | None = None):
     """Stop with a problem document (400, 404, 422) whose detail says why (naming the field at fault)."""
     if field is not None:
@@ -162,12 +169,12 @@ def _announcement(row) -> FeedAnnouncementOut:
 
 
 def _counts() -> FeedCountsOut:
-    counts = queries.badge_counts(_user_id())
+    counts = queries.badge_counts(_user_id(), _tenant_id())
     return FeedCountsOut(unread=counts.unread, unseen=counts.unseen, badge=counts.shown())
 
 
 def _own_notification(notification_id: int):
-    return queries.notification_for(_user_id(), notification_id) or _refuse(
+    return queries.notification_for(_user_id(), notification_id, _tenant_id()) or _refuse(
         404, gettext("There is no notification with this id.")
     )
 
@@ -177,7 +184,7 @@ def _done(notification_id: int | None = None):
     commit()
     if notification_id is None:
         return _json(FeedChangeOut(counts=_counts()))
-    row = queries.notification_for(_user_id(), notification_id)
+    row = queries.notification_for(_user_id(), notification_id, _tenant_id())
     return _json(FeedChangeOut(counts=_counts(), notification=_notification(row) if row is not None else None))
 
 
@@ -204,7 +211,7 @@ def page(query: FeedPageQuery):
         message = gettext("That page link is not valid any more. Go back to the newest notifications.")
         _refuse(422, message, field="cursor")
     user_id = _user_id()
-    result = queries.notification_page(user_id, query.filter, query.cursor, query.limit)
+    result = queries.notification_page(user_id, query.filter, query.cursor, query.limit, _tenant_id())
     first = query.cursor is None and query.filter != "archived"
     announcements = queries.active_announcements(user_id) if first else []
     return _json(
@@ -229,7 +236,7 @@ def counts():
 
 def _act(action: str, notification_id: int):
     """Read, archive or unarchive one of the member's notifications (the inbox's one handler for them)."""
-    if service.act_on(_user_id(), notification_id, action) is None:
+    if service.act_on(_user_id(), notification_id, action, _tenant_id()) is None:
         _refuse(404, gettext("There is no notification with this id."))
     return _done(notification_id)
 
@@ -311,7 +318,7 @@ def read_announcement(announcement_id: int):
 @_documented("feedReadAll", "Mark everything read", FeedChangeOut)
 def read_all():
     """Mark every notification and active announcement read."""
-    result = service.read_all(_user_id())
+    result = service.read_all(_user_id(), _tenant_id())
     commit()
     return _json(FeedChangeOut(changed=result.changed, counts=_counts()))
 

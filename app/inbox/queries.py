@@ -84,19 +84,22 @@ SELECT
 
 # Both badges in one round trip (the websocket frame, the counts API). The personal part walks the
 # newest :cap unread rows once, newest first, so the unseen ones come first and "unseen among the
-# newest cap" is exactly min(unseen, cap): the same caps as BADGE_SQL and UNSEEN_SQL.
-COUNTS_SQL = sa.text(
-    f"""
+# newest cap" is exactly min(unseen, cap): the same caps as BADGE_SQL and UNSEEN_SQL. {scope} narrows the rows to
+# one tenant's (issue 32: a scoped feed), read from notifications_tenant_unread_idx (user_id, tenant_id, created_at)
+# WHERE read_at IS NULL AND tenant_id IS NOT NULL; announcements, addressed to everyone, count for every scope.
+TENANT_SCOPE_SQL = " AND tenant_id = :tenant_id"
+_COUNTS_SQL = f"""
 WITH seen AS (SELECT {SEEN_AT_SQL} AS at)
 SELECT p.unread AS personal, p.unseen AS personal_unseen, b.unread AS announcements, b.unseen AS announcements_unseen
 FROM (SELECT count(*) AS unread, count(*) FILTER (WHERE created_at > (SELECT at FROM seen)) AS unseen
       FROM (SELECT created_at FROM notifications
-            WHERE user_id = :user_id AND read_at IS NULL
+            WHERE user_id = :user_id AND read_at IS NULL{{scope}}
             ORDER BY created_at DESC LIMIT :cap) newest) p,
      (SELECT count(*) AS unread, count(*) FILTER (WHERE published_at > (SELECT at FROM seen)) AS unseen
       FROM ({NEWEST_UNREAD_ANNOUNCEMENTS}) newest) b
 """
-)
+COUNTS_SQL = sa.text(_COUNTS_SQL.format(scope=""))
+TENANT_COUNTS_SQL = sa.text(_COUNTS_SQL.format(scope=TENANT_SCOPE_SQL))
 
 BADGE_MODES = ("unread", "unseen")
 
@@ -124,9 +127,10 @@ def unseen_count(user_id: int) -> int:
     return row.personal + row.announcements
 
 
-def badge_counts(user_id: int) -> BadgeCounts:
-    """Return both badges in one statement."""
-    row = db.session.execute(COUNTS_SQL, {"user_id": user_id, "cap": BADGE_CAP}).one()
+def badge_counts(user_id: int, tenant_id: int | None = None) -> BadgeCounts:
+    """Return both badges in one statement; with tenant_id, of that tenant's notifications (and announcements)."""
+    statement = COUNTS_SQL if tenant_id is None else TENANT_COUNTS_SQL
+    row = db.session.execute(statement, {"user_id": user_id, "cap": BADGE_CAP, "tenant_id": tenant_id}).one()
     return BadgeCounts(row.personal + row.announcements, row.personal_unseen + row.announcements_unseen)
 
 
@@ -168,13 +172,15 @@ ROW_COLUMNS = """id, type, title, body, link_path, read_at IS NULL AS unread, re
 ROW_COLUMNS += f",\n  created_at <= {SEEN_AT_SQL} AS seen"
 
 
-def _page_sql(filter_name: str, keyset: bool) -> sa.TextClause:
+def _page_sql(filter_name: str, keyset: bool, scoped: bool = False) -> sa.TextClause:
     after = "AND (created_at, id) < (:cursor_created_at, :cursor_id)" if keyset else ""
+    # A tenant's page walks notifications_tenant_list_idx (user_id, tenant_id, created_at DESC, id DESC).
+    scope = TENANT_SCOPE_SQL if scoped else ""
     return sa.text(
         f"""
 SELECT {ROW_COLUMNS}
 FROM notifications
-WHERE user_id = :user_id AND in_app AND {FILTERS[filter_name]}
+WHERE user_id = :user_id{scope} AND in_app AND {FILTERS[filter_name]}
   {after}
 ORDER BY created_at DESC, id DESC
 LIMIT :limit
@@ -183,25 +189,36 @@ LIMIT :limit
 
 
 def notification_page(
-    user_id: int, filter_name: str = "all", cursor: str | None = None, limit: int = PAGE_SIZE
+    user_id: int,
+    filter_name: str = "all",
+    cursor: str | None = None,
+    limit: int = PAGE_SIZE,
+    tenant_id: int | None = None,
 ) -> Page:
-    """Return one keyset page of the user's notifications, newest first."""
+    """Return one keyset page of the user's notifications, newest first (with tenant_id: that tenant's only)."""
     filter_name = filter_name if filter_name in FILTERS else "all"
     position = Cursor.decode(cursor)
-    params = {"user_id": user_id, "limit": limit + 1}
+    params = {"user_id": user_id, "limit": limit + 1, "tenant_id": tenant_id}
     if position:
         params.update(cursor_created_at=position.created_at, cursor_id=position.id)
-    rows = db.session.execute(_page_sql(filter_name, position is not None), params).mappings().all()
+    statement = _page_sql(filter_name, position is not None, tenant_id is not None)
+    rows = db.session.execute(statement, params).mappings().all()
     return Page.of(rows, limit, time_cursor())
 
 
 # Hidden (in_app = false) rows are not the user's to see, so they are "not found" like another's.
 NOTIFICATION_SQL = sa.text(f"SELECT {ROW_COLUMNS} FROM notifications WHERE id = :id AND user_id = :user_id AND in_app")
+TENANT_NOTIFICATION_SQL = sa.text(
+    f"SELECT {ROW_COLUMNS} FROM notifications WHERE id = :id AND user_id = :user_id AND in_app{TENANT_SCOPE_SQL}"
+)
 
 
-def notification_for(user_id: int, notification_id: int):
-    """Return one of the user's visible notifications, or None (missing, hidden or someone else's)."""
-    return db.session.execute(NOTIFICATION_SQL, {"id": notification_id, "user_id": user_id}).mappings().first()
+def notification_for(user_id: int, notification_id: int, tenant_id: int | None = None):
+    """Return one of the user's visible notifications, or None (missing, hidden, someone else's, or with tenant_id
+    another tenant's or none's)."""
+    statement = NOTIFICATION_SQL if tenant_id is None else TENANT_NOTIFICATION_SQL
+    params = {"id": notification_id, "user_id": user_id, "tenant_id": tenant_id}
+    return db.session.execute(statement, params).mappings().first()
 
 
 ANNOUNCEMENT_COLUMNS = (

@@ -54,6 +54,11 @@ READ_ALL_SQL = sa.text(
     SKIP_ESCALATIONS_CTE.format(rows="true")
     + "UPDATE notifications SET read_at = now() WHERE user_id = :user_id AND read_at IS NULL"
 )
+# A tenant-scoped feed's "read all" (issue 32): only that tenant's rows (and every announcement, addressed to all).
+TENANT_READ_ALL_SQL = sa.text(
+    SKIP_ESCALATIONS_CTE.format(rows="n.tenant_id = :tenant_id")
+    + "UPDATE notifications SET read_at = now() WHERE user_id = :user_id AND read_at IS NULL AND tenant_id = :tenant_id"
+)
 
 # The SELECT form of the seed's single insert: an expired or unpublished id inserts nothing.
 READ_ANNOUNCEMENT_SQL = sa.text(
@@ -108,12 +113,13 @@ def unarchive(user_id: int, notification_id: int) -> int:
 NOTIFICATION_ACTIONS = {"read": mark_read, "archive": archive, "unarchive": unarchive}
 
 
-def act_on(user_id: int, notification_id: int, action: str):
+def act_on(user_id: int, notification_id: int, action: str, tenant_id: int | None = None):
     """Read, archive or unarchive one of the user's notifications (the inbox's and the feed's one handler).
 
-    Returns the row as it was before the change, or None (and changes nothing) when it is not the user's.
+    Returns the row as it was before the change, or None (and changes nothing) when it is not the user's (with
+    tenant_id, a feed scoped to a tenant: when it is not that tenant's).
     """
-    row = notification_for(user_id, notification_id)
+    row = notification_for(user_id, notification_id, tenant_id)
     if row is not None:
         NOTIFICATION_ACTIONS[action](user_id, notification_id)
     return row
@@ -137,9 +143,11 @@ class ReadAll:
         return bool(self.notifications or self.announcements)
 
 
-def read_all(user_id: int) -> ReadAll:
-    """Mark every personal notification and every active announcement read (the seed's two statements)."""
-    done = ReadAll(_run(READ_ALL_SQL, user_id=user_id), _run(READ_ALL_ANNOUNCEMENTS_SQL, user_id=user_id))
+def read_all(user_id: int, tenant_id: int | None = None) -> ReadAll:
+    """Mark every personal notification (with tenant_id: that tenant's) and every active announcement read."""
+    personal = (_run(READ_ALL_SQL, user_id=user_id) if tenant_id is None
+                else _run(TENANT_READ_ALL_SQL, user_id=user_id, tenant_id=tenant_id))  # fmt: skip
+    done = ReadAll(personal, _run(READ_ALL_ANNOUNCEMENTS_SQL, user_id=user_id))
     if done.notifications:  # one event for the whole inbox, not one per row
         webhooks.emit("notification.read", {"user_id": user_id, "all": True, "count": done.notifications})
     return done

@@ -14,6 +14,7 @@ from app.inbox import queries, service
 from app.inbox import snooze as snoozing
 from app.links import same_site_path
 from app.pagination import Cursor
+from app.tenants import queries as tenant_queries
 from app.unitofwork import commit
 from app.web.htmx import is_htmx
 from app.web.templating import forget_badge_count, localtime
@@ -47,8 +48,30 @@ def _listing_args() -> tuple[str, str | None]:
     return filter_name, cursor
 
 
-def _content_context(filter_name: str, cursor: str | None = None) -> dict:
-    page = queries.notification_page(current_user.id, filter_name, cursor)
+def _tenant(values) -> tuple[list, object | None]:
+    """The member's tenants, and the one the inbox is narrowed to (`tenant`, a key: issue 32), if any.
+
+    The filter exists only for a member of more than one tenant; a key that is not one of theirs is a 400.
+    """
+    tenants = tenant_queries.member_tenants(current_user.id) if current_user.role == "member" else []
+    key = values.get("tenant") or None
+    if key is None:
+        return tenants, None
+    chosen = next((t for t in tenants if t.key == key), None)
+    if chosen is None or len(tenants) < 2:
+        abort(400, gettext("You do not belong to that organisation."))
+    return tenants, chosen
+
+
+def _scope(tenant_key: str | None) -> dict:
+    """The tenant filter as URL arguments (none without one)."""
+    return {"tenant": tenant_key} if tenant_key else {}
+
+
+def _content_context(filter_name: str, cursor: str | None = None, values=None) -> dict:
+    tenants, tenant = _tenant(request.args if values is None else values)
+    tenant_id, tenant_key = (tenant.id, tenant.key) if tenant else (None, None)
+    page = queries.notification_page(current_user.id, filter_name, cursor, tenant_id=tenant_id)
     show_announcements = filter_name != "archived" and cursor is None
     announcements = queries.active_announcements(current_user.id) if show_announcements else []
     return {
@@ -56,7 +79,9 @@ def _content_context(filter_name: str, cursor: str | None = None) -> dict:
         "filter_name": filter_name,
         "cursor": cursor,
         "announcements": announcements,
-        "next_url": url_for("inbox.index", filter=filter_name, cursor=cursor),
+        "next_url": url_for("inbox.index", filter=filter_name, cursor=cursor, **_scope(tenant_key)),
+        "tenants": tenants if len(tenants) > 1 else [],
+        "tenant_key": tenant_key,
     }
 
 
@@ -73,9 +98,15 @@ def index():
     """Show announcements and one keyset page of notifications; "load more" gets only the rows."""
     filter_name, cursor = _listing_args()
     if cursor and is_htmx():
-        page = queries.notification_page(current_user.id, filter_name, cursor)
+        _, tenant = _tenant(request.args)
+        page = queries.notification_page(current_user.id, filter_name, cursor, tenant_id=tenant.id if tenant else None)
+        tenant_key = tenant.key if tenant else None
         return render_template(
-            "inbox/_more.html", page=page, filter_name=filter_name, next_url=url_for("inbox.index", filter=filter_name)
+            "inbox/_more.html",
+            page=page,
+            filter_name=filter_name,
+            tenant_key=tenant_key,
+            next_url=url_for("inbox.index", filter=filter_name, **_scope(tenant_key)),
         )
     context = _content_context(filter_name, cursor)
     if filter_name in SEEN_FILTERS and cursor is None:
@@ -196,9 +227,12 @@ def read_all():
     filter_name = request.form.get("filter", "all")
     if filter_name not in queries.FILTERS:
         abort(400, gettext("Unknown filter: use all, unread, archived or snoozed."))
-    result = service.read_all(current_user.id)
+    _, tenant = _tenant(request.form)  # narrowed to a tenant: only its notifications
+    result = service.read_all(current_user.id, tenant.id if tenant else None)
     status = gettext("Everything is marked read.") if result.changed else gettext("Nothing was unread.")
-    return _finish(status, lambda: render_template("inbox/_content.html", **_content_context(filter_name)))
+    return _finish(
+        status, lambda: render_template("inbox/_content.html", **_content_context(filter_name, values=request.form))
+    )
 
 
 # --- snooze and mute ------------------------------------------------------------------------------

@@ -101,6 +101,8 @@ def _badge_message(
     message: dict = {"kind": "badge", "users": users}
     if toast and toast.get("title"):
         message["toast"] = {"title": str(toast["title"])[:TOAST_TITLE_MAX]}
+        if type(toast.get("tenant")) is int:  # a tenant's notification: scoped feeds of other tenants never see it
+            message["toast"]["tenant"] = toast["tenant"]
     shown = {str(u): sorted(int(n) for n in notifications[u]) for u in users if notifications.get(u)}
     if shown:
         message["n"] = shown
@@ -175,9 +177,10 @@ class BadgeEvent(Effect):
     toast_title: str | None = None
     notifications: frozenset[tuple[int, int]] = frozenset()
     accepted_at: float | None = None
+    toast_tenant: int | None = None  # the notifications' tenant (issue 32): the toast shows only in its scope
 
     def merge_key(self):
-        return ("badge", self.toast_title)
+        return ("badge", self.toast_title, self.toast_tenant)
 
     def merge(self, other: BadgeEvent) -> BadgeEvent:
         times = [t for t in (self.accepted_at, other.accepted_at) if t is not None]
@@ -186,10 +189,13 @@ class BadgeEvent(Effect):
             self.toast_title,
             self.notifications | other.notifications,
             min(times) if times else None,
+            self.toast_tenant,
         )
 
     def run(self) -> frozenset[int]:
         toast = {"title": self.toast_title} if self.toast_title else None
+        if toast is not None and self.toast_tenant is not None:
+            toast["tenant"] = self.toast_tenant
         shown: dict[int, list[int]] = {}
         for user_id, notification_id in self.notifications:
             shown.setdefault(user_id, []).append(notification_id)
@@ -243,16 +249,20 @@ def session_end_after_commit(user_id: int, below_version: int, keep_sid: str | N
 
 
 def badge_after_commit(
-    user_ids: Iterable[int], toast_title: str | None = None, notifications: Iterable[tuple[int, int]] = ()
+    user_ids: Iterable[int],
+    toast_title: str | None = None,
+    notifications: Iterable[tuple[int, int]] = (),
+    toast_tenant: int | None = None,
 ) -> None:
     """Publish a badge event for these users once the current transaction commits.
 
-    notifications: the (user id, notification id) pairs it shows, so that the members' acks are recorded.
+    notifications: the (user id, notification id) pairs it shows, so that the members' acks are recorded;
+    toast_tenant: their tenant, so that a feed scoped to another tenant shows no toast of them.
     """
     ids = frozenset(int(user_id) for user_id in user_ids)
     if ids:
         pairs = frozenset((int(u), int(n)) for u, n in notifications)
-        after_commit(BadgeEvent(ids, toast_title, pairs, time.time()))
+        after_commit(BadgeEvent(ids, toast_title, pairs, time.time(), toast_tenant))
 
 
 def broadcast_after_commit() -> None:

@@ -42,6 +42,7 @@ from app.models.notifications import (
     ScheduledNotification,
 )
 from app.models.phones import PhoneVerification
+from app.models.tenants import Tenant, TenantMember, TenantPreference
 from app.models.users import CONSENT_SOURCES, ROLES, SmsConsent, User
 from app.models.webhooks import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from app.models.workflows import WorkflowDraft, WorkflowStep, WorkflowVersion
@@ -95,6 +96,9 @@ __all__ = [
     "NotificationEvent",
     "NotificationPreference",
     "NotificationType",
+    "Tenant",
+    "TenantMember",
+    "TenantPreference",
     "WebhookAttempt",
     "WebhookDelivery",
     "WebhookEndpoint",

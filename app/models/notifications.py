@@ -109,6 +109,22 @@ class Notification(db.Model):
         sa.Index("notifications_snoozed_idx", "snoozed_until", postgresql_where=sa.text("snoozed_until IS NOT NULL")),
         sa.Index("notifications_campaign_idx", "campaign_id", postgresql_where=sa.text("campaign_id IS NOT NULL")),
         sa.Index("notifications_created_idx", "created_at", "id"),  # the retention walk, oldest first (0014)
+        # A tenant's part of a member's inbox (0037): its unread (and unseen) count, and its list, by index.
+        sa.Index(
+            "notifications_tenant_unread_idx",
+            "user_id",
+            "tenant_id",
+            "created_at",
+            postgresql_where=sa.text("read_at IS NULL AND tenant_id IS NOT NULL"),
+        ),
+        sa.Index(
+            "notifications_tenant_list_idx",
+            "user_id",
+            "tenant_id",
+            sa.text("created_at DESC"),
+            sa.text("id DESC"),
+            postgresql_where=sa.text("tenant_id IS NOT NULL"),
+        ),
         sa.Index(
             "notifications_window_idx",
             "user_id",
@@ -153,6 +169,9 @@ class Notification(db.Model):
     traceparent: Mapped[str | None] = mapped_column(sa.Text)
     # The workflow version in force when it was accepted (0032): it runs that one, whatever is published later.
     workflow_version_id: Mapped[int | None] = mapped_column(sa.BigInteger)
+    # The tenant the product sent it for (0037, issue 32). No foreign key: a deleted tenant's rows keep its id,
+    # which no other tenant gets again (an identity), and the ingest's insert pays for no key check.
+    tenant_id: Mapped[int | None] = mapped_column(sa.BigInteger)
 
 
 class ScheduledNotification(db.Model):
@@ -186,6 +205,8 @@ class ScheduledNotification(db.Model):
     channels: Mapped[list[str] | None] = mapped_column(ARRAY(sa.Text))
     channel_mode: Mapped[str | None] = mapped_column(sa.Text)
     created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
+    # The request's tenant (0037), written on the notification at release.
+    tenant_id: Mapped[int | None] = mapped_column(sa.BigInteger)
 
 
 class NotificationLastSeen(db.Model):

@@ -36,7 +36,7 @@ from app.notify.delivery_sql import (
     step_due_sql,
     step_join_sql,
 )
-from app.preferences.rules import EFFECTIVE_SEND_SQL
+from app.preferences.rules import effective_send_sql, member_then_tenant_sql, tenant_prefs_sql
 
 ACTOR_NAMES_SHOWN = 3  # the first few distinct actors kept on the row (with the total)
 
@@ -62,11 +62,13 @@ prefs AS (
 ),
 cells AS (
   SELECT r.user_id, r.email, c.channel, c.ord - 2 AS rank, {CHAIN_SQL.format(mode="CAST(:mode AS text)")} AS chain,
-         {in_app_send_sql(EFFECTIVE_SEND_SQL)} AS send, {muted_sql("CAST(:group_key AS text)")} AS muted
+         {in_app_send_sql(effective_send_sql(enabled=member_then_tenant_sql()))} AS send,
+         {muted_sql("CAST(:group_key AS text)")} AS muted
   FROM recipients r
   JOIN notification_types t ON t.type = :type
   CROSS JOIN unnest({route_sql("CAST(:route AS text[])")}) WITH ORDINALITY AS c(channel, ord)
   LEFT JOIN prefs p ON p.user_id = r.user_id AND p.channel = c.channel
+  {tenant_prefs_sql("CAST(:tenant AS bigint)")}
 ),
 fresh AS (
   -- the event is new for this recipient: its dedupe key names no event and no row yet
@@ -83,7 +85,7 @@ open AS (
          )) AS new_actor
   FROM fresh f
   JOIN notifications n ON n.user_id = f.user_id AND n.type = :type AND n.group_key = :group_key
-  WHERE n.window_ends_at > now()
+  WHERE n.window_ends_at > now() AND n.tenant_id IS NOT DISTINCT FROM CAST(:tenant AS bigint)
   ORDER BY n.user_id, n.window_ends_at DESC
 ),
 joined AS (
@@ -105,14 +107,14 @@ joined AS (
 inserted AS (
   INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, data, api_key_id, in_app, read_at,
                              group_key, cancellation_key, window_ends_at, actor_count, actor_names,
-                             workflow_version_id)
+                             workflow_version_id, tenant_id)
   SELECT f.user_id, :type, :title, :body, :link_path, :dedupe_key, CAST(:data AS jsonb), :api_key_id, f.visible,
          CASE WHEN f.visible THEN NULL ELSE now() END, :group_key, CAST(:cancellation_key AS text),
          now() + make_interval(secs => :window),
          CASE WHEN CAST(:actor_id AS text) IS NULL THEN 0 ELSE 1 END,
          CASE WHEN CAST(:actor_id AS text) IS NULL THEN '[]'::jsonb
               ELSE jsonb_build_array(CAST(:actor_name AS text)) END,
-         (SELECT workflow_version_id FROM notification_types WHERE type = :type)
+         (SELECT workflow_version_id FROM notification_types WHERE type = :type), CAST(:tenant AS bigint)
   FROM fresh f
   WHERE NOT EXISTS (SELECT 1 FROM open o WHERE o.user_id = f.user_id)
   ON CONFLICT (user_id, dedupe_key) DO NOTHING

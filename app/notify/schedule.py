@@ -21,7 +21,15 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.live.publish import badge_after_commit
-from app.notify.service import ROW_API_KEY, ROW_CONTENT, WANTED_SQL, NotifyError, _notify_ctes, unique
+from app.notify.service import (
+    ROW_API_KEY,
+    ROW_CONTENT,
+    WANTED_SQL,
+    NotifyError,
+    _notify_ctes,
+    check_tenant,
+    unique,
+)
 from app.queueing import delivery_queue, enqueue_deliveries_after_commit
 
 SCHEDULE_SQL = sa.text(
@@ -32,9 +40,10 @@ WITH wanted AS (
 stored AS (
   -- All or nothing, as the immediate ingest: one unknown recipient and nothing is scheduled.
   INSERT INTO scheduled_notifications (user_id, type, title, body, link_path, data, dedupe_key, group_key,
-                                       cancellation_key, api_key_id, send_at, channels, channel_mode)
+                                       cancellation_key, api_key_id, send_at, channels, channel_mode, tenant_id)
   SELECT w.user_id, t.type, :title, :body, :link_path, CAST(:data AS jsonb), :dedupe_key, :group_key,
-         :cancellation_key, :api_key_id, :send_at, CAST(:route AS text[]), CAST(:mode AS text)
+         :cancellation_key, :api_key_id, :send_at, CAST(:route AS text[]), CAST(:mode AS text),
+         CAST(:tenant AS bigint)
   FROM wanted w
   JOIN notification_types t ON t.type = :type
   WHERE w.user_id IS NOT NULL
@@ -72,7 +81,7 @@ WITH due AS (
 recipients AS (
   SELECT d.user_id, u.email, d.type, d.title, d.body, d.link_path, d.dedupe_key, d.data,
          CAST(NULL AS bigint) AS campaign_id, d.group_key, d.cancellation_key, d.api_key_id,
-         d.channels AS route, d.channel_mode AS mode
+         d.channels AS route, d.channel_mode AS mode, d.tenant_id AS tenant
   FROM due d
   JOIN users u ON u.id = d.user_id
 ),
@@ -81,7 +90,7 @@ prefs AS (
   FROM notification_preferences p
   JOIN (SELECT DISTINCT user_id, type FROM due) k ON k.user_id = p.user_id AND k.type = p.type
 ),
-{_notify_ctes(ROW_API_KEY, ROW_CONTENT, prefs_by_type=True)}
+{_notify_ctes(ROW_API_KEY, ROW_CONTENT, prefs_by_type=True, tenant_ref="r.tenant")}
 -- Arrays per group, nothing joined to the data-modifying CTEs' output (see service._notify_statement).
 SELECT 'notification' AS kind, i.type AS key, i.title, i.in_app,
        array_agg(i.id) AS ids, array_agg(i.user_id) AS refs
@@ -157,13 +166,16 @@ def schedule(
     cancellation_key: str | None = None,
     channels: Sequence[str] | None = None,
     channel_mode: str | None = None,
+    tenant_id: int | None = None,
 ) -> ScheduleResult:
     """Store one scheduled notification per recipient (external ids), in the caller's transaction.
 
     A recipient who already has a notification or a scheduled one under dedupe_key is reported as not
-    new and keeps what it has. Raises NotifyError for an unknown type or any unknown recipient.
+    new and keeps what it has. Raises NotifyError for an unknown type or any unknown recipient, and
+    OutsideTenant (nothing stored) for any recipient who is not a member of tenant_id's tenant.
     """
     refs = unique(refs)
+    check_tenant(refs, tenant_id, "external_id")
     params = {
         "refs": refs,
         "type": type_,
@@ -178,6 +190,7 @@ def schedule(
         "send_at": send_at,
         "route": list(channels) if channels is not None else None,
         "mode": channel_mode,
+        "tenant": tenant_id,
     }
     rows = db.session.execute(SCHEDULE_SQL, params).all()
     unknown = [row.ref for row in rows if row.user_id is None]

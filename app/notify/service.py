@@ -12,6 +12,7 @@ caller owns the transaction, and those effects run only if it commits (app/unito
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -37,8 +38,9 @@ from app.notify.delivery_sql import (
     step_due_sql,
     step_join_sql,
 )
-from app.preferences.rules import EFFECTIVE_SEND_SQL
+from app.preferences.rules import effective_send_sql, member_then_tenant_sql, tenant_prefs_sql
 from app.queueing import delivery_queue, enqueue_deliveries_after_commit
+from app.tenants import queries as tenant_queries
 from app.webhooks import service as webhooks
 
 # The content of each row, as SQL: the request's parameters (one content for every recipient), or the
@@ -55,8 +57,11 @@ PARAM_CONTENT = {
     "cancellation_key": "CAST(:cancellation_key AS text)",
     "route": "CAST(:route AS text[])",  # the request's channel order, NULL: the type's (delivery_sql.ROUTE_SQL)
     "mode": "CAST(:mode AS text)",
+    "tenant": "CAST(:tenant AS bigint)",  # the request's tenant's id (issue 32), NULL without one
 }
 ROW_CONTENT = {name: f"r.{name}" for name in PARAM_CONTENT}
+
+
 ROW_API_KEY = "r.api_key_id"
 
 
@@ -71,31 +76,36 @@ ROW_API_KEY = "r.api_key_id"
 # reason 'muted'. In mode "all" a delivery row is written for each channel the recipient has on; in mode
 # "first" for each channel of the route, the first pending and the rest standby (delivery_sql.CHAIN_*).
 def _notify_ctes(
-    api_key_id: str, content: dict[str, str] = PARAM_CONTENT, prefs_by_type: bool = False, types_also: str = ""
+    api_key_id: str,
+    content: dict[str, str] = PARAM_CONTENT,
+    prefs_by_type: bool = False,
+    types_also: str = "",
+    tenant_ref: str = ":tenant",
 ) -> str:
     f = content
     by_type = " AND p.type = t.type" if prefs_by_type else ""
     return f"""
 cells AS (
   SELECT r.user_id, r.email, c.channel, c.ord - 2 AS rank, {CHAIN_SQL.format(mode=f["mode"])} AS chain,
-         {in_app_send_sql(EFFECTIVE_SEND_SQL)} AS send, t.workflow_version_id AS v,
+         {in_app_send_sql(effective_send_sql(enabled=member_then_tenant_sql()))} AS send, t.workflow_version_id AS v,
          {f["type"]} AS type, {f["title"]} AS title, {f["body"]} AS body, {f["link_path"]} AS link_path,
          {f["dedupe_key"]} AS dedupe_key, {f["data"]} AS data, {f["campaign_id"]} AS campaign_id,
          {f["group_key"]} AS group_key, {f["cancellation_key"]} AS cancellation_key, {api_key_id} AS api_key_id,
-         {muted_sql(f["group_key"])} AS muted
+         {muted_sql(f["group_key"])} AS muted, {f["tenant"]} AS tenant
   FROM recipients r
   JOIN notification_types t ON t.type = {f["type"]}{types_also}
-  CROSS JOIN unnest({route_sql(f["route"])}) WITH ORDINALITY AS c(channel, ord)
+  CROSS JOIN unnest({route_sql(f["route"])}) WITH ORDINALITY c(channel, ord)
   LEFT JOIN prefs p ON p.user_id = r.user_id AND p.channel = c.channel{by_type}
+  {tenant_prefs_sql(tenant_ref)}
 ),
 inserted AS (
   -- With in-app off the row is still written (it anchors the deliveries) but is born read,
   -- so it never enters the unread index, and in_app = false hides it from every list.
   INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, data, campaign_id,
-                             api_key_id, in_app, read_at, group_key, cancellation_key, workflow_version_id)
+                             api_key_id, in_app, read_at, group_key, cancellation_key, workflow_version_id, tenant_id)
   SELECT c.user_id, c.type, c.title, c.body, c.link_path, c.dedupe_key, c.data, c.campaign_id,
          c.api_key_id, c.send AND NOT c.muted, CASE WHEN c.send AND NOT c.muted THEN NULL ELSE now() END,
-         c.group_key, c.cancellation_key, c.v
+         c.group_key, c.cancellation_key, c.v, c.tenant
   FROM cells c
   WHERE c.channel = 'in_app'
   ON CONFLICT (user_id, dedupe_key) DO NOTHING
@@ -124,10 +134,10 @@ AGGREGATED_ELSEWHERE_SQL = " AND (t.aggregation_window IS NULL OR CAST(:group_ke
 # How callers name recipients: the product's external ids (API) or user ids (campaigns).
 WANTED_SQL = {
     "external_id": """SELECT e.ord, e.ref, u.id AS user_id, u.email
-  FROM unnest(CAST(:refs AS text[])) WITH ORDINALITY AS e(ref, ord)
+  FROM unnest(CAST(:refs AS text[])) WITH ORDINALITY e(ref, ord)
   LEFT JOIN users u ON u.external_id = e.ref""",
     "user_id": """SELECT e.ord, e.ref, u.id AS user_id, u.email
-  FROM unnest(CAST(:refs AS bigint[])) WITH ORDINALITY AS e(ref, ord)
+  FROM unnest(CAST(:refs AS bigint[])) WITH ORDINALITY e(ref, ord)
   LEFT JOIN users u ON u.id = e.ref""",
 }
 
@@ -142,15 +152,21 @@ AGGREGATING_TYPE_SQL = f"""SELECT priority, aggregation_window,
   FROM notification_types WHERE type = :type"""
 
 
-def _compact(sql: str) -> str:
-    """sql without its comment lines and indentation (no literal here spans lines or starts one with --).
+_SPACE_AFTER = re.compile(r"(?<=[,(]) | (?=[()])")
+_SPACE_AROUND = re.compile(r" ?(=|<>|<=|>| -|\|\|) ?")
 
-    psycopg parses a query's placeholders once and caches the result only for texts up to 4 KB
-    (psycopg._queries.MAX_CACHED_STATEMENT_LENGTH); the commented statement is 5 KB and was parsed
-    again on every ingest.
+
+def _compact(sql: str) -> str:
+    """sql without its comment lines, indentation and the spaces next to commas, brackets and operators.
+
+    No literal here spans lines, starts one with --, or holds a comma, bracket or operator with a space beside it
+    (tests/notify/test_statement_size.py checks the literals survive). psycopg parses a query's placeholders once
+    and caches the result only for texts up to 4 KB (psycopg._queries.MAX_CACHED_STATEMENT_LENGTH); the commented
+    statement is 5 KB and was parsed again on every ingest.
     """
     lines = (line.strip() for line in sql.splitlines())
-    return "\n".join(line for line in lines if line and not line.startswith("--"))
+    text = "\n".join(line for line in lines if line and not line.startswith("--"))
+    return _SPACE_AROUND.sub(r"\1", _SPACE_AFTER.sub("", text))
 
 
 # The statement's result columns, in order. Declared, so SQLAlchemy builds the result's metadata once for the
@@ -220,6 +236,26 @@ TRACE_SQL = driversql.compiled(
 )
 
 
+class OutsideTenant(ValueError):
+    """Some recipients are not members of the request's tenant; nothing was written."""
+
+    def __init__(self, outsiders: list) -> None:
+        self.outsiders = outsiders
+        super().__init__(f"{len(outsiders)} recipient(s) outside the tenant")
+
+
+def check_tenant(refs: Sequence, tenant_id: int | None, by: str) -> None:
+    """Raise OutsideTenant naming the recipients who are not the tenant's members (none checked without a tenant).
+
+    One set-based statement before the ingest's, which locks the members' rows until the commit (a removal then
+    waits): the ingest statement itself is at psycopg's 4 KB parse-cache limit (tests/notify/test_statement_size.py).
+    """
+    if tenant_id is not None:
+        outsiders = tenant_queries.outsiders(refs, tenant_id, by)
+        if outsiders:
+            raise OutsideTenant(outsiders)
+
+
 class NotifyError(ValueError):
     """The type or some recipients are unknown; nothing was written."""
 
@@ -281,6 +317,7 @@ def notify(
     actor: dict | None = None,
     channels: Sequence[str] | None = None,
     channel_mode: str | None = None,
+    tenant_id: int | None = None,
 ) -> NotifyResult:
     """Write one notification per recipient and its deliveries, in the caller's transaction.
 
@@ -292,9 +329,12 @@ def notify(
     instead (app/notify/aggregate.py): the statement below then writes nothing and says so.
     channels (the delivery channels in order) and channel_mode (all | first) route this notification instead
     of its type's defaults; in-app is recorded as the type and the member's preference say, whatever the order.
+    tenant_id (issue 32): every recipient must be the tenant's member (else OutsideTenant, nothing written); the rows
+    carry it, and its default preferences apply between the type's and the member's.
     Raises NotifyError for an unknown type or (strict) unknown recipients.
     """
     refs = unique(refs)
+    check_tenant(refs, tenant_id, by)
     if not refs:
         priority = db.session.execute(PRIORITY_SQL, {"type": type_}).scalar()
         if priority is None:
@@ -315,6 +355,7 @@ def notify(
         "cancellation_key": cancellation_key,
         "route": list(channels) if channels is not None else None,
         "mode": channel_mode,
+        "tenant": tenant_id,
     }
     # Straight through psycopg on the session's connection (app/driversql.py): SQLAlchemy's execute, even
     # Core's, costs more Python than this one statement's round trip. flush() stands in for the autoflush
@@ -341,7 +382,7 @@ def notify(
                 delivery_queue(result.priority, campaign_id is not None), channel, ids, True
             )
     shown = [(r.user_id, r.notification_id) for r in result.recipients if r.created and r.in_app]
-    badge_after_commit(result.badge_user_ids(), toast_title=title, notifications=shown)
+    badge_after_commit(result.badge_user_ids(), toast_title=title, notifications=shown, toast_tenant=tenant_id)
     return result
 
 
@@ -380,5 +421,6 @@ def _aggregated(statement, params: dict, window: int, actor: dict | None, strict
         found = (row.id, row.in_app) if row.id is not None else existing.get(row.user_id)
         if found is not None:
             recipients.append(Recipient(row.ref, row.user_id, found[0], row.id is not None, found[1]))
-    badge_after_commit([row.user_id for row in rows if row.id is not None and row.visible], toast_title=params["title"])
+    badge_after_commit([row.user_id for row in rows if row.id is not None and row.visible], toast_title=params["title"],
+                       toast_tenant=params["tenant"])  # fmt: skip
     return NotifyResult(priority=rows[0].priority, recipients=recipients, pending={name: [] for name in routable()})

@@ -33,6 +33,8 @@ class Message:
     logged_text: str | None = None
     # A chat message's content (app/providers/chat_content.py); None for every other message.
     chat: ChatContent | None = None
+    # E-mail: the From header's display name instead of MAIL_FROM's (a tenant's sender name, issue 32).
+    from_name: str | None = None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from email.generator import BytesGenerator
 from email.headerregistry import Address, HeaderRegistry
 from email.message import EmailMessage
 from email.policy import default as default_policy
-from email.utils import formatdate
+from email.utils import formatdate, parseaddr
 from functools import lru_cache
 
 from app.providers.base import Message, PermanentError
@@ -66,7 +66,10 @@ def build_email(message: Message, mail_from: str, host: str) -> EmailMessage:
         msg["To"] = Address(display_name=clean_header(message.to_name), addr_spec=message.to.strip())
     except (ValueError, IndexError) as exc:
         raise PermanentError(f"invalid recipient address: {exc}", kind="invalid_address") from exc
-    msg["From"] = _from_header(mail_from)
+    if message.from_name:  # a tenant's sender name (issue 32): its display name, this server's address
+        msg["From"] = Address(display_name=clean_header(message.from_name), addr_spec=parseaddr(mail_from)[1])
+    else:
+        msg["From"] = _from_header(mail_from)
     msg["Subject"] = clean_header(message.subject)
     msg["Date"] = formatdate(localtime=False)
     msg["Message-ID"] = message_id(message.delivery_id, host)
@@ -141,11 +144,12 @@ def email_bytes(message: Message, mail_from: str, host: str) -> tuple[bytes, str
 
     What a reader parses out of them equals what it parses out of build_email's (tests/providers/test_email_bytes.py).
     None for what this does not cover (the stdlib path then): a non-ASCII address, a body line over 998
-    bytes, an ASCII header over one line, or an extra header that would replace a fixed one.
+    bytes, an ASCII header over one line, an extra header that would replace a fixed one, or a sender name of
+    its own (a tenant's).
     """
     to = message.to.strip()
     name = clean_header(message.to_name)
-    if not to.isascii() or any(key.lower() in _FIXED for key in message.headers):
+    if not to.isascii() or message.from_name or any(key.lower() in _FIXED for key in message.headers):
         return None
     try:
         address = Address(display_name=name if _plain(name) else "", addr_spec=to)

@@ -33,6 +33,16 @@ CLOSE_TOKEN_EXPIRED = 4401
 CLOSE_TOKEN_REFUSED = 4403
 # A feed socket's frames are JSON, not the inbox's HTML partials; its frame key carries this prefix.
 JSON_FRAMES = "json:"
+# A feed socket scoped to a tenant (issue 32) reads its own frames (that tenant's counts): its key ends so.
+TENANT_FRAMES = "@"
+
+
+def scope_of(frame_key: str) -> tuple[str, int | None]:
+    """(the frame key without its tenant, the tenant's id or None) of a frame key."""
+    base, sep, tenant = frame_key.partition(TENANT_FRAMES)
+    return base, int(tenant) if sep and tenant.isdigit() else None
+
+
 # A send that the peer's full receive window holds this long ends the socket (it is not reading).
 WRITE_TIMEOUT_SECONDS = 5
 SEND_TIMEOUT = struct.pack("ll", WRITE_TIMEOUT_SECONDS, 0)  # struct timeval for SO_SNDTIMEO
@@ -257,6 +267,7 @@ class Connection:
         "on_message",
         "outbox",
         "device",
+        "tenant_id",
         "__weakref__",
     )
 
@@ -284,11 +295,13 @@ class Connection:
         self.write_lock = threading.Lock()
         self.outbox = Outbox(ack_timeout)
         self.device: str | None = None
+        self.tenant_id: int | None = None  # a feed socket scoped to a tenant (its token's claim)
 
     @property
     def frame_key(self) -> str:
         """Which rendering of a user's frame this socket reads: its language, prefixed for JSON."""
-        return f"{JSON_FRAMES}{self.language}" if self.json else self.language
+        key = f"{JSON_FRAMES}{self.language}" if self.json else self.language
+        return key if self.tenant_id is None else f"{key}{TENANT_FRAMES}{self.tenant_id}"
 
     def push(self, frame: str, meta: FrameMeta = PLAIN) -> None:
         """Queue a frame (with what it shows, for its ack) and wake the handler thread."""

@@ -23,7 +23,7 @@ def render_json_frame(counts: queries.BadgeCounts, toasts: list[dict] | tuple = 
     """Render one feed-socket message: both counts, the shown badge and any toasts, as JSON."""
     frame = {"type": "counts", "unread": counts.unread, "unseen": counts.unseen, "badge": counts.shown()}
     if toasts:
-        frame["toasts"] = [{"title": toast["title"]} for toast in toasts]
+        frame["toasts"] = [{"title": toast["title"]} for toast in toasts]  # never the tenant's id
     return json.dumps(frame)
 
 
@@ -36,5 +36,15 @@ def parse_toast(payload: object) -> dict | None:
     """Return the toast a pub/sub message carries ({"title": str}), or None."""
     if not isinstance(payload, dict) or not isinstance(payload.get("toast"), dict):
         return None
-    title = payload["toast"].get("title")
-    return {"title": str(title)[:TOAST_TITLE_MAX]} if title else None
+    title, tenant = payload["toast"].get("title"), payload["toast"].get("tenant")
+    if not title:
+        return None
+    toast = {"title": str(title)[:TOAST_TITLE_MAX]}
+    if type(tenant) is int:
+        toast["tenant"] = tenant
+    return toast
+
+
+def toasts_in_scope(toasts: list[dict] | tuple, tenant_id: int | None) -> list[dict]:
+    """The toasts a socket shows: all of them, or in a tenant's scope only that tenant's (issue 32)."""
+    return list(toasts) if tenant_id is None else [t for t in toasts if t.get("tenant") == tenant_id]

@@ -55,12 +55,19 @@ from app.realtime.connection import (
     JSON_FRAMES,
     Connection,
     reader_thread_class,
+    scope_of,
     session_ended,
     session_kept,
 )
-from app.realtime.frames import parse_toast, render_for
+from app.realtime.frames import parse_toast, render_for, toasts_in_scope
 
 log = logging.getLogger(__name__)
+
+
+def _counts(user_id: int, tenant_id: int | None) -> queries.BadgeCounts:
+    """A user's badges, or their part of one tenant's (a scoped feed socket, issue 32)."""
+    return queries.badge_counts(user_id) if tenant_id is None else queries.badge_counts(user_id, tenant_id)
+
 
 FLUSH_BATCH = 50
 MAX_TOASTS_PER_FRAME = 5
@@ -132,6 +139,7 @@ class Hub:
         language: str | None = None,
         feed: tuple[float, Callable[[Connection, str], None] | None] | None = None,
         device: str | None = None,
+        tenant_id: int | None = None,
     ) -> Connection:
         """Register a socket (before its first count, so no event can slip between) and start the threads.
 
@@ -139,10 +147,12 @@ class Hub:
         language is the one its frames speak (the page's); None means DEFAULT_LOCALE's. feed, for a socket
         authenticated by a user token: (its expiry in epoch seconds, the handler of its client's messages).
         device: the client's device id, kept in the registry beside the node. The user counts as online
-        (presence) once the socket acks its first frame, not before.
+        (presence) once the socket acks its first frame, not before. tenant_id: a feed socket scoped to a tenant,
+        whose counts and toasts are that tenant's (issue 32).
         """
         conn = Connection(user_id, ws, sid, ver, language or self._default_language(), self._ack_timeout())
         conn.device = device
+        conn.tenant_id = tenant_id
         conn.outbox.ping_every = self._ttl() / 3
         conn.outbox.ping_at = conn.opened + conn.outbox.ping_every * random.uniform(0.5, 1.0)  # noqa: S311 - spreads timers
         if feed is not None:
@@ -466,28 +476,34 @@ class Hub:
     ) -> list[tuple[int, dict[str, str]]]:
         """Count each user once, then render their frame once per language their sockets speak."""
         languages = languages or {}
-        counted: list[tuple[int, queries.BadgeCounts, list[dict]]] = []
+        counted: list[tuple[int, dict[int | None, queries.BadgeCounts], list[dict]]] = []
         frames: list[tuple[int, dict[str, str]]] = []
         with self.app.test_request_context(base_url=self.app.config["BASE_URL"]):
             try:
                 for user_id, dirty in batch:
-                    counted.append((user_id, queries.badge_counts(user_id), dirty.toasts))
+                    # Once per user, and once more per tenant a scoped feed socket of theirs shows (issue 32).
+                    scopes = {scope_of(key)[1] for key in languages.get(user_id) or ()} or {None}
+                    counts = {tenant: _counts(user_id, tenant) for tenant in scopes}
+                    counted.append((user_id, counts, dirty.toasts))
             except SQLAlchemyError:
                 # Database trouble: send what was counted; the rest keep their badge until the next event
                 # (one log line per batch, not one per user of a broadcast).
                 log.exception("badge count failed; %d of %d users not updated", len(batch) - len(counted), len(batch))
             finally:
                 db.session.remove()  # the connection goes back to the pool between batches
-            by_language: dict[str, list[tuple[int, queries.BadgeCounts, list[dict]]]] = {}
+            by_language: dict[str, list[tuple[int, dict[int | None, queries.BadgeCounts], list[dict]]]] = {}
             for user_id, counts, toasts in counted:
                 for language in languages.get(user_id) or {self._default_language()}:
                     by_language.setdefault(language, []).append((user_id, counts, toasts))
             rendered: dict[int, dict[str, str]] = {}
-            for language, users in by_language.items():
+            for key, users in by_language.items():
+                language, tenant = scope_of(key)
                 # one switch per language in the batch, not one per user
                 with force_locale(language.removeprefix(JSON_FRAMES)):
                     for user_id, counts, toasts in users:
-                        rendered.setdefault(user_id, {})[language] = render_for(language, counts, toasts)
+                        rendered.setdefault(user_id, {})[key] = render_for(
+                            key, counts[tenant], toasts_in_scope(toasts, tenant)
+                        )
             frames = [(user_id, rendered[user_id]) for user_id, _, _ in counted]
         return frames
 
@@ -496,7 +512,7 @@ class Hub:
     def greet(self, conn: Connection) -> bool:
         """Send the current count right away; False (socket closed 1011) if it cannot be read."""
         try:
-            counts = queries.badge_counts(conn.user_id)
+            counts = _counts(conn.user_id, conn.tenant_id)
             with force_locale(conn.language):
                 frame = render_for(conn.frame_key, counts)
         except SQLAlchemyError:

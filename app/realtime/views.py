@@ -137,7 +137,7 @@ def _reauthenticate(conn, raw) -> None:
     except user_tokens.TokenError as exc:
         conn.close(_close_code(exc))
         return
-    if feed_user.user_id != conn.user_id:
+    if feed_user.user_id != conn.user_id or feed_user.tenant_id != conn.tenant_id:  # same member, same scope
         conn.close(connection.CLOSE_TOKEN_REFUSED)
         return
     conn.expires_at = feed_user.expires_at
@@ -172,7 +172,11 @@ def feed_socket(ws):
     hub = hub_module.hub_for(current_app)
     language = language_or_default(language, current_app.config["DEFAULT_LOCALE"]) if language else None
     conn = hub.connect(
-        feed_user.user_id, ws, language=language or current_language(), feed=(feed_user.expires_at, _reauthenticate)
+        feed_user.user_id,
+        ws,
+        language=language or current_language(),
+        feed=(feed_user.expires_at, _reauthenticate),
+        tenant_id=feed_user.tenant_id,
     )
     try:
         if hub.greet(conn):

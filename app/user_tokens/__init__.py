@@ -3,7 +3,8 @@
 A token is signed with its API key's signing secret, which is derived (HMAC-SHA256 of SECRET_KEY and the
 key's prefix) rather than stored: no migration, nothing new to leak from a database dump, and revoking the
 key (or taking its feed:issue scope) invalidates every token it signed at once. The `kid` header names the
-key; `aud` must be this Hato's BASE_URL; `sub` is the member's external id.
+key; `aud` must be this Hato's BASE_URL; `sub` is the member's external id. An optional `tenant` claim (a tenant's
+key, issue 32) scopes the token to that tenant's notifications: the member must belong to it, checked at every use.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ MAX_TOKEN_CHARS = 2048
 
 KEY_SQL = sa.text("SELECT id, name, prefix, scopes FROM api_keys WHERE prefix = :prefix AND revoked_at IS NULL")
 MEMBER_SQL = sa.text("SELECT id, role FROM users WHERE external_id = :external_id")
+# The tenant a token names, if the member still belongs to it.
+TENANT_SQL = sa.text(
+    "SELECT t.id FROM tenants t JOIN tenant_members m ON m.tenant_id = t.id AND m.user_id = :user_id WHERE t.key = :key"
+)
 
 
 class TokenError(ValueError):
@@ -48,6 +53,7 @@ class FeedUser:
     external_id: str
     expires_at: int
     key_prefix: str
+    tenant_id: int | None = None  # the `tenant` claim's: the feed shows only that tenant's notifications
 
 
 def signing_secret(prefix: str) -> bytes:
@@ -67,13 +73,21 @@ def audience() -> str:
     return current_app.config["BASE_URL"].rstrip("/")
 
 
-def mint(key: ApiKeyIdentity, external_id: str, ttl: int) -> tuple[str, int]:
-    """Return a token for the member external_id, valid ttl seconds, and its expiry (epoch seconds)."""
+def mint(key: ApiKeyIdentity, external_id: str, ttl: int, tenant: str | None = None) -> tuple[str, int]:
+    """Return a token for the member external_id (scoped to the tenant with key tenant, if given), valid ttl
+    seconds, and its expiry (epoch seconds)."""
     now = int(time.time())
     expires_at = now + int(ttl)
     claims = {"sub": external_id, "aud": audience(), "iat": now, "exp": expires_at}
+    if tenant is not None:
+        claims["tenant"] = tenant
     token = jwt.encode(claims, signing_secret(key.prefix), algorithm=ALGORITHM, headers={"kid": key.prefix})
     return token, expires_at
+
+
+def tenant_of(user_id: int, key: str) -> int | None:
+    """The id of the tenant with this key when the member belongs to it, else None."""
+    return db.session.execute(TENANT_SQL, {"user_id": user_id, "key": key}).scalar()
 
 
 def member_id(external_id: str) -> int | None:
@@ -118,7 +132,13 @@ def verify(token: str) -> FeedUser:
     user_id = member_id(external_id) if isinstance(external_id, str) else None
     if user_id is None:
         raise TokenError("unknown_user")
-    return FeedUser(user_id, external_id, int(claims["exp"]), prefix)
+    tenant_id = None
+    if "tenant" in claims:  # a tenant that is gone, or that the member left, refuses the token
+        tenant = claims["tenant"]
+        tenant_id = tenant_of(user_id, tenant) if isinstance(tenant, str) and len(tenant) <= 100 else None
+        if tenant_id is None:
+            raise TokenError("tenant")
+    return FeedUser(user_id, external_id, int(claims["exp"]), prefix, tenant_id)
 
 
 def feed_origin_allowed(origin: str | None) -> bool:

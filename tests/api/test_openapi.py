@@ -93,7 +93,7 @@ def test_the_document_states_the_configured_limits(app, client, monkeypatch):
     assert (ttl["minimum"], ttl["maximum"]) == (60, 600)
     spec = client.get("/v1/openapi.json").get_json()
     bodies = [op["requestBody"] for item in spec["paths"].values() for op in item.values() if "requestBody" in op]
-    assert len(bodies) == 10 and all(body["x-max-bytes"] == 4096 for body in bodies)
+    assert len(bodies) == 12 and all(body["x-max-bytes"] == 4096 for body in bodies)
     assert spec["paths"]["/v1/notifications"]["post"]["responses"]["413"]["description"] == (
         "The body is larger than 4096 bytes."
     )

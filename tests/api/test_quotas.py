@@ -75,3 +75,51 @@ def test_a_key_without_limits_is_not_counted_and_other_keys_have_their_own(clien
         assert response.status_code == 202
     assert api.post("/v1/notifications", json=send_body(members[0])).status_code == 202
     assert api.post("/v1/notifications", json=send_body(members[0])).status_code == 429
+
+
+@pytest.fixture
+def acme_members(api):
+    """Tenant acme with two members (q-0, q-1) and an outsider (q-2)."""
+    from app.tenants import service as tenants
+
+    UserFactory(external_id="q-2")
+    assert api.put("/v1/tenants/acme", {"name": "Acme"}).status_code in (200, 201)
+    for ref in ("q-0", "q-1"):
+        UserFactory(external_id=ref)
+        assert api.put(f"/v1/users/{ref}", {"tenants": ["acme"]}).status_code == 200
+    return tenants
+
+
+def test_a_tenants_daily_quota_counts_every_key_sending_for_it(client, api, comment_type, acme_members):
+    acme_members.set_quota(None, "acme", None, None, 3)
+    other = keys.create_api_key(None, "other", ["notifications:write"])
+    assert api.post("/v1/notifications", json=send_body("q-0", "q-1", tenant="acme")).status_code == 202
+    refused = client.post(
+        "/v1/notifications", json=send_body("q-0", "q-1", tenant="acme"), headers={"Authorization": f"Bearer {other}"}
+    )
+    assert refused.status_code == 429
+    problem = refused.get_json()
+    assert (problem["limit"], problem["subject"], problem["tenant"]) == ("daily", "tenant", "acme")
+    assert "Tenant acme has 1 of its 3 notifications left today" in problem["detail"]
+    assert refused.headers["RateLimit-Policy"] == '"tenant-daily";q=3;w=86400'
+    assert count("notifications") == 2
+    assert api.post("/v1/notifications", json=send_body("q-0", title="Another")).status_code == 202  # no tenant
+
+
+def test_a_tenants_rate_and_the_keys_quota_each_refuse_for_themselves(api, api_key, comment_type, acme_members):
+    acme_members.set_quota(None, "acme", 1, 1, None)
+    limit(api_key, daily=2)
+    assert api.post("/v1/notifications", json=send_body("q-0", tenant="acme")).status_code == 202
+    by_rate = api.post("/v1/notifications", json=send_body("q-1", tenant="acme"))
+    assert (by_rate.status_code, by_rate.get_json()["limit"], by_rate.get_json()["subject"]) == (429, "rate", "tenant")
+    assert by_rate.headers["RateLimit-Policy"] == '"tenant-rate";q=1;w=1'
+    # the tenant's refusal took nothing from the key: it still has one notification left today
+    assert api.post("/v1/notifications", json=send_body("q-1")).status_code == 202
+    by_key = api.post("/v1/notifications", json=send_body("q-2", title="Third"))
+    assert (by_key.status_code, by_key.get_json()["subject"]) == (429, "api_key")
+
+
+def test_a_recipient_outside_the_tenant_gives_the_quota_back(api, comment_type, acme_members):
+    acme_members.set_quota(None, "acme", None, None, 2)
+    assert api.post("/v1/notifications", json=send_body("q-0", "q-2", tenant="acme")).status_code == 422
+    assert api.post("/v1/notifications", json=send_body("q-0", "q-1", tenant="acme")).status_code == 202

@@ -29,6 +29,7 @@ def test_put_creates_a_member_with_defaults(api):
         "phone_verified": False,
         "sms_opt_in": False,
         "properties": {},
+        "tenants": [],
     }
     row = _user("u-1")
     assert row["role"] == "member" and row["password_hash"] is None
@@ -48,6 +49,7 @@ def test_put_again_updates_only_the_fields_sent(api):
         "phone_verified": False,
         "sms_opt_in": False,
         "properties": {},
+        "tenants": [],
     }
 
 

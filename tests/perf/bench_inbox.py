@@ -59,7 +59,14 @@ DATASET_SQL = [
        FROM generate_series(1, 50) n""",
     """INSERT INTO announcement_reads (user_id, announcement_id)
        SELECT u, a FROM generate_series(1, 200) u, generate_series(1, 47) a""",
+    # Tenants (issue 32): every user belongs to two; their rows alternate between them, so a tenant's part of an
+    # inbox is half of it, spread through its history (a scoped feed's counts read notifications_tenant_unread_idx).
+    "INSERT INTO tenants (id, key, name) OVERRIDING SYSTEM VALUE VALUES (1, 'acme', 'Acme'), (2, 'globex', 'Globex')",
+    f"""INSERT INTO tenant_members (user_id, tenant_id)
+        SELECT u, t FROM generate_series(1, {HEAVY_USER}) u, generate_series(1, 2) t""",
+    "UPDATE notifications SET tenant_id = 1 + id % 2",
 ]
+TENANT = 1
 
 
 def _conninfo(url: str, dbname: str | None = None) -> str:
@@ -194,6 +201,7 @@ def measure_user(user_id: int, runs: int) -> dict:
         ),
         "unseen badge": explain(queries.UNSEEN_SQL, badge_params, runs),
         "both badges (frame)": explain(queries.COUNTS_SQL, badge_params, runs),
+        "tenant's badges (frame)": explain(queries.TENANT_COUNTS_SQL, {**badge_params, "tenant_id": TENANT}, runs),
         "first page": explain(queries._page_sql("all", keyset=False), page_params, runs),
         "mark-read": explain(service.MARK_READ_SQL, {"id": newest_unread, "user_id": user_id}, runs),
         "read-all (personal)": explain(service.READ_ALL_SQL, {"user_id": user_id}, runs),
@@ -256,6 +264,11 @@ def report(results: dict[int, dict], build_seconds: float, vacuumed: bool) -> di
         "unseen_buffers_heavy": heavy["unseen badge"]["buffers"],
         "both_badges_buffers_user42": seed["both badges (frame)"]["buffers"],
         "both_badges_buffers_heavy": heavy["both badges (frame)"]["buffers"],
+        "tenant_badges_buffers_user42": seed["tenant's badges (frame)"]["buffers"],
+        "tenant_badges_buffers_heavy": heavy["tenant's badges (frame)"]["buffers"],
+        "tenant_badges_index_only": all(
+            _index_only(r["tenant's badges (frame)"], "notifications_tenant_unread_idx") for r in (seed, heavy)
+        ),
         "unseen_ms_user42": round(seed["unseen badge"]["ms"], 3),
         "unseen_ms_heavy": round(heavy["unseen badge"]["ms"], 3),
         "badges_index_only": all(
@@ -269,6 +282,8 @@ def report(results: dict[int, dict], build_seconds: float, vacuumed: bool) -> di
     )
     checks = [
         ("badge for user 42 reads <= 10 buffers", summary["badge_buffers_user42"] <= 10),
+        ("a tenant's badges for user 42 read <= 10 buffers", summary["tenant_badges_buffers_user42"] <= 10),
+        ("a tenant's badges: Index Only Scans of its unread index", summary["tenant_badges_index_only"]),
         ("heavy badge bounded by the cap (< 10,000 unread rows)", summary["badge_buffers_heavy"] < 200),
         ("unseen badge for user 42 reads <= 10 buffers", summary["unseen_buffers_user42"] <= 10),
         ("heavy unseen badge reads <= 10 buffers", summary["unseen_buffers_heavy"] <= 10),

@@ -24,7 +24,9 @@ one persistent http.client connection, every scenario bounded by time and by req
 Scenarios run in interleaved rounds so that load from other processes on the box hits them alike.
 Both servers hold up to workers x threads PostgreSQL connections each (64 by default): on a server with
 few free connections, pass a smaller --threads (both servers use it).
-The API rate limit is lifted for the run (API_RATE_LIMIT), everything else is as in production.
+The API rate limit is lifted for the run (API_RATE_LIMIT), everything else is as in production. The key has
+quotas (issue 32: a rate and a daily quota, far above what the run sends), so each ingest pays their count in
+Redis; --no-quota leaves them out.
 Besides requests/s and latency, the table shows the CPU time one request costs in the app (gunicorn
 processes), in PostgreSQL (the benchmark database's backends) and in this load generator.
 Prints a table, then one JSON line with the figures (ingest_ratio = ingest_rps / baseline_rps, the target;
@@ -67,14 +69,15 @@ BASELINE_TARGET = "tests.perf.ingest_baseline:app"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _prepare(db_url: str, redis_url: str) -> str:
-    """Migrate, load a type, USERS recipients and an API key; return the key."""
+def _prepare(db_url: str, redis_url: str, quota: bool = True) -> str:
+    """Migrate, load a type, USERS recipients and an API key (with quotas set far above the run, unless not
+    quota: each request is counted, none refused); return the key."""
     fresh_bench_database(db_url, redis_url)
     import sqlalchemy as sa
     from flask_migrate import upgrade
 
     from app import create_app
-    from app.api_keys.service import create_api_key
+    from app.api_keys.service import create_api_key, key_prefix, set_quota
     from app.extensions import db, redis
 
     app = create_app()
@@ -95,6 +98,8 @@ def _prepare(db_url: str, redis_url: str) -> str:
             {"n": USERS},
         )
         key = create_api_key(None, "bench")
+        if quota:
+            set_quota(None, key_prefix(key), 1_000_000, 1_000_000, 1_000_000_000_000)
         db.session.commit()
         db.session.execute(sa.text("ANALYZE"))
         db.session.commit()
@@ -439,7 +444,8 @@ def report(results: list[Result], args, rows: tuple[int, int]) -> None:
     trivial_ratio = single.rps / trivial.rps if trivial.rps else 0.0
     bound = ratio_bound(trivial, single)
     print(
-        f"ingest ratio (c)/(b): {ratio:.2f} (target >= 0.6); rows written: {rows[0]} notifications, "
+        f"ingest ratio (c)/(b): {ratio:.2f} (target >= 0.6; quotas {'on' if args.quota else 'off'}); rows written: "
+        f"{rows[0]} notifications, "
         f"{rows[1]} deliveries (warm-up and baseline included)"
     )
     print(
@@ -471,6 +477,7 @@ def report(results: list[Result], args, rows: tuple[int, int]) -> None:
                 "connections": args.connections,
                 "workers": args.workers,
                 "threads": args.threads,
+                "quota": args.quota,
             }
         )
     )
@@ -478,6 +485,9 @@ def report(results: list[Result], args, rows: tuple[int, int]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--no-quota", dest="quota", action="store_false", help="give the bench key no quotas (on by default)"
+    )
     parser.add_argument("--seconds", type=float, default=9.0, help="measured time per scenario (over all rounds)")
     parser.add_argument("--connections", type=int, default=16, help="concurrent keep-alive connections")
     parser.add_argument("--max-requests", type=int, default=60_000, help="request cap per scenario")
@@ -487,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis-db", type=int, default=BENCH_REDIS_DB, help="Redis database (flushed)")
     args = parser.parse_args(argv)
     db_url, redis_url = bench_urls(args.database, args.redis_db)
-    key = _prepare(db_url, redis_url)
+    key = _prepare(db_url, redis_url, args.quota)
     with tempfile.TemporaryDirectory(prefix="hato-bench-ingest-") as tmp, ExitStack() as stack:
         servers = []
         for name, target, ready in (("app", APP_TARGET, "/v1/ping"), ("baseline", BASELINE_TARGET, "/")):

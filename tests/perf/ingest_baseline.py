@@ -111,6 +111,7 @@ def _ingest(raw: bytes, idempotency_key: str) -> tuple[int, bytes]:
             "cancellation_key": None,
             "route": None,
             "mode": None,
+            "tenant": None,
         }
         rows = conn.execute(STATEMENTS["notify"], params).fetchall()
         notification_id = rows[0][4]

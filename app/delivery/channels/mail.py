@@ -45,14 +45,19 @@ class EmailChannel(Channel):
         unsubscribe = unsubscribe_url(base_url, row.user_id, row.type)
         template = rendering.pick_template(templates, row.type, locale_chain(row.locale, config["DEFAULT_LOCALE"]))
         rendered = rendering.render_email(row, template, base_url, unsubscribe)
-        return self.envelope(row.id, row.email, row.display_name, rendered, unsubscribe)
+        # A tenant's notification (issue 32) comes from its sender name, and replies go to its reply-to.
+        return self.envelope(row.id, row.email, row.display_name, rendered, unsubscribe,
+                             from_name=row.tenant_sender_name, reply_to=row.tenant_reply_to)  # fmt: skip
 
     def envelope(self, message_id: int, address: str | None, name: str, rendered: rendering.Rendered,
-                 unsubscribe: str) -> Message:  # fmt: skip
+                 unsubscribe: str, from_name: str | None = None, reply_to: str | None = None) -> Message:  # fmt: skip
         """The Message for a rendered e-mail to address, with RFC 8058 one-click unsubscribe at unsubscribe."""
         headers = {"List-Unsubscribe": f"<{unsubscribe}>", "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}
+        if reply_to:
+            headers["Reply-To"] = reply_to
         return Message(delivery_id=message_id, channel=self.name, to=(address or "").strip(), to_name=name,
-                       subject=rendered.subject, text=rendered.text, html=rendered.html, headers=headers)  # fmt: skip
+                       subject=rendered.subject, text=rendered.text, html=rendered.html, headers=headers,
+                       from_name=from_name or None)  # fmt: skip
 
     def record_outcome(self, conn, result) -> None:
         """A hard bounce (a 5xx for the recipient) stops e-mail to the address."""

@@ -1,0 +1,1 @@
+"""Tenants (issue 32): the product's customer organisations, their members, branding and default preferences."""

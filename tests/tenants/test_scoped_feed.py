@@ -1,0 +1,123 @@
+"""Scoped feeds (issue 32, item 7): a user token with a `tenant` claim sees, counts and touches only that
+tenant's notifications (plus announcements addressed to everyone); other tenants' rows are never visible through it."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from app.api_keys import service as keys
+from app.extensions import db
+from app.tenants import service
+from tests.api.conftest import Api
+from tests.factories import AnnouncementFactory, NotificationFactory, NotificationTypeFactory, UserFactory
+
+
+@pytest.fixture
+def issuer(client):
+    key = keys.create_api_key(None, "feed")
+    db.session.execute(sa.text("UPDATE api_keys SET scopes = '{feed:issue}' WHERE prefix = :p"),
+                       {"p": keys.key_prefix(key)})  # fmt: skip
+    return Api(client, key)
+
+
+@pytest.fixture
+def world():
+    """A member of acme and globex with a notification of each, one of no tenant, and an announcement."""
+    NotificationTypeFactory(type="comment")
+    member = UserFactory(external_id="both")
+    acme, _ = service.put_tenant(None, "acme", {"name": "Acme"})
+    globex, _ = service.put_tenant(None, "globex", {"name": "Globex"})
+    service.set_member_tenants(None, member.id, ["acme", "globex"])
+    rows = {}
+    for name, tenant in (("acme", acme.id), ("globex", globex.id), ("none", None)):
+        row = NotificationFactory(user_id=member.id, type="comment", title=f"For {name}")
+        db.session.execute(
+            sa.text("UPDATE notifications SET tenant_id = :t WHERE id = :id"), {"t": tenant, "id": row.id}
+        )
+        rows[name] = row.id
+    AnnouncementFactory(title="For everyone")
+    return {"member": member, "acme": acme, "globex": globex, "rows": rows}
+
+
+def token(issuer: Api, tenant: str | None = None, user: str = "both") -> str:
+    body = {"user": user, **({"tenant": tenant} if tenant else {})}
+    response = issuer.post("/v1/user-tokens", body)
+    assert response.status_code == 201, response.get_json()
+    return response.get_json()["token"]
+
+
+def feed(client, bearer: str, method: str = "GET", path: str = ""):
+    return client.open("/v1/feed" + path, method=method, headers={"Authorization": f"Bearer {bearer}"})
+
+
+def test_a_scoped_feed_shows_only_its_tenants_notifications_and_the_announcements(client, issuer, world):
+    body = feed(client, token(issuer, "acme")).get_json()
+
+    assert [n["title"] for n in body["notifications"]] == ["For acme"]
+    assert [a["title"] for a in body["announcements"]] == ["For everyone"]
+    assert body["counts"]["unread"] == 2  # its notification and the announcement
+
+    unscoped = feed(client, token(issuer)).get_json()
+    assert {n["title"] for n in unscoped["notifications"]} == {"For acme", "For globex", "For none"}
+    assert unscoped["counts"]["unread"] == 4
+
+
+def test_counts_are_the_tenants(client, issuer, world):
+    assert feed(client, token(issuer, "globex"), path="/counts").get_json()["unread"] == 2
+    assert feed(client, token(issuer), path="/counts").get_json()["unread"] == 4
+
+
+@pytest.mark.parametrize("action", ["read", "archive", "unarchive", "snooze", "unsnooze", "mute"])
+def test_another_tenants_row_is_404_through_a_scoped_token_and_unchanged(client, issuer, world, action):
+    theirs = world["rows"]["globex"]
+
+    response = client.post(f"/v1/feed/notifications/{theirs}/{action}", json={"choice": "hour"},
+                           headers={"Authorization": f"Bearer {token(issuer, 'acme')}"})  # fmt: skip
+
+    assert response.status_code == 404
+    row = db.session.execute(sa.text("SELECT read_at, archived_at, snoozed_until FROM notifications WHERE id = :id"),
+                             {"id": theirs}).one()  # fmt: skip
+    assert tuple(row) == (None, None, None)
+
+
+def test_a_row_of_no_tenant_is_out_of_every_scope(client, issuer, world):
+    response = feed(client, token(issuer, "acme"), "POST", f"/notifications/{world['rows']['none']}/read")
+    assert response.status_code == 404
+
+
+def test_the_own_tenants_row_can_be_read(client, issuer, world):
+    response = feed(client, token(issuer, "acme"), "POST", f"/notifications/{world['rows']['acme']}/read")
+    assert response.status_code == 200 and response.get_json()["counts"]["unread"] == 1
+
+
+def test_read_all_in_a_scope_reads_only_that_tenants_rows(client, issuer, world):
+    assert feed(client, token(issuer, "acme"), "POST", "/read-all").status_code == 200
+
+    unread = db.session.execute(
+        sa.text("SELECT title FROM notifications WHERE read_at IS NULL ORDER BY title")
+    ).scalars()
+    assert list(unread) == ["For globex", "For none"]
+
+
+def test_a_token_for_a_tenant_the_member_is_not_in_is_refused(client, issuer, world):
+    UserFactory(external_id="outsider")
+    response = issuer.post("/v1/user-tokens", {"user": "outsider", "tenant": "acme"})
+    assert response.status_code == 422 and response.get_json()["outside_tenant"] == ["outsider"]
+    unknown = issuer.post("/v1/user-tokens", {"user": "both", "tenant": "nope"})
+    assert unknown.status_code == 422 and unknown.get_json()["unknown_tenants"] == ["nope"]
+
+
+def test_a_token_stops_working_when_the_member_leaves_the_tenant(client, issuer, world):
+    bearer = token(issuer, "acme")
+    service.set_member_tenants(None, world["member"].id, ["globex"])
+
+    response = feed(client, bearer)
+
+    assert response.status_code == 401 and response.get_json()["code"] == "tenant"
+
+
+def test_a_token_stops_working_when_the_tenant_is_deleted(client, issuer, world):
+    bearer = token(issuer, "acme")
+    service.delete_tenant(None, "acme")
+    assert feed(client, bearer).status_code == 401
