@@ -133,7 +133,8 @@ def escalation_reason(row: BatchRow) -> str | None:
 
 def condition_context(row: BatchRow) -> dict:
     """What a workflow condition sees when row's step is due (app/workflows/conditions.py)."""
-    return conditions.context(row.data, vars(row), read=row.read, seen=row.seen, type_=row.type)
+    tenant = {"key": row.tenant_key, "name": row.tenant_name} if row.tenant_key else None
+    return conditions.context(row.data, vars(row), read=row.read, seen=row.seen, type_=row.type, tenant=tenant)
 
 
 def workflow_reason(row: BatchRow) -> str | None:

@@ -29,7 +29,7 @@ SELECT d.id, d.channel, d.attempts, d.locked_until, d.route_rank, d.created_at, 
        u.quiet_hours_start, u.quiet_hours_end,
        t.label AS type_label, t.priority, t.mandatory,
        {effective_send_sql(enabled=member_then_tenant_sql("tp"))} AS allowed, n.tenant_id,
-       tn.name AS tenant_name, tn.logo_url AS tenant_logo_url, tn.primary_color AS tenant_color,
+       tn.key AS tenant_key, tn.name AS tenant_name, tn.logo_url AS tenant_logo_url, tn.primary_color AS tenant_color,
        tn.email_sender_name AS tenant_sender_name, tn.reply_to AS tenant_reply_to,
        EXISTS (SELECT 1 FROM email_suppressions s WHERE s.address = lower(btrim(u.email))) AS suppressed,
        d.escalation, n.read_at IS NOT NULL AS read, coalesce(n.created_at <= ls.seen_at, false) AS seen,
@@ -117,6 +117,7 @@ class BatchRow:
     external_id: str | None = None
     properties: dict | None = None  # the member's properties, loaded only for a step with conditions
     tenant_id: int | None = None  # the notification's tenant (issue 32), and its branding for e-mail
+    tenant_key: str | None = None
     tenant_name: str | None = None
     tenant_logo_url: str | None = None
     tenant_color: str | None = None

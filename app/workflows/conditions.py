@@ -22,7 +22,7 @@ from functools import lru_cache
 import cel
 from flask_babel import gettext
 
-# What a condition may name: the payload, the member, the notification's state, the tenant (issue 32).
+# What a condition may name: the payload, the member, the notification's state, its tenant (issue 32).
 ROOTS = ("data", "recipient", "notification", "tenant")
 CONDITION_MAX_CHARS = 500
 MAX_COMPREHENSIONS = 1
@@ -90,13 +90,13 @@ def _compiled(source: str) -> Checked:
 
 
 def context(data: dict | None, recipient: Mapping[str, object], *, read: bool, seen: bool,
-            type_: str | None = None) -> dict:  # fmt: skip
+            type_: str | None = None, tenant: Mapping[str, object] | None = None) -> dict:  # fmt: skip
     """What a condition sees: the payload, the member (external_id, locale, timezone, properties), the
-    notification's state and the tenant (empty until tenants arrive with issue 32)."""
+    notification's state and its tenant (key and name; empty for a notification sent for none)."""
     member = {name: recipient.get(name) for name in ("external_id", "locale", "timezone")}
     member["properties"] = recipient.get("properties") or {}
     return {"data": data or {}, "recipient": member,
-            "notification": {"type": type_, "read": read, "seen": seen}, "tenant": {}}  # fmt: skip
+            "notification": {"type": type_, "read": read, "seen": seen}, "tenant": dict(tenant or {})}  # fmt: skip
 
 
 def evaluate(source: str, context: Mapping[str, object]) -> bool:

@@ -245,3 +245,22 @@ def test_a_condition_reads_the_members_properties(app, order_type, fake_provider
     rows = db.session.scalars(sa.select(NotificationDelivery).order_by(NotificationDelivery.id)).all()
     assert deliver_batch("email", [r.id for r in rows]) == {"claimed": 2, "sent": 1, "skipped": 1}
     assert [m.to for m in fake_provider.sent] == ["pro@example.com"]
+
+
+def test_a_condition_reads_the_tenant_the_notification_was_sent_for(app, order_type, fake_provider):
+    from app.tenants import service as tenants
+
+    acme, _ = tenants.put_tenant(None, "acme", {"name": "Acme"})
+    for ref in ("in-acme", "no-tenant"):
+        UserFactory(external_id=ref, email=f"{ref}@example.com")
+    tenants.set_member_tenants(None, db.session.scalar(sa.text("SELECT id FROM users WHERE external_id = 'in-acme'")),
+                               ["acme"])  # fmt: skip
+    acme_only = {"kind": "channel", "channel": "email", "condition": "tenant.key == 'acme' && tenant.name == 'Acme'"}
+    publish("order", [{"kind": "channel", "channel": "in_app"}, acme_only])
+    notify(["in-acme"], type_="order", title="For Acme", body="b", dedupe_key="t1", tenant_id=acme.id)
+    notify(["no-tenant"], type_="order", title="For none", body="b", dedupe_key="t2")
+    db.session.commit()
+
+    rows = db.session.scalars(sa.select(NotificationDelivery).order_by(NotificationDelivery.id)).all()
+    assert deliver_batch("email", [r.id for r in rows]) == {"claimed": 2, "sent": 1, "skipped": 1}
+    assert [m.to for m in fake_provider.sent] == ["in-acme@example.com"]  # a missing tenant.key is false
