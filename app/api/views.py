@@ -17,7 +17,7 @@ from flask import Blueprint, Response, current_app, jsonify, request, stream_wit
 from flask_babel import gettext, lazy_gettext, ngettext
 
 from app import user_tokens
-from app.api import auth, channel_data, openapi, ratelimit, responses, schemas, workflows
+from app.api import auth, channel_data, openapi, ratelimit, responses, schemas, topics, workflows
 from app.api.idempotency import Withheld, idempotent, json_response, store
 from app.api.schemas import ApiError
 from app.auth import links
@@ -34,7 +34,7 @@ from app.users import export
 from app.users import service as users
 from app.web import bodies
 from app.web.devices import DeviceIn, DeviceListOut, DeviceOut
-from app.web.documented import documented
+from app.web.documented import body_limit_setting, documented
 from app.web.errors import problem
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ def guard():
             gettext("Send a valid API key as `Authorization: Bearer hato_…`."),
             headers={"WWW-Authenticate": 'Bearer realm="hato"'},
         )
-    bodies.limit_body(current_app.config["API_MAX_BODY_BYTES"])
+    bodies.limit_body(current_app.config[body_limit_setting(current_app.view_functions.get(request.endpoint))])
     return None
 
 
@@ -168,8 +168,8 @@ def openapi_document():
 @bp.post("/notifications")
 @documented(
     "createNotifications",
-    "Send a notification to 1-1,000 recipients",
-    {202: (responses.NotificationAccepted, responses.NotificationScheduled)},
+    "Send a notification to 1-1,000 recipients, or to a topic's followers",
+    {202: (responses.NotificationAccepted, responses.NotificationScheduled, topics.TopicNotificationAccepted)},
     description="Writes one notification per recipient (a repeat of the same dedupe key is not an "
     "error) and its e-mail/push deliveries as the recipient's preferences allow. Unknown "
     "type or recipients: 422 and nothing is written. With a future `send_at` nothing is written "
@@ -183,7 +183,11 @@ def openapi_document():
     "and is skipped (reason `seen_in_app`) if one did; a "
     "frequency cap sends the e-mail excess to the user's next digest (reason `digested`) and skips the "
     "push excess (reason `capped`); e-mail of a type the user gets as an hourly or daily digest is "
-    "skipped with reason `digested` and listed in that digest.",
+    "skipped with reason `digested` and listed in that digest. With `topic` instead of recipients every follower "
+    "of the topic but the `actor` and the `exclude` ids gets it, written by a background fanout in batches with "
+    "the same rules (preferences, mutes, workflows); the answer is a TopicNotificationAccepted naming the fanout "
+    "(GET /v1/fanouts/{id} reports its progress). The same Idempotency-Key never fans out twice, and the dedupe "
+    "key keeps a follower from getting it twice.",
 )
 @auth.requires("notifications:write")
 @idempotent(schemas.NotificationIn)
@@ -203,10 +207,12 @@ def create_notifications(payload: schemas.NotificationIn):
         "channels": payload.route(),
         "channel_mode": payload.channel_mode,
     }
-    actor = payload.actor.model_dump() if payload.actor is not None else None
+    actor = payload.aggregation_actor()
     send_at = schemas.parse_send_at(payload.send_at) if payload.send_at is not None else None
     # A send_at in the past (or now) means now, by the database's clock.
-    if send_at is not None and send_at > db_now():
+    if payload.topic is not None:
+        body = topics.create_topic_fanout(payload, content)
+    elif send_at is not None and send_at > db_now():
         scheduled = schedule(payload.recipient_ids(), send_at=send_at, **content)
         body = responses.NotificationScheduled.of(payload.type, dedupe_key, send_at, scheduled)
     else:
@@ -475,5 +481,5 @@ def get_signing_secret():
 
 
 # The chat channel data's routes join this blueprint (their own module).
-for _rule, _method, _view in (*channel_data.ROUTES, *workflows.ROUTES):
+for _rule, _method, _view in (*channel_data.ROUTES, *workflows.ROUTES, *topics.ROUTES):
     bp.add_url_rule(_rule, view_func=_view, methods=[_method])

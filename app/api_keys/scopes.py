@@ -18,6 +18,8 @@ SCOPES = {
     "feed:issue": "Mint user tokens (POST /v1/user-tokens): the product's pages read and update one member's feed.",
     "workflows:read": "Read notification types' workflows: the draft, the versions (GET /v1/workflows/{type}).",
     "workflows:write": "Write workflow drafts and publish them (PUT /v1/workflows/{type}, POST …/publish).",
+    "topics:read": "Read topics' followers and a member's topics (GET /v1/topics/{key}/subscribers).",
+    "topics:write": "Create and delete topics and change their followers (PUT /v1/topics/{key}, POST …/subscribers).",
 }
 # The same descriptions in the console operator's language.
 SCOPE_LABELS = {
@@ -40,6 +42,10 @@ SCOPE_LABELS = {
     ),
     "workflows:write": lazy_gettext(
         "Write workflow drafts and publish them (PUT /v1/workflows/{type}, POST …/publish)."
+    ),
+    "topics:read": lazy_gettext("Read topics' followers and a member's topics (GET /v1/topics/{key}/subscribers)."),
+    "topics:write": lazy_gettext(
+        "Create and delete topics and change their followers (PUT /v1/topics/{key}, POST …/subscribers)."
     ),
 }
 # A new key can only send (least privilege); the database column has the same default (0007_security).
