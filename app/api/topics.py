@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from flask import current_app, url_for
-from flask_babel import gettext, lazy_gettext
+from flask_babel import gettext, lazy_gettext, ngettext
 from pydantic import BaseModel, Field
 
 from app.api import auth, schemas
@@ -228,8 +228,9 @@ def change_subscribers(topic_key: str, payload: SubscribersIn):
     both = sorted(set(payload.add) & set(payload.remove))
     if both:
         message = gettext("an external id cannot be in both add and remove")
-        raise ApiError(422, gettext("Nothing was changed: %(num)d external id(s) in both lists.", num=len(both)),
-                       errors=[{"field": "remove", "message": message}], both=both[:100])  # fmt: skip
+        detail = ngettext("Nothing was changed: %(num)d external id is in both lists.",
+                          "Nothing was changed: %(num)d external ids are in both lists.", len(both))  # fmt: skip
+        raise ApiError(422, detail, errors=[{"field": "remove", "message": message}], both=both[:100])
     try:
         change = service.change_subscribers(key, payload.add, payload.remove)
     except service.UnknownTopic:
@@ -237,7 +238,11 @@ def change_subscribers(topic_key: str, payload: SubscribersIn):
     except service.UnknownUsers as error:
         raise ApiError(
             422,
-            gettext("Nothing was changed: %(num)d unknown user(s).", num=len(error.refs)),
+            ngettext(
+                "Nothing was changed: %(num)d unknown user.",
+                "Nothing was changed: %(num)d unknown users.",
+                len(error.refs),
+            ),  # fmt: skip
             errors=[{"field": "add", "message": gettext("unknown recipients: create them with PUT /v1/users/{id}")}],
             unknown_recipients=error.refs,
         ) from None

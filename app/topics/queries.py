@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from app.campaigns.queries import Progress
 from app.extensions import db
 from app.pagination import Page
 
@@ -128,3 +129,30 @@ def followed_from(user_id: int, notification_ids: list[int]) -> dict[int, tuple[
         return {}
     rows = db.session.execute(FOLLOWED_FROM_SQL, {"user_id": user_id, "ids": notification_ids})
     return {row.notification_id: (row.key, row.name) for row in rows}
+
+
+PROGRESS_SQL = sa.text(
+    "SELECT id, status, total, done, NULL AS scheduled_at, created_at, finished_at, error FROM topic_fanouts "
+    "WHERE id = :id"
+)
+
+
+def progress(fanout_id: int) -> Progress | None:
+    """The fanout's progress in the campaigns' shape (one primary-key read, cheap enough to poll every second)."""
+    row = db.session.execute(PROGRESS_SQL, {"id": fanout_id}).first()
+    return Progress(*row) if row else None
+
+
+DETAIL_SQL = sa.text(
+    """
+SELECT f.*, t.name AS topic_name, k.name AS api_key_name,
+       (SELECT count(*) FROM topic_subscriptions s WHERE s.topic_id = f.topic_id) AS followers
+FROM topic_fanouts f LEFT JOIN topics t ON t.id = f.topic_id LEFT JOIN api_keys k ON k.id = f.api_key_id
+WHERE f.id = :id
+"""
+)
+
+
+def fanout_detail(fanout_id: int):
+    """A fanout with its topic's name and follower count and the API key's name, or None."""
+    return db.session.execute(DETAIL_SQL, {"id": fanout_id}).mappings().first()
