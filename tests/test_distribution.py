@@ -39,6 +39,7 @@ DISTRIBUTED = {
     "sms_consents",  # a member's SMS consent history (issue 29)
     "phone_verifications",  # a member's code in flight (issue 29), one row per member
     "chat_accounts",  # a member's channel data per chat provider (issue 29), keyed (user_id, provider)
+    "topic_subscriptions",  # who follows a topic (issue 32), keyed (user_id, topic_id): a topic's fanout co-located
 }
 
 REFERENCE = {
@@ -59,6 +60,8 @@ REFERENCE = {
     "workflow_versions",  # a type's published workflows (issue 31): immutable, a few per type
     "workflow_drafts",
     "workflow_steps",  # the engine's plan per sending step of a version: joined with every ledger row
+    "topics",  # what members follow (issue 32): joined with each subscription
+    "topic_fanouts",  # one row per notification sent to a topic, like campaigns
 }
 
 LOCAL = {
