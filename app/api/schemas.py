@@ -401,6 +401,11 @@ def validate_path_id(value: str) -> str:
     return _path_value("external_id", ExternalId, value, lazy_gettext("The external id in the URL is invalid."))
 
 
+def validate_topic_key(value: str) -> str:
+    """Check a topic key taken from the URL with the body's rules (422 otherwise)."""
+    return _path_value("topic_key", TopicKey, value, lazy_gettext("The topic key in the URL is invalid."))
+
+
 def validate_cancellation_key(value: str) -> str:
     """Check a cancellation key taken from the URL with the body's rules (422 otherwise)."""
     return _path_value("cancellation_key", Key, value, lazy_gettext("The cancellation key in the URL is invalid."))

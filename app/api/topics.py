@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from app.api import auth, schemas
 from app.api.idempotency import idempotent, json_response, store
-from app.api.schemas import ApiError, ExternalId, TopicKey
+from app.api.schemas import ApiError, ExternalId
 from app.pagination import parse_id_cursor
 from app.topics import queries, service
 from app.unitofwork import commit
@@ -123,7 +123,7 @@ TOO_MANY = lazy_gettext("Send at most %(max)s external ids per call (add and rem
 
 
 def _key(topic_key: str) -> str:
-    return schemas._path_value("topic_key", TopicKey, topic_key, lazy_gettext("The topic key in the URL is invalid."))
+    return schemas.validate_topic_key(topic_key)
 
 
 def _topic(key: str):
