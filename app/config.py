@@ -148,6 +148,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SESSION_MAX_AGE_HOURS", 720.0, "float", 0.1, 24 * 366, "absolute session lifetime, however active"),
     Setting("TRUSTED_PROXY_HOPS", 0, "int", 0, 10, "reverse proxies whose X-Forwarded-For/-Proto are trusted"),
     Setting("API_MAX_BODY_BYTES", 256 * 1024, "int", 1024, 100 * 1024 * 1024, "largest JSON API request body"),
+    Setting("TOPIC_SUBSCRIBERS_MAX_BODY_BYTES", 16 * 1024 * 1024, "int", 1024, 100 * 1024 * 1024, "largest body of POST /v1/topics/{key}/subscribers (10,000 external ids of up to 255 characters, JSON-escaped)"),
     Setting("API_RATE_LIMIT", "6000 per minute", "rate", help="JSON API rate limit per key"),
     Setting("LOGIN_RATE_LIMIT", "5 per minute", "rate", help="failed sign-ins per (account, client address)"),
     Setting("LOGIN_CLIENT_RATE_LIMIT", "25 per 5 minutes", "rate", help="failed sign-ins per client address, across accounts"),

@@ -50,6 +50,9 @@ DELIVERY_QUEUE_SQL = f"CASE WHEN n.campaign_id IS NULL THEN t.priority ELSE '{CA
 DELIVER_BATCH_JOB = "jobs.delivery.deliver_batch"
 DRAIN_JOB = "jobs.delivery.drain_deliveries"
 FANOUT_JOB = "jobs.fanout.fanout_campaign"
+TOPIC_FANOUT_JOB = "jobs.fanout.fanout_topic"
+# A topic's fanout (someone commented on what you watch) is live traffic, not a campaign: not behind one on low.
+TOPIC_FANOUT_QUEUE = "default"
 BULK_OPERATION_JOB = "jobs.bulk.run_bulk_operation"
 DIGEST_JOB = "jobs.digest.send_digests"
 BADGE_SYNC_JOB = "jobs.devices.sync_badges"
@@ -437,6 +440,12 @@ def fanout_job(campaign_id: int) -> EnqueueRowJob:
     """The fanout job of a campaign (one live job per campaign)."""
     return EnqueueRowJob(CAMPAIGN_QUEUE, FANOUT_JOB, "fanout", int(campaign_id), FANOUT_TIMEOUT_SECONDS,
                          f"the fanout of campaign {campaign_id}")  # fmt: skip
+
+
+def topic_fanout_job(fanout_id: int) -> EnqueueRowJob:
+    """The job of a topic fanout (one live job per fanout)."""
+    return EnqueueRowJob(TOPIC_FANOUT_QUEUE, TOPIC_FANOUT_JOB, "topic-fanout", int(fanout_id), FANOUT_TIMEOUT_SECONDS,
+                         f"the fanout of topic notification {fanout_id}")  # fmt: skip
 
 
 def bulk_operation_job(operation_id: int) -> EnqueueRowJob:

@@ -48,6 +48,7 @@ from app.inbox.service import wake_due
 from app.notify import schedule
 from app.queueing import QUEUE_NAMES, coalesced_waiting, get_queue, wake_orphaned_drains
 from app.retention import service as retention
+from app.topics import fanout as topic_fanouts
 from app.unitofwork import commit
 from app.webhooks import service as webhooks
 from app.workflows import service as workflows
@@ -161,6 +162,7 @@ def _pass(config: Mapping) -> dict:
     scheduled = release_scheduled()  # due scheduled notifications: visible now, deliveries enqueued
     announce_due()
     start_due()
+    topic_fanouts.start_due()  # running topic fanouts whose job was lost
     resume_bulk_operations()
     digests = sweep_digests(config)  # due digest runs opened (exactly once per user and period) and enqueued
     kept = retention.sweep(config)  # old rows deleted, one short transaction a batch, resumed next pass

@@ -40,6 +40,7 @@ DISTRIBUTED = {
     "phone_verifications",  # a member's code in flight (issue 29), one row per member
     "chat_accounts",  # a member's channel data per chat provider (issue 29), keyed (user_id, provider)
     "tenant_members",  # a member's tenants (issue 32), keyed (user_id, tenant_id): the ingest's check stays local
+    "topic_subscriptions",  # who follows a topic (issue 32), keyed (user_id, topic_id): a topic's fanout co-located
 }
 
 REFERENCE = {
@@ -62,6 +63,8 @@ REFERENCE = {
     "workflow_steps",  # the engine's plan per sending step of a version: joined with every ledger row
     "tenants",  # the product's customers (issue 32): a handful of rows, read by the ingest and every send
     "tenant_preferences",  # a tenant's defaults per (type, channel): joined by the ingest's preference rule
+    "topics",  # what members follow (issue 32): joined with each subscription
+    "topic_fanouts",  # one row per notification sent to a topic, like campaigns
 }
 
 LOCAL = {

@@ -37,7 +37,7 @@ from app.pagination import MAX_ID
 from app.tenants.branding import KEY_PATTERN as TENANT_KEY_PATTERN
 from app.web.bodies import too_large
 from app.web.devices import TOKEN_PATTERN
-from app.web.documented import Doc
+from app.web.documented import Doc, body_limit_setting
 from app.web.errors import MESSAGES
 
 REF = "#/components/schemas/{model}"
@@ -83,6 +83,12 @@ def _path_parameters() -> dict[str, dict]:
             "example": "user-42",
         },
         "notification_id": {"schema": row_id},
+        "fanout_id": {"schema": row_id, "description": "The `fanout.id` of POST /v1/notifications with `topic`."},
+        "topic_key": {
+            "schema": TypeAdapter(schemas.TopicKey).json_schema(),
+            "description": "The product's key for the topic.",
+            "example": "project:42",
+        },
         "announcement_id": {"schema": row_id},
         "cancellation_key": {
             "schema": TypeAdapter(schemas.Key).json_schema(),
@@ -232,7 +238,7 @@ def _operation(variables: list[str], view, doc: Doc, refs: dict, body_limit: int
         spec["requestBody"] = {
             "required": True,
             "description": f"JSON (UTF-8, at most 200 levels deep) of at most {body_limit:,} bytes "
-            "(the server's API_MAX_BODY_BYTES; more: 413).",
+            f"(the server's {body_limit_setting(view)}; more: 413).",
             "content": _json(refs[(body, "validation")]),
             "x-max-bytes": body_limit,
         }
@@ -268,7 +274,7 @@ def _document(app: Flask) -> dict:
     paths: dict[str, dict] = {}
     path_parameters = _path_parameters()
     for path, method, variables, view, doc in operations:
-        operation = _operation(variables, view, doc, refs, config["API_MAX_BODY_BYTES"], path_parameters)
+        operation = _operation(variables, view, doc, refs, config[body_limit_setting(view)], path_parameters)
         paths.setdefault(path, {})[method] = operation
     return {
         "openapi": "3.1.0",

@@ -64,6 +64,8 @@ PHONE_MESSAGE = lazy_gettext(
 # them); whether the digits make a number phones use is the numbering plan's question, asked after (e164()).
 PHONE_PATTERN = r"^\+?[0-9０-９ ()\-.ー－]{3,40}$"
 RECIPIENTS_MESSAGE = lazy_gettext("send either recipients (a list) or recipient (one id)")
+AUDIENCE_MESSAGE = lazy_gettext("send exactly one of recipients (a list), recipient (one id) or topic (a topic key)")
+TOPIC_SEND_AT_MESSAGE = lazy_gettext("a notification to a topic is sent now: leave send_at out")
 CHANNELS_REPEAT_MESSAGE = lazy_gettext("name each channel once")
 PROPERTIES_MESSAGE = lazy_gettext("must be at most %(max)s bytes as JSON", max=limits.PROPERTIES_MAX_BYTES)
 
@@ -81,10 +83,14 @@ MESSAGES = {
     "timezone": TIMEZONE_MESSAGE,
     PHONE_PATTERN: PHONE_MESSAGE,
     "recipients": RECIPIENTS_MESSAGE,
+    "audience": AUDIENCE_MESSAGE,
+    "topic_send_at": TOPIC_SEND_AT_MESSAGE,
     "channels": CHANNELS_REPEAT_MESSAGE,
 }
 
 MAX_RECIPIENTS = 1000
+MAX_EXCLUDED = 1000  # as many as recipients (a body of the common API_MAX_BODY_BYTES holds them)
+TOPIC_KEY_MAX = 200
 
 
 def _same_site_link(value: str) -> str:
@@ -133,6 +139,7 @@ SendAt = Annotated[
 Key = _text(1, KEY_MAX)
 
 ExternalId = _text(1, limits.EXTERNAL_ID_MAX, EXTERNAL_ID_PATTERN)
+TopicKey = _text(1, TOPIC_KEY_MAX, EXTERNAL_ID_PATTERN)  # a path segment too, such as project:42
 Link = Annotated[_text(1, limits.LINK_MAX, SHAPE_PATTERN), AfterValidator(_same_site_link)]
 Locale = _text(2, limits.LOCALE_MAX, LOCALE_PATTERN)
 EmailAddress = _text(3, limits.EMAIL_MAX, EMAIL_PATTERN)
@@ -168,7 +175,8 @@ class NotificationIn(_In):
 
     model_config = ConfigDict(
         json_schema_extra={
-            "oneOf": [{"required": ["recipients"]}, {"required": ["recipient"]}],
+            "oneOf": [{"required": ["recipients"]}, {"required": ["recipient"]}, {"required": ["topic"]}],
+            "not": {"required": ["topic", "send_at"]},  # a topic's fanout starts now
             "examples": [
                 {
                     "type": "comment",
@@ -191,6 +199,17 @@ class NotificationIn(_In):
     )
     recipient: ExternalId = Field(
         None, description="One external id; or use `recipients`.", json_schema_extra=absent_by_default
+    )
+    topic: TopicKey = Field(
+        None,
+        description="A topic's key: every follower of the topic (PUT /v1/topics/{key}), fanned out by a job in "
+        "batches; the answer is a TopicNotificationAccepted with the fanout to poll. Instead of `recipients`.",
+        json_schema_extra=absent_by_default,
+    )
+    exclude: Annotated[list[ExternalId], Field(max_length=MAX_EXCLUDED)] = Field(
+        None,
+        description="External ids left out (at most 1,000), such as whoever caused the event.",
+        json_schema_extra=absent_by_default,
     )
     title: _text(1, limits.TITLE_MAX)
     body: _text(0, limits.NOTIFICATION_BODY_MAX) = ""
@@ -223,8 +242,9 @@ class NotificationIn(_In):
     )
     actor: Actor = Field(
         None,
-        description="Who caused the event. For a type with an aggregation window, events with the same "
-        "group_key collapse into one notification naming the first actors and their number.",
+        description="Who caused the event: {id, name}. For a type with an aggregation "
+        "window, events with the same group_key collapse into one notification naming the first actors and their "
+        "number. A notification to a `topic` leaves the actor's id out (nobody is notified of their own comment).",
         json_schema_extra=absent_by_default,
     )
     channels: Annotated[list[MemberChannel], Field(min_length=1, max_length=len(member_channel_names()))] = Field(
@@ -246,8 +266,13 @@ class NotificationIn(_In):
 
     @model_validator(mode="after")
     def _one_recipient_field(self) -> NotificationIn:
-        if (self.recipients is None) == (self.recipient is None):
+        named = sum(value is not None for value in (self.recipients, self.recipient, self.topic))
+        if named != 1 and self.topic is not None:
+            raise PydanticCustomError("audience", str(AUDIENCE_MESSAGE), {"field": "topic"})
+        if named != 1:
             raise PydanticCustomError("recipients", str(RECIPIENTS_MESSAGE), {"field": "recipients"})
+        if self.topic is not None and self.send_at is not None:
+            raise PydanticCustomError("topic_send_at", str(TOPIC_SEND_AT_MESSAGE), {"field": "send_at"})
         if self.channels is not None and len(set(self.channels)) != len(self.channels):
             raise PydanticCustomError("channels", str(CHANNELS_REPEAT_MESSAGE), {"field": "channels"})
         return self
@@ -265,8 +290,22 @@ class NotificationIn(_In):
         return None if self.channels is None else [name for name in self.channels if name != "in_app"]
 
     def recipient_ids(self) -> list[str]:
-        """The recipients as a list, in the order sent."""
-        return self.recipients if self.recipients is not None else [self.recipient]
+        """The recipients as a list, in the order sent, without the excluded ones."""
+        refs = self.recipients if self.recipients is not None else [self.recipient]
+        left_out = set(self.exclude or ())
+        return [ref for ref in refs if ref not in left_out] if left_out else refs
+
+    def actor_id(self) -> str | None:
+        """The actor's external id (None: no actor)."""
+        return self.actor.id if self.actor is not None else None
+
+    def aggregation_actor(self) -> dict | None:
+        """The actor as aggregation lists it ({id, name})."""
+        return self.actor.model_dump() if self.actor is not None else None
+
+    def left_out(self) -> list[str]:
+        """A topic's followers not notified: the excluded ids and the actor."""
+        return [*(self.exclude or ()), *([self.actor_id()] if self.actor_id() is not None else [])]
 
     def effective_dedupe_key(self) -> str:
         """The dedupe key sent, or one derived from the content (so a retried request is not doubled)."""
@@ -275,6 +314,7 @@ class NotificationIn(_In):
         # The actor counts only when sent, so keys derived before actors existed stay the same.
         fields = {"type", "title", "body", "link", "data"} | ({"actor"} if self.actor is not None else set())
         fields |= {"tenant"} if self.tenant is not None else set()  # likewise
+        fields |= {"topic"} if self.topic is not None else set()
         content = self.model_dump_json(include=fields)
         return "auto:" + hashlib.sha256(content.encode()).hexdigest()[:32]
 
@@ -371,6 +411,11 @@ def _path_value(field: str, annotation, value: str, detail):
 def validate_path_id(value: str) -> str:
     """Check an external id taken from the URL with the same rules as in a body (422 otherwise)."""
     return _path_value("external_id", ExternalId, value, lazy_gettext("The external id in the URL is invalid."))
+
+
+def validate_topic_key(value: str) -> str:
+    """Check a topic key taken from the URL with the body's rules (422 otherwise)."""
+    return _path_value("topic_key", TopicKey, value, lazy_gettext("The topic key in the URL is invalid."))
 
 
 def validate_cancellation_key(value: str) -> str:

@@ -17,7 +17,7 @@ from flask import Blueprint, Response, current_app, jsonify, request, stream_wit
 from flask_babel import gettext, lazy_gettext, ngettext
 
 from app import user_tokens
-from app.api import auth, channel_data, openapi, quotas, ratelimit, responses, schemas, tenants, workflows
+from app.api import auth, channel_data, openapi, quotas, ratelimit, responses, schemas, tenants, topics, workflows
 from app.api.idempotency import Withheld, idempotent, json_response, store
 from app.api.schemas import ApiError
 from app.auth import links
@@ -36,7 +36,7 @@ from app.users import export
 from app.users import service as users
 from app.web import bodies
 from app.web.devices import DeviceIn, DeviceListOut, DeviceOut
-from app.web.documented import documented
+from app.web.documented import body_limit_setting, documented
 from app.web.errors import problem
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def guard():
             gettext("Send a valid API key as `Authorization: Bearer hato_…`."),
             headers={"WWW-Authenticate": 'Bearer realm="hato"'},
         )
-    bodies.limit_body(current_app.config["API_MAX_BODY_BYTES"])
+    bodies.limit_body(current_app.config[body_limit_setting(current_app.view_functions.get(request.endpoint))])
     return None
 
 
@@ -191,8 +191,8 @@ def openapi_document():
 @bp.post("/notifications")
 @documented(
     "createNotifications",
-    "Send a notification to 1-1,000 recipients",
-    {202: (responses.NotificationAccepted, responses.NotificationScheduled)},
+    "Send a notification to 1-1,000 recipients, or to a topic's followers",
+    {202: (responses.NotificationAccepted, responses.NotificationScheduled, topics.TopicNotificationAccepted)},
     description="Writes one notification per recipient (a repeat of the same dedupe key is not an "
     "error) and its e-mail/push deliveries as the recipient's preferences allow. Unknown "
     "type or recipients: 422 and nothing is written. With a future `send_at` nothing is written "
@@ -206,19 +206,27 @@ def openapi_document():
     "and is skipped (reason `seen_in_app`) if one did; a "
     "frequency cap sends the e-mail excess to the user's next digest (reason `digested`) and skips the "
     "push excess (reason `capped`); e-mail of a type the user gets as an hourly or daily digest is "
-    "skipped with reason `digested` and listed in that digest. The key's quotas (set on the console's API keys "
-    "page: requests per second with a burst, notifications per UTC day, one per recipient) are counted first: over "
-    "one, the answer is 429 `urn:hato:problem:quota_exceeded` whose `limit` (`rate` or `daily`) and `subject` "
-    "(`api_key`) name it, with Retry-After, RateLimit-* and RateLimit-Policy headers of that limit, and nothing is "
-    "written; a call that fails gives its notifications back to the daily quota.",
+    "skipped with reason `digested` and listed in that digest. With `topic` instead of recipients every follower "
+    "of the topic but the `actor` and the `exclude` ids gets it, written by a background fanout in batches with "
+    "the same rules (preferences, mutes, workflows); the answer is a TopicNotificationAccepted naming the fanout "
+    "(GET /v1/fanouts/{id} reports its progress). The same Idempotency-Key never fans out twice, and the dedupe "
+    "key keeps a follower from getting it twice. The key's and the tenant's quotas (set in the console: requests per "
+    "second with a burst, notifications per UTC day, one per recipient or follower) are counted before anything "
+    "is committed: over one, the answer is 429 `urn:hato:problem:quota_exceeded` whose `limit` (`rate` or "
+    "`daily`) and `subject` (`api_key` or `tenant`) name it, with Retry-After, RateLimit-* and RateLimit-Policy "
+    "headers of that limit, and nothing is written; a call that fails gives its notifications back.",
 )
 @auth.requires("notifications:write")
 @idempotent(schemas.NotificationIn)
 def create_notifications(payload: schemas.NotificationIn):
-    """Write one notification per recipient; its deliveries and badge events follow the commit."""
-    recipients = payload.recipient_ids()
+    """Write one notification per recipient, or record a topic's fanout; deliveries and badge events follow the
+    commit."""
     tenant = _sending_tenant(payload.tenant)
-    quotas.charge(len(recipients), tenant.quota if tenant else None)  # before any write: over a quota, none
+    if payload.topic is not None and tenant is not None:
+        raise _no_tenant_for_a_topic()
+    recipients = payload.recipient_ids() if payload.topic is None else []
+    if payload.topic is None:
+        quotas.charge(len(recipients), tenant.quota if tenant else None)  # before any write: over a quota, none
     dedupe_key = payload.effective_dedupe_key()
     content = {
         "type_": payload.type,
@@ -233,19 +241,25 @@ def create_notifications(payload: schemas.NotificationIn):
         "channels": payload.route(),
         "channel_mode": payload.channel_mode,
     }
-    actor = payload.actor.model_dump() if payload.actor is not None else None
-    content["tenant_id"] = tenant.id if tenant else None
     send_at = schemas.parse_send_at(payload.send_at) if payload.send_at is not None else None
     # A send_at in the past (or now) means now, by the database's clock.
-    if send_at is not None and send_at > db_now():
-        scheduled = schedule(recipients, send_at=send_at, **content)
+    if payload.topic is not None:
+        body = topics.create_topic_fanout(payload, content, admit=quotas.charge)  # its followers, before a write
+    elif send_at is not None and send_at > db_now():
+        scheduled = schedule(recipients, send_at=send_at, **content, tenant_id=tenant and tenant.id)
         body = responses.NotificationScheduled.of(payload.type, dedupe_key, send_at, scheduled)
     else:
-        result = notify(recipients, **content, actor=actor)
+        result = notify(recipients, **content, actor=payload.aggregation_actor(), tenant_id=tenant and tenant.id)
         body = responses.NotificationAccepted.of(payload.type, dedupe_key, result)
     response = store(json_response(202, body))
     commit()
     return response
+
+
+def _no_tenant_for_a_topic() -> ApiError:
+    """A topic's followers are not checked against a tenant's members (yet): the two do not go together."""
+    errors = [{"field": "tenant", "message": gettext("a notification to a topic cannot name a tenant")}]
+    return ApiError(422, gettext("Send either a topic or a tenant, not both."), errors=errors)
 
 
 def _sending_tenant(key: str | None) -> tenant_queries.Sending | None:
@@ -526,5 +540,5 @@ def get_signing_secret():
 
 
 # The chat channel data's routes join this blueprint (their own module).
-for _rule, _method, _view in (*channel_data.ROUTES, *workflows.ROUTES, *tenants.ROUTES):
+for _rule, _method, _view in (*channel_data.ROUTES, *workflows.ROUTES, *tenants.ROUTES, *topics.ROUTES):
     bp.add_url_rule(_rule, view_func=_view, methods=[_method])

@@ -20,6 +20,8 @@ SCOPES = {
     "workflows:write": "Write workflow drafts and publish them (PUT /v1/workflows/{type}, POST …/publish).",
     "tenants:read": "Read tenants, their branding and default preferences (GET /v1/tenants/{key}).",
     "tenants:write": "Create, update and delete tenants and set their default preferences (PUT /v1/tenants/{key}).",
+    "topics:read": "Read topics' followers and a member's topics (GET /v1/topics/{key}/subscribers).",
+    "topics:write": "Create and delete topics and change their followers (PUT /v1/topics/{key}, POST …/subscribers).",
 }
 # The same descriptions in the console operator's language.
 SCOPE_LABELS = {
@@ -46,6 +48,10 @@ SCOPE_LABELS = {
     "tenants:read": lazy_gettext("Read tenants, their branding and default preferences (GET /v1/tenants/{key})."),
     "tenants:write": lazy_gettext(
         "Create, update and delete tenants and set their default preferences (PUT /v1/tenants/{key})."
+    ),
+    "topics:read": lazy_gettext("Read topics' followers and a member's topics (GET /v1/topics/{key}/subscribers)."),
+    "topics:write": lazy_gettext(
+        "Create and delete topics and change their followers (PUT /v1/topics/{key}, POST …/subscribers)."
     ),
 }
 # A new key can only send (least privilege); the database column has the same default (0007_security).

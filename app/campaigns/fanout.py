@@ -87,22 +87,41 @@ prefs AS (
 ),"""
 
 
-def _fanout_ctes(channels: list[str]) -> str:
+@dataclass(frozen=True)
+class Shape:
+    """What a fanout's notifications carry beyond its content, as SQL: a campaign's, or a topic's (app/topics).
+
+    muted: whether recipient r muted the thread; order: the channel order before the type's own; chain: the
+    mode; columns/values: further notification columns. A campaign has no group_key, route or mode of its own,
+    so nothing is muted (the ingest's `muted` is false for every cell) and the type decides.
+    """
+
+    muted: str = "false"
+    order: str = "t.channels"
+    chain: str = "t.channel_mode"
+    columns: str = ""
+    values: str = ""
+
+
+CAMPAIGN = Shape()
+
+
+def _fanout_ctes(channels: list[str], shape: Shape = CAMPAIGN) -> str:
     """One row per recipient with its channels resolved side by side, then the rows the ingest would write.
 
     (The ingest's `cells` has one row per recipient and channel, each carrying the content: more rows to
     materialise and scan.) The content is the INSERT's parameters, and the type's escalation and channel
-    order are read once per recipient. A campaign has no group_key, so nothing is muted (the ingest's
-    `muted` is false for every cell). tests/campaigns/test_fanout.py checks the rows are exactly the ingest's.
+    order are read once per recipient. tests/campaigns/test_fanout.py and tests/topics/test_fanout.py check
+    the rows are exactly the ingest's.
     """
     every = "ARRAY[" + ", ".join(f"'{name}'" for name in channels) + "]"  # a type without an order of its own
     sends = ",\n".join(
         f"""         {effective_send_sql(type_default_sql(name), f'p."{name}"')} AS "{name}_on",
-         array_position(coalesce(t.channels, {every}), '{name}') - 1 AS "{name}_rank\""""
+         array_position(coalesce({shape.order}, {every}), '{name}') - 1 AS "{name}_rank\""""
         for name in channels
     )
     cells = "\n    UNION ALL\n".join(
-        f"""    SELECT '{name}' AS channel, r.email, false AS muted, r.chain, r."{name}_rank" AS rank
+        f"""    SELECT '{name}' AS channel, r.email, r.muted, r.chain, r."{name}_rank" AS rank
     WHERE r."{name}_rank" IS NOT NULL AND (r."{name}_on" OR r.chain)"""
         for name in channels
     )
@@ -111,7 +130,7 @@ sends AS (
   SELECT r.user_id, r.email,
          {effective_send_sql(type_default_sql("in_app"), 'p."in_app"')} AND t.in_app_step AS in_app,
 {sends},
-         t.channel_mode = 'first' AS chain, t.workflow_version_id AS version_id
+         {shape.chain} = 'first' AS chain, t.workflow_version_id AS version_id, {shape.muted} AS muted
   FROM recipients r
   JOIN notification_types t ON t.type = :type
   LEFT JOIN prefs p ON p.user_id = r.user_id
@@ -119,9 +138,10 @@ sends AS (
 inserted AS (
   -- With in-app off the row is still written (it anchors the deliveries) but born read and hidden.
   INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, data, campaign_id, in_app, read_at,
-                             workflow_version_id)
+                             workflow_version_id{shape.columns})
   SELECT s.user_id, :type, :title, :body, :link_path, :dedupe_key, CAST(:data AS jsonb),
-         CAST(:campaign_id AS bigint), s.in_app, CASE WHEN s.in_app THEN NULL ELSE now() END, s.version_id
+         CAST(:campaign_id AS bigint), s.in_app AND NOT s.muted, CASE WHEN s.in_app AND NOT s.muted THEN NULL
+         ELSE now() END, s.version_id{shape.values}
   FROM sends s
   ON CONFLICT (user_id, dedupe_key) DO NOTHING
   RETURNING id, user_id, in_app
@@ -144,13 +164,18 @@ deliveries AS (
 @cache
 def batch_sql(kind: str) -> sa.TextClause:
     """The batch statement for an audience kind (built once: its channels come from the registry)."""
+    return statement(AUDIENCE_SQL[kind])
+
+
+def statement(recipients_sql: str, shape: Shape = CAMPAIGN) -> sa.TextClause:
+    """The batch statement over `recipients_sql` (user_id, email: the batch's users after :after, by user id)."""
     channels = routable()
     return sa.text(
         f"""
 WITH recipients AS (
-  {AUDIENCE_SQL[kind]}
+  {recipients_sql}
 ),{_prefs_cte(channels)}
-{_fanout_ctes(channels)}
+{_fanout_ctes(channels, shape)}
 SELECT (SELECT count(*) FROM recipients) AS users,
        (SELECT max(user_id) FROM recipients) AS last_user_id,
        (SELECT count(*) FROM inserted) AS created,

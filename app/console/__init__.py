@@ -3,7 +3,8 @@
 overview (the landing page), announcements, notification_types, message_templates, suppressions, channels,
 api_keys, users, audit_log, campaigns, deliveries (the delivery log, with a notification's workflow run), dlq,
 dashboard, webhooks, workflows (a type's delivery steps), workflow_trial (a workflow's test run),
-workflow_history (its versions, diffs, rollback), tenants (the product's customers: branding, default preferences).
+workflow_history (its versions, diffs, rollback), tenants (the product's customers: branding, default preferences),
+topics (the fanouts of notifications sent to a topic).
 Pages parse the request, call one domain function, commit once and render; the reads and writes live in the domain
 packages (app.announcements, app.notification_types, app.message_templates, app.delivery, …).
 """
@@ -22,6 +23,7 @@ from app.console import (  # noqa: F401 - importing a page registers its routes 
     overview,
     suppressions,
     tenants,
+    topics,
     users,
     webhooks,
     workflow_history,

@@ -167,7 +167,12 @@ ROW_COLUMNS = """id, type, title, body, link_path, read_at IS NULL AS unread, re
     AS mutable,
   group_key IS NOT NULL AND EXISTS (SELECT 1 FROM notification_mutes m
                                     WHERE m.user_id = notifications.user_id AND m.group_key = notifications.group_key)
-    AS muted"""
+    AS muted,
+  CASE WHEN topic_id IS NOT NULL THEN (
+    SELECT ARRAY[t.key, t.name] FROM topics t
+    JOIN topic_subscriptions s ON s.topic_id = t.id AND s.user_id = notifications.user_id
+    WHERE t.id = notifications.topic_id) END AS followed_topic"""
+# followed_topic: [key, name] of the topic the row came from while the user still follows it (the row's Unfollow).
 # seen: created before the user's last visit; the others get the "new" marker (an InitPlan, read once).
 ROW_COLUMNS += f",\n  created_at <= {SEEN_AT_SQL} AS seen"
 

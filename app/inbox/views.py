@@ -15,6 +15,7 @@ from app.inbox import snooze as snoozing
 from app.links import same_site_path
 from app.pagination import Cursor
 from app.tenants import queries as tenant_queries
+from app.topics import service as topics
 from app.unitofwork import commit
 from app.web.htmx import is_htmx
 from app.web.templating import forget_badge_count, localtime
@@ -284,6 +285,18 @@ def unsnooze(notification_id: int):
     else:
         status = gettext("“%(title)s” was not snoozed.", title=row["title"])
     return _finish(status, _gone)
+
+
+@bp.post("/inbox/notifications/<int:notification_id>/unfollow")
+@login_required
+def unfollow(notification_id: int):
+    """Stop following the topic the notification came from (the user's own subscription only)."""
+    row = _own_notification(notification_id)
+    if not row["followed_topic"]:
+        abort(422, gettext("This notification did not come from a topic you follow."))
+    key, name = row["followed_topic"]
+    topics.unfollow(current_user.id, key)
+    return _finish(gettext("You no longer follow %(topic)s.", topic=name), _row(notification_id))
 
 
 @bp.post("/inbox/notifications/<int:notification_id>/mute")

@@ -149,6 +149,8 @@ class Notification(db.Model):
     campaign_id: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("campaigns.id", ondelete="SET NULL"))
     # The API key that created the row: only that key may read it back (GET /v1/notifications/<id>).
     api_key_id: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("api_keys.id", ondelete="SET NULL"))
+    # The topic a topic fanout wrote it for (no foreign key: a deleted topic leaves it unread by any join).
+    topic_id: Mapped[int | None] = mapped_column(sa.BigInteger)
     archived_at: Mapped[datetime | None] = mapped_column(_tz)
     # False when the user turned in-app off for the type: the row anchors e-mail/push deliveries but is
     # born read (so it never enters the unread index) and is hidden from every inbox list.

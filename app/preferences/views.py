@@ -17,6 +17,8 @@ from app.extensions import db
 from app.i18n import LANGUAGES, language_or_default, ui_language
 from app.preferences import chat_accounts as chat_places
 from app.preferences import queries, service
+from app.topics import queries as topic_queries
+from app.topics import service as topic_service
 from app.unitofwork import commit
 from app.users import chat_accounts, phone_verification
 from app.web.htmx import is_htmx
@@ -56,6 +58,7 @@ def _page(status: int = 200, **schedule):
         "preferences/index.html",
         rows=queries.matrix(current_user.id),
         mutes=queries.muted_threads(current_user.id),
+        topics=topic_queries.user_topics(current_user.id).rows,
         receivers=device_queries.receivers(current_user.id),
         email_choices=queries.email_choices(current_user.id),
         digest_time=queries.digest_time(current_user),
@@ -164,6 +167,20 @@ def unmute():
     return render_template(
         "preferences/_unmuted.html", group_key=group_key, left=len(queries.muted_threads(current_user.id))
     )
+
+
+@bp.post("/preferences/topics/unfollow")
+@login_required
+def unfollow_topic():
+    """Stop following one of the user's topics (404 if they do not follow it); the product hears of it."""
+    row = topic_service.unfollow(current_user.id, request.form.get("topic", "")[:200])
+    if row is None:
+        abort(404)
+    commit()
+    if not is_htmx():
+        return redirect(url_for("preferences.index", _anchor="topics"), 303)
+    left = len(topic_queries.user_topics(current_user.id, limit=1).rows)
+    return render_template("preferences/_unfollowed.html", name=row["name"], left=left)
 
 
 @bp.post("/preferences/receivers/<any(phone, browser):kind>/<int:receiver_id>")

@@ -38,3 +38,8 @@ def documented(operation_id: str, summary: str, responses: Mapping[int, Answer],
         return view
 
     return decorate
+
+
+def body_limit_setting(view) -> str:
+    """The setting that bounds a view's body: its own (`body_limit_setting`, a bulk call), else API_MAX_BODY_BYTES."""
+    return getattr(view, "body_limit_setting", "API_MAX_BODY_BYTES")

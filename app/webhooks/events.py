@@ -17,6 +17,7 @@ EVENT_TYPES = (
     "delivery.bounced",
     "preference.updated",
     "user.unsubscribed",
+    "topic.unsubscribed",
 )
 CHANNEL = "webhook"  # the delivery channel name its jobs carry (app/delivery/engine.py hands them over)
 TEST_EVENT = "webhook.test"  # sent only by the console's "send test event", to one endpoint

@@ -14,6 +14,11 @@ def limit(api_key: str, rate=None, burst=None, daily=None) -> None:
     keys.forget(keys.key_prefix(api_key))
 
 
+def topic_body(**fields) -> dict:
+    """POST /v1/notifications to the followers of project-42."""
+    return {"type": "comment", "topic": "project-42", "title": "New comment", "body": "Hello", **fields}
+
+
 @pytest.fixture
 def members():
     return [UserFactory(external_id=f"q-{n}").external_id for n in range(4)]
@@ -123,3 +128,24 @@ def test_a_recipient_outside_the_tenant_gives_the_quota_back(api, comment_type, 
     acme_members.set_quota(None, "acme", None, None, 2)
     assert api.post("/v1/notifications", json=send_body("q-0", "q-2", tenant="acme")).status_code == 422
     assert api.post("/v1/notifications", json=send_body("q-0", "q-1", tenant="acme")).status_code == 202
+
+
+def test_a_topic_counts_its_followers_and_over_the_quota_records_no_fanout(api, api_key, comment_type, members):
+    assert api.put("/v1/topics/project-42", {"name": "Project 42"}).status_code in (200, 201)
+    assert api.post("/v1/topics/project-42/subscribers", {"add": members[:3]}).status_code == 200
+    limit(api_key, daily=4)
+
+    first = api.post("/v1/notifications", json=topic_body(actor=members[0]))
+    assert first.status_code == 202 and first.get_json()["fanout"]["total"] == 2  # the actor left out
+
+    over = api.post("/v1/notifications", json=topic_body(title="Again"))
+    assert over.status_code == 429 and over.get_json()["limit"] == "daily"
+    assert "2 of its 4 notifications left today" in over.get_json()["detail"]
+    assert count("topic_fanouts") == 1  # the refused one recorded nothing
+
+
+def test_a_topic_and_a_tenant_together_are_refused(api, comment_type, acme_members):
+    assert api.put("/v1/topics/project-42", {"name": "Project 42"}).status_code in (200, 201)
+    response = api.post("/v1/notifications", json=topic_body(tenant="acme"))
+    assert response.status_code == 422 and response.get_json()["errors"][0]["field"] == "tenant"
+    assert count("topic_fanouts") == 0

@@ -252,6 +252,7 @@ def test_the_spec_describes_the_new_fields_and_endpoint(client):
     assert {s["$ref"].rsplit("/", 1)[1] for s in accepted["schema"]["oneOf"]} == {
         "NotificationAccepted",
         "NotificationScheduled",
+        "TopicNotificationAccepted",
     }
     cancel = spec["paths"]["/v1/cancellations/{cancellation_key}"]["delete"]
     assert cancel["security"] == [{"bearerAuth": ["notifications:write"]}]

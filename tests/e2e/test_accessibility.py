@@ -64,6 +64,21 @@ def _world(live_server, lang: str) -> dict:
                 " VALUES ('https://example.com/hooks/hato', '{notification.created}', 'x', 'abcd') RETURNING id"
             )
         )
+        # A topic the member follows, the newest row from it (its menu offers Unfollow), and a fanout to it.
+        topic_id = db.session.scalar(
+            db.text("INSERT INTO topics (key, name) VALUES ('project:42', 'Project Apollo') RETURNING id")
+        )
+        db.session.execute(db.text("INSERT INTO topic_subscriptions (user_id, topic_id) VALUES (:u, :t)"),
+                           {"u": member.id, "t": topic_id})  # fmt: skip
+        db.session.execute(db.text("UPDATE notifications SET topic_id = :t WHERE id = :id"),
+                           {"t": topic_id, "id": rows[0].id})  # fmt: skip
+        fanout = db.session.scalar(
+            db.text(
+                "INSERT INTO topic_fanouts (topic_id, topic_key, type, title, body, dedupe_key, status, total, done)"
+                " VALUES (:t, 'project:42', 'comment', 'Ann commented', 'Nice', 'c:1', 'running', 40, 10) RETURNING id"
+            ),
+            {"t": topic_id},
+        )
         db.session.commit()
         world = {
             "member": member.email,
@@ -74,6 +89,7 @@ def _world(live_server, lang: str) -> dict:
             "delivery": db.session.scalar(db.text("SELECT max(id) FROM notification_deliveries")),
             "unsubscribe": make_token(member.id, "comment"),
             "webhook": webhook,
+            "topic_fanout": fanout,
         }
         db.session.remove()
     return world
@@ -113,6 +129,8 @@ def _console_pages(w: dict, lang: str) -> list[str]:
         "/console/campaigns",
         "/console/campaigns/new",
         f"/console/campaigns/{w['campaign']}",
+        "/console/topic-fanouts",
+        f"/console/topic-fanouts/{w['topic_fanout']}",
         "/console/deliveries",
         f"/console/deliveries/{w['delivery']}",
         "/console/dlq",

@@ -28,9 +28,22 @@ mandatory, escalating or pushing, (b) resolves them per recipient (and the push 
 write the same rows in the same tables with the same indexes and foreign keys (whose checks are about
 half of either's CPU time). The tables are truncated and checkpointed before every run. The machine
 is shared, so the runs alternate (a), (b), (a), (b) (--rounds 2) and the faster run of each counts: a
-burst of someone else's load then skews neither side. Rows are notifications + deliveries. Then an
-announcement to the same users: one row, and a user who never read anything counts it unread.
-Prints a table, then one JSON line (ratio = fanout_rows_per_s / raw_rows_per_s; target >= 0.8, issue 20).
+burst of someone else's load then skews neither side. Rows are notifications + deliveries.
+
+Topic phase (issue 32): every user follows one topic (topic_subscriptions, loaded with one INSERT … SELECT), then,
+alternating the same way:
+
+  (c) topic raw     the same two statements as (a), reading the users from the topic's subscriptions
+                    (topic_subscriptions JOIN users), the rows carrying the topic's id
+  (d) topic fanout  POST /v1/notifications' topic path without HTTP: app/topics/service.create_fanout (the fanout
+                    row, its follower count) and jobs/fanout.fanout_topic(id): keyset batches over
+                    (topic_id, user_id), each the campaign's statement with the topic's shape (mutes of the
+                    group_key, the request's route, API key, topic id), deliveries enqueued on the type's queue
+
+topic_ratio = topic_fanout_rows_per_s / topic_raw_rows_per_s (target >= 0.8). Then an announcement to the same
+users: one row, and a user who never read anything counts it unread.
+Prints a table, then one JSON line (ratio = fanout_rows_per_s / raw_rows_per_s; target >= 0.8, issue 20; and
+topic_ratio).
 """
 
 from __future__ import annotations
@@ -82,6 +95,28 @@ RAW_SQL = [
         WHERE n.campaign_id = :campaign_id AND coalesce(p.enabled, true)""",
 ]
 
+TOPIC_KEY = "bench:topic"
+TOPIC_SETUP_SQL = [
+    f"INSERT INTO topics (key, name) VALUES ('{TOPIC_KEY}', 'Bench topic')",
+    f"""INSERT INTO topic_subscriptions (user_id, topic_id)
+        SELECT u.id, t.id FROM users u CROSS JOIN topics t WHERE t.key = '{TOPIC_KEY}' ORDER BY u.id""",
+]
+# (c): the same rows as (a), the audience read from the topic's subscriptions.
+TOPIC_RAW_SQL = [
+    f"""INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, data, topic_id, in_app, read_at)
+        SELECT s.user_id, '{TYPE}', :title, :body, :link_path, :dedupe_key, CAST('{{}}' AS jsonb), s.topic_id,
+               coalesce(p.enabled, true), CASE WHEN coalesce(p.enabled, true) THEN NULL ELSE now() END
+        FROM topic_subscriptions s
+        JOIN users u ON u.id = s.user_id
+        LEFT JOIN notification_preferences p ON p.user_id = s.user_id AND p.type = '{TYPE}' AND p.channel = 'in_app'
+        WHERE s.topic_id = :topic_id""",
+    f"""INSERT INTO notification_deliveries (notification_id, user_id, channel, status)
+        SELECT n.id, n.user_id, 'email', 'pending'
+        FROM notifications n
+        LEFT JOIN notification_preferences p ON p.user_id = n.user_id AND p.type = '{TYPE}' AND p.channel = 'email'
+        WHERE n.topic_id = :topic_id AND coalesce(p.enabled, true)""",
+]
+
 COUNTS_SQL = """SELECT (SELECT count(*) FROM notifications) AS notifications,
                        (SELECT count(*) FROM notifications WHERE NOT in_app) AS hidden,
                        (SELECT count(*) FROM notification_deliveries) AS deliveries"""
@@ -104,6 +139,49 @@ def _fresh(db, sa) -> None:
     run_outside_transaction(db, "CHECKPOINT")
 
 
+def _topic_phase(figures, users, rounds, db, sa, redis, touch, topics, fanout_topic, TopicFanout) -> dict:
+    """Every user follows one topic; (c) raw and (d) the topic fanout alternately; return the phase's figures."""
+    for statement in TOPIC_SETUP_SQL:
+        db.session.execute(sa.text(statement))
+    db.session.commit()
+    run_outside_transaction(db, "VACUUM ANALYZE topic_subscriptions")
+    topic_id = db.session.execute(sa.text("SELECT id FROM topics WHERE key = :k"), {"k": TOPIC_KEY}).scalar_one()
+    out: dict = {"topic_raw_runs": [], "topic_runs": []}
+    for round_ in range(rounds):
+        _fresh(db, sa)
+        started = time.perf_counter()
+        for statement in TOPIC_RAW_SQL:
+            db.session.execute(sa.text(statement), {**CONTENT, "topic_id": topic_id, "dedupe_key": "topic:raw"})
+        db.session.commit()
+        out["topic_raw_runs"].append(time.perf_counter() - started)
+        raw = row_counts(db, sa, COUNTS_SQL)
+        _fresh(db, sa)
+        redis.client().flushdb()
+        touch(redis.client(), range(1, users + 1, max(users // ONLINE_USERS, 1)), ttl=3600)
+        created = topics.create_fanout(TOPIC_KEY, type_=TYPE, dedupe_key=f"topic:{round_}", **CONTENT)
+        db.session.commit()
+        redis.client().flushdb()  # the fanout's job (this process runs it)
+        started = time.perf_counter()
+        fanout_topic(created["id"])
+        out["topic_runs"].append(time.perf_counter() - started)
+        real = row_counts(db, sa, COUNTS_SQL)
+    finished = db.session.get(TopicFanout, created["id"])
+    raw_rows, real_rows = raw["notifications"] + raw["deliveries"], real["notifications"] + real["deliveries"]
+    raw_s, topic_s = min(out["topic_raw_runs"]), min(out["topic_runs"])
+    out.update(
+        topic_fanout={"status": finished.status, "done": finished.done, "total": finished.total},
+        topic_same_counts=raw == real,
+        topic_raw_s=raw_s,
+        topic_s=topic_s,
+        topic_raw_rows=raw_rows,
+        topic_rows=real_rows,
+        topic_raw_rows_per_s=raw_rows / raw_s,
+        topic_rows_per_s=real_rows / topic_s,
+    )
+    out["topic_ratio"] = out["topic_rows_per_s"] / out["topic_raw_rows_per_s"]
+    return out
+
+
 def run(users: int, batch: int | None, rounds: int) -> dict:
     """Load, run (a) and (b) alternately `rounds` times, the announcement check; return the figures."""
     import sqlalchemy as sa
@@ -115,9 +193,10 @@ def run(users: int, batch: int | None, rounds: int) -> dict:
     from app.extensions import db, redis
     from app.inbox.queries import unread_counts
     from app.live.presence import touch
-    from app.models import Campaign
+    from app.models import Campaign, TopicFanout
     from app.queueing import get_queue
-    from jobs.fanout import fanout_campaign
+    from app.topics import service as topics
+    from jobs.fanout import fanout_campaign, fanout_topic
 
     # Presence lasts the whole run, so the same 1,000 users are online for every batch.
     app = create_app({"PRESENCE_TTL_SECONDS": 3600, **({"FANOUT_BATCH_SIZE": batch} if batch else {})})
@@ -159,6 +238,7 @@ def run(users: int, batch: int | None, rounds: int) -> dict:
         figures["jobs"] = {name: get_queue(name).count for name in ("high", "default", "low")}
         figures["badges"] = result["badges"]
         figures["same_counts"] = raw == real
+        figures.update(_topic_phase(figures, users, rounds, db, sa, redis, touch, topics, fanout_topic, TopicFanout))
 
         # An announcement to the same users is one row; nobody gets a row until they read it.
         started = time.perf_counter()
@@ -222,6 +302,20 @@ def report(f: dict) -> None:
         f"delivery jobs queued: low {f['jobs']['low']:,}, default {f['jobs']['default']}, high {f['jobs']['high']}"
         f" · badge events (online users only): {f['badges']:,}"
     )
+    print(f"\nTopic with {f['users']:,} followers (every user), same content and preferences")
+    print(
+        f"{'(c) topic raw INSERT … SELECT':<34}{f['topic_raw_s']:>10.2f}{f['topic_raw_rows']:>27,}"
+        f"{f['topic_raw_rows_per_s']:>12,.0f}"
+    )
+    print(
+        f"{'(d) topic fanout job (real)':<34}{f['topic_s']:>10.2f}{f['topic_rows']:>27,}{f['topic_rows_per_s']:>12,.0f}"
+    )
+    print(f"{'topic_ratio (d)/(c)':<34}{f['topic_ratio']:>10.2f}   target >= 0.80")
+    print(
+        f"runs, alternating, fastest counted: (c) {runs('topic_raw_runs')} s · (d) {runs('topic_runs')} s"
+        f" · same counts: {f['topic_same_counts']} · fanout {f['topic_fanout']['status']}"
+        f" {f['topic_fanout']['done']:,}/{f['topic_fanout']['total']:,}"
+    )
     print(
         f"announcement to the same users: {f['announcement_rows']} row ({f['announcement_ms']:.1f} ms),"
         f" {f['announcement_reads']} read rows; user {f['never_read_user']:,} (never read anything) counts"
@@ -241,6 +335,14 @@ def report(f: dict) -> None:
         "announcement_rows",
         "never_read_unread",
         "same_counts",
+        "topic_raw_rows",
+        "topic_rows",
+        "topic_raw_s",
+        "topic_s",
+        "topic_raw_rows_per_s",
+        "topic_rows_per_s",
+        "topic_ratio",
+        "topic_same_counts",
     )
     print(json.dumps({k: round(f[k], 3) if isinstance(f[k], float) else f[k] for k in keys}))
 
