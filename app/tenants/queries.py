@@ -78,6 +78,19 @@ def sending_tenant(key: str) -> Sending | None:
     return Sending(row.id, Quota(f"tenant:{key}", row.rate_per_second, row.rate_burst, row.daily_quota))
 
 
+BRANDING_SQL = sa.text(
+    "SELECT id, name, logo_url, primary_color, email_sender_name, reply_to FROM tenants "
+    "WHERE id = ANY(CAST(:ids AS bigint[]))"
+)
+
+
+def brandings(tenant_ids: Sequence[int]) -> dict[int, sa.Row]:
+    """id → the branding (name, logo_url, primary_color, email_sender_name, reply_to) of the tenants of tenant_ids."""
+    if not tenant_ids:
+        return {}
+    return {row.id: row for row in db.session.execute(BRANDING_SQL, {"ids": sorted(set(tenant_ids))})}
+
+
 def member_tenants(user_id: int) -> list:
     """The tenants a member belongs to (id, key, name), by name."""
     return list(
