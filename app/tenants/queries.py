@@ -79,13 +79,13 @@ def sending_tenant(key: str) -> Sending | None:
 
 
 BRANDING_SQL = sa.text(
-    "SELECT id, name, logo_url, primary_color, email_sender_name, reply_to FROM tenants "
+    "SELECT id, key, name, logo_url, primary_color, email_sender_name, reply_to FROM tenants "
     "WHERE id = ANY(CAST(:ids AS bigint[]))"
 )
 
 
 def brandings(tenant_ids: Sequence[int]) -> dict[int, sa.Row]:
-    """id → the branding (name, logo_url, primary_color, email_sender_name, reply_to) of the tenants of tenant_ids."""
+    """id → the branding (key, name, logo_url, primary_color, email_sender_name, reply_to) of the tenants of ids."""
     if not tenant_ids:
         return {}
     return {row.id: row for row in db.session.execute(BRANDING_SQL, {"ids": sorted(set(tenant_ids))})}
