@@ -34,6 +34,19 @@ LIMIT 1000
 """
 
 
+def choices() -> list:
+    """Every tenant's key and name (at most 1,000, by name), for a select."""
+    return list(db.session.execute(sa.text("SELECT key, name FROM tenants ORDER BY name, key LIMIT 1000")))
+
+
+def branding_of(key: str):
+    """The branding (key, name, logo_url, primary_color, email_sender_name, reply_to) of the tenant key, or None."""
+    return db.session.execute(
+        sa.text("SELECT key, name, logo_url, primary_color, email_sender_name, reply_to FROM tenants WHERE key = :k"),
+        {"k": key},
+    ).first()
+
+
 def tenant(key: str) -> Tenant | None:
     """The tenant with this key, if any."""
     return db.session.execute(sa.select(Tenant).where(Tenant.key == key)).scalar_one_or_none()
