@@ -117,6 +117,26 @@ def member_tenants(user_id: int) -> list:
     )
 
 
+MEMBER_DEFAULTS_SQL = sa.text(
+    """
+SELECT tp.type, tp.channel, t.name, tp.enabled
+FROM tenant_members m
+JOIN tenants t ON t.id = m.tenant_id
+JOIN tenant_preferences tp ON tp.tenant_id = m.tenant_id
+WHERE m.user_id = :user_id
+ORDER BY t.name, t.key
+"""
+)
+
+
+def member_defaults(user_id: int) -> dict[tuple[str, str], list[tuple[str, bool]]]:
+    """(type, channel) → [(tenant name, on)]: the defaults the member's tenants set, by tenant name."""
+    found: dict[tuple[str, str], list[tuple[str, bool]]] = {}
+    for row in db.session.execute(MEMBER_DEFAULTS_SQL, {"user_id": user_id}):
+        found.setdefault((row.type, row.channel), []).append((row.name, row.enabled))
+    return found
+
+
 def member_tenant_keys(user_id: int) -> list[str]:
     """The keys of a member's tenants, sorted."""
     return sorted(row.key for row in member_tenants(user_id))
