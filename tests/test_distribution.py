@@ -40,6 +40,7 @@ DISTRIBUTED = {
     "phone_verifications",  # a member's code in flight (issue 29), one row per member
     "chat_accounts",  # a member's channel data per chat provider (issue 29), keyed (user_id, provider)
     "tenant_members",  # a member's tenants (issue 32), keyed (user_id, tenant_id): the ingest's check stays local
+    "tenant_last_seen",  # a member's last look at a tenant-scoped feed (issue 32), keyed (user_id, tenant_id)
 }
 
 REFERENCE = {

@@ -348,8 +348,9 @@ def read_all():
 @bp.post("/seen")
 @_documented("feedSeen", "Record that the member looked (unseen back to 0)", FeedChangeOut)
 def seen():
-    """Record that the member looked at their feed now (the unseen badge goes back to 0)."""
-    service.record_seen(_user_id())
+    """Record that the member looked at their feed now (the unseen badge goes back to 0); a scoped token's look
+    sees only its tenant's part (and the announcements), leaving the member's other feeds' unseen rows alone."""
+    service.record_seen(_user_id(), _tenant_id())
     return _done()
 
 

@@ -168,3 +168,50 @@ def test_a_logo_or_colour_stored_around_the_rules_is_never_given(client, issuer,
 
     assert tenant["logo_url"] is None and tenant["primary_color"] is None
     assert tenant["name"] == '"><img src=x onerror=alert(1)>'  # data: the bell writes it as text, never as HTML
+
+
+# --- a scope's own unseen count (issue 32, gap) ---------------------------------------------------------------
+
+
+def _unseen(client, bearer) -> int:
+    return feed(client, bearer, path="/counts").get_json()["unseen"]
+
+
+def test_a_scoped_look_sees_only_its_scope_and_leaves_the_other_feeds_unseen(client, issuer, world):
+    acme, globex, unscoped = token(issuer, "acme"), token(issuer, "globex"), token(issuer)
+    assert (_unseen(client, acme), _unseen(client, globex), _unseen(client, unscoped)) == (2, 2, 4)
+
+    assert feed(client, acme, "POST", "/seen").get_json()["counts"]["unseen"] == 0
+
+    assert (_unseen(client, acme), _unseen(client, globex), _unseen(client, unscoped)) == (0, 2, 4)
+    assert db.session.execute(sa.text("SELECT count(*) FROM notification_last_seen")).scalar_one() == 0
+
+
+def test_an_unscoped_look_sees_every_scope(client, issuer, world):
+    acme, globex, unscoped = token(issuer, "acme"), token(issuer, "globex"), token(issuer)
+    feed(client, unscoped, "POST", "/seen")
+
+    assert (_unseen(client, acme), _unseen(client, globex), _unseen(client, unscoped)) == (0, 0, 0)
+
+
+def test_a_row_arriving_after_a_scoped_look_is_unseen_in_that_scope_again(client, issuer, world):
+    acme = token(issuer, "acme")
+    feed(client, acme, "POST", "/seen")
+    db.session.execute(sa.text("UPDATE tenant_last_seen SET seen_at = now() - interval '1 hour'"))
+    db.session.execute(sa.text("UPDATE notifications SET created_at = now() - interval '2 hours'"))
+    row = NotificationFactory(user_id=world["member"].id, type="comment", title="Later for acme")
+    db.session.execute(sa.text("UPDATE notifications SET tenant_id = :t WHERE id = :id"),
+                       {"t": world["acme"].id, "id": row.id})  # fmt: skip
+
+    assert _unseen(client, acme) == 1
+    feed(client, acme, "POST", "/seen")
+    assert _unseen(client, acme) == 0
+
+
+def test_a_scoped_look_is_the_members_own(client, issuer, world):
+    other = UserFactory(external_id="other")
+    service.set_member_tenants(None, other.id, ["acme"])
+    feed(client, token(issuer, "acme"), "POST", "/seen")
+    rows = db.session.execute(sa.text("SELECT user_id, tenant_id FROM tenant_last_seen")).all()
+    assert rows == [(world["member"].id, world["acme"].id)]
+    assert _unseen(client, token(issuer, "acme", user="other")) == 1  # the announcement: still unseen for them
