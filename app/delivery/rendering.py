@@ -177,6 +177,10 @@ def _brand(row: BatchRow) -> Markup:
                       getattr(row, "tenant_color", None))  # fmt: skip
 
 
+# A tenant's logo is checked once per URL, not once per e-mail (a tenant's campaign sends many with one logo).
+_logo_ok = lru_cache(maxsize=256)(logo_url_ok)
+
+
 def brand_html(name: str | None, logo_url: str | None, color: str | None) -> Markup:
     """A tenant's branding in an e-mail (a notification's or a digest's): its logo and colour, escaped; else nothing.
 
@@ -190,7 +194,7 @@ def brand_html(name: str | None, logo_url: str | None, color: str | None) -> Mar
             # in the sense of WCAG 1.4.11, the button's text being white on the tenant's colour as on the default.
             "<style>.button {{ background: {} !important; }} .card {{ border-top: 4px solid {}; }}</style>"
         ).format(color, color)
-    if logo_url and logo_url_ok(logo_url):
+    if logo_url and _logo_ok(logo_url):
         parts += Markup('<p class="brand"><img src="{}" alt="{}" height="40"></p>').format(logo_url, name or "")
     return parts
 
