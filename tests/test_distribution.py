@@ -41,6 +41,7 @@ DISTRIBUTED = {
     "chat_accounts",  # a member's channel data per chat provider (issue 29), keyed (user_id, provider)
     "tenant_members",  # a member's tenants (issue 32), keyed (user_id, tenant_id): the ingest's check stays local
     "topic_subscriptions",  # who follows a topic (issue 32), keyed (user_id, topic_id): a topic's fanout co-located
+    "tenant_last_seen",  # a member's last look at a tenant-scoped feed (issue 32), keyed (user_id, tenant_id)
 }
 
 REFERENCE = {

@@ -160,6 +160,13 @@ class TemplateForm(FlaskForm):
     save_over_limit = BooleanField(lazy_gettext("Save anyway: I understand deliveries of this text will fail"))
 
 
+class MessageTemplateForm(TemplateForm):
+    """A message template's form: TemplateForm and, for the e-mail preview, a tenant whose branding it shows."""
+
+    # Its choices ("" = none, then every tenant's key) are set by the view; only the preview reads it.
+    tenant = SelectField(lazy_gettext("Preview as a notification of"), choices=[SelectChoice("", "")], default="")
+
+
 class RoleForm(FlaskForm):
     """A user's new role."""
 

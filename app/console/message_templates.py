@@ -5,10 +5,11 @@ from __future__ import annotations
 from flask import abort, flash, make_response, redirect, render_template, request, url_for
 from flask_babel import gettext
 from flask_login import current_user
+from wtforms.fields.choices import SelectChoice
 
 from app.console.actions import run_action
 from app.console.blueprint import bp
-from app.console.forms import TemplateForm
+from app.console.forms import MessageTemplateForm, TemplateForm
 from app.console.listing import ListArgs
 from app.delivery.channels import channel_for, template_channels
 from app.digests import templates as digest_templates
@@ -18,6 +19,7 @@ from app.message_templates import preview as previews
 from app.message_templates import queries, service
 from app.notification_types import queries as type_queries
 from app.refusal import Refused
+from app.tenants import queries as tenant_queries
 from app.web.headers import preview_csp
 
 
@@ -35,8 +37,22 @@ def _key_or_404(type_: str, channel: str, locale: str):
         abort(404)
 
 
-def _preview(item, channel: str, locale: str, form: TemplateForm) -> previews.Preview:
+def _with_tenants(form: MessageTemplateForm, channel: str) -> MessageTemplateForm:
+    """Offer every tenant in the e-mail preview (issue 32); other channels carry no branding, so no choice."""
+    form.tenant.choices = [SelectChoice("", gettext("No tenant (Hato's own look)"))]
+    if channel == "email":
+        form.tenant.choices += [SelectChoice(row.key, f"{row.name} ({row.key})") for row in tenant_queries.choices()]
+    return form
+
+
+def _preview(item, channel: str, locale: str, form: MessageTemplateForm) -> previews.Preview:
     parts = {name: getattr(form, name).data or "" for name in channel_for(channel).template_parts}
+    key = form.tenant.data or "" if channel == "email" else ""
+    brand = tenant_queries.branding_of(key) if key else None
+    if key and brand is None:
+        preview = previews.Preview(channel=channel)
+        preview.problems.append(previews.Problem("tenant", gettext("There is no tenant with this key.")))
+        return preview
     return previews.build_preview(
         item,
         channel,
@@ -45,6 +61,7 @@ def _preview(item, channel: str, locale: str, form: TemplateForm) -> previews.Pr
         form.user_locale.data or locale,
         form.sample.data,
         queries.template_locales(item.type, channel),
+        brand=brand,
     )
 
 
@@ -88,7 +105,7 @@ def edit_template(type_: str, channel: str, locale: str):
     """Edit one template; saving keeps the previous wording as a version."""
     item, locale = _key_or_404(type_, channel, locale)
     template = queries.message_template(type_, channel, locale)
-    form = TemplateForm(obj=template)
+    form = _with_tenants(MessageTemplateForm(obj=template), channel)
     if request.method == "GET":
         form.user_locale.data, form.sample.data = locale, previews.SAMPLE_JSON
     preview = _preview(item, channel, locale, form)
@@ -149,7 +166,7 @@ def edit_template(type_: str, channel: str, locale: str):
 def preview_template(type_: str, channel: str, locale: str):
     """Render the editor's current wording (HTMX fragment, debounced while typing)."""
     item, locale = _key_or_404(type_, channel, locale)
-    form = TemplateForm()
+    form = _with_tenants(MessageTemplateForm(), channel)
     return render_template(
         "console/_template_preview.html", preview=_preview(item, channel, locale, form), channel=channel, locale=locale
     )

@@ -26,6 +26,7 @@ from app.delivery.unsubscribe import unsubscribe_url
 from app.i18n import language_or_default
 from app.links import same_site_path
 from app.locales import pick_for_chain
+from app.tenants.branding import logo_url_ok
 
 # A template that renders megabytes is a mistake or an attack; either way it is not sent.
 MAX_RENDERED_CHARS = 256 * 1024
@@ -172,17 +173,29 @@ _COLOR = re.compile(r"#[0-9a-fA-F]{6}")
 
 def _brand(row: BatchRow) -> Markup:
     """A tenant's notification (issue 32): its logo above the card and its colour on the button; else nothing."""
+    return brand_html(getattr(row, "tenant_name", None), getattr(row, "tenant_logo_url", None),
+                      getattr(row, "tenant_color", None))  # fmt: skip
+
+
+# A tenant's logo is checked once per URL, not once per e-mail (a tenant's campaign sends many with one logo).
+_logo_ok = lru_cache(maxsize=256)(logo_url_ok)
+
+
+def brand_html(name: str | None, logo_url: str | None, color: str | None) -> Markup:
+    """A tenant's branding in an e-mail (a notification's or a digest's): its logo and colour, escaped; else nothing.
+
+    Both were checked when stored, and are checked again here (the colour lands inside a <style>, the logo is
+    fetched by the reader's mail client), so a row written around the rules shows nothing of them.
+    """
     parts = Markup("")
-    color = getattr(row, "tenant_color", None)
     if color and _COLOR.fullmatch(color):
         parts += Markup(
-            "<style>.button {{ background: {} !important; }} .brand {{ border-color: {}; }}</style>"
+            # The button (a notification's link) and a band atop the card (a digest has no button): both decorative
+            # in the sense of WCAG 1.4.11, the button's text being white on the tenant's colour as on the default.
+            "<style>.button {{ background: {} !important; }} .card {{ border-top: 4px solid {}; }}</style>"
         ).format(color, color)
-    logo = getattr(row, "tenant_logo_url", None)
-    if logo:
-        parts += Markup('<p class="brand"><img src="{}" alt="{}" height="40"></p>').format(
-            logo, getattr(row, "tenant_name", None) or ""
-        )
+    if logo_url and _logo_ok(logo_url):
+        parts += Markup('<p class="brand"><img src="{}" alt="{}" height="40"></p>').format(logo_url, name or "")
     return parts
 
 

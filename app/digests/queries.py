@@ -9,6 +9,7 @@ from datetime import datetime, time
 import sqlalchemy as sa
 
 from app.extensions import db
+from app.tenants import queries as tenant_queries
 
 DEFAULT_DIGEST_TIME = time(9, 0)
 
@@ -41,7 +42,8 @@ def frequencies(user_id: int) -> dict[str, tuple[str, str]]:
 # born read, so for it "unread" means "not snoozed"; muted rows never reach a digest (reason 'muted').
 ITEMS_SQL = sa.text(
     """
-SELECT r.id AS run_id, n.id, n.type, t.label AS type_label, n.title, n.body, n.link_path, n.created_at
+SELECT r.id AS run_id, n.id, n.type, t.label AS type_label, n.title, n.body, n.link_path, n.created_at,
+       n.tenant_id
 FROM digest_runs r
 JOIN notification_deliveries d ON d.digest_id = r.id AND d.skip_reason = 'digested'
 JOIN notifications n ON n.id = d.notification_id
@@ -76,6 +78,7 @@ class Item:
     body: str
     link_path: str | None
     created_at: datetime
+    tenant_id: int | None = None  # the notification's tenant (issue 32)
 
 
 @dataclass
@@ -96,10 +99,24 @@ class Run:
     quiet_hours_end: time | None
     suppressed: bool
     items: list[Item] = field(default_factory=list)
+    # The branding of the one tenant all its items share (issue 32; see claimed_runs), else None: the default look.
+    tenant_name: str | None = None
+    tenant_logo_url: str | None = None
+    tenant_color: str | None = None
+    tenant_sender_name: str | None = None
+    tenant_reply_to: str | None = None
 
 
 def claimed_runs(ids: Iterable[int]) -> list[Run]:
-    """Return the claimed (sending) runs of ids with their unread items, in two statements."""
+    """Return the claimed (sending) runs of ids with their unread items and branding, in at most three statements.
+
+    A digest is one per member, kind and period, whatever the tenants of its items (its run is unique on
+    (user_id, kind, period_start), and the sweeper opens runs set-based without looking at tenants). So a
+    digest whose items all belong to one tenant carries that tenant's branding (logo, colour, sender name,
+    reply-to) like each of its e-mails would; a digest mixing tenants, or tenants and none, keeps the default
+    look, since no one tenant's name may stand on another's notifications. The items decided on are the ones
+    sent: those still unread when the digest goes out.
+    """
     ids = sorted(set(ids))
     if not ids:
         return []
@@ -107,4 +124,15 @@ def claimed_runs(ids: Iterable[int]) -> list[Run]:
     for row in db.session.execute(ITEMS_SQL, {"ids": list(runs)}):
         values = dict(row._mapping)
         runs[values.pop("run_id")].items.append(Item(**values))
+    single = {}  # run id → the one tenant of all its items
+    for run in runs.values():
+        tenants = {item.tenant_id for item in run.items}
+        if len(tenants) == 1 and None not in tenants:
+            single[run.id] = tenants.pop()
+    brandings = tenant_queries.brandings(list(single.values()))
+    for run_id, tenant_id in single.items():
+        if (brand := brandings.get(tenant_id)) is not None:
+            run = runs[run_id]
+            run.tenant_name, run.tenant_logo_url, run.tenant_color = brand.name, brand.logo_url, brand.primary_color
+            run.tenant_sender_name, run.tenant_reply_to = brand.email_sender_name, brand.reply_to
     return list(runs.values())

@@ -113,10 +113,12 @@ def _digest_context(name: str, email: str, locale: str, kind: str, items: list[I
     }
 
 
-def render_digest(context: Mapping, config: Mapping, template: DigestTemplate = DEFAULT_TEMPLATE) -> Rendered:
+def render_digest(context: Mapping, config: Mapping, template: DigestTemplate = DEFAULT_TEMPLATE,
+                  brand: Markup | None = None) -> Rendered:  # fmt: skip
     """Render subject, text and HTML (in the app's e-mail layout) within one TEMPLATE_RENDER_SECONDS budget.
 
-    Hato's own words (layout, footer) are in the recipient's language (context["user"]["locale"]).
+    Hato's own words (layout, footer) are in the recipient's language (context["user"]["locale"]); brand is a
+    tenant's logo and colour (app.delivery.rendering.brand_html) when every item is that tenant's.
     """
     language = recipient_language(context["user"]["locale"])
     with force_locale(language), time_budget(float(config["TEMPLATE_RENDER_SECONDS"])):
@@ -128,6 +130,7 @@ def render_digest(context: Mapping, config: Mapping, template: DigestTemplate = 
         footer = gettext("Choose how often you get e-mail: %(url)s", url=preferences)
         text = f"{text.rstrip()}\n\n--\n{footer}\n"
         layout = current_app.jinja_env.get_template("delivery/email.html")
-        html = layout.render(subject=subject, content=content, link=None, type_label=gettext("digest"),
-                             unsubscribe_url=preferences, base_url=context["base_url"], lang=language)  # fmt: skip
+        html = layout.render(subject=subject, brand=brand or "", content=content, link=None,
+                             type_label=gettext("digest"), unsubscribe_url=preferences, base_url=context["base_url"],
+                             lang=language)  # fmt: skip
     return Rendered(subject=subject, text=text, html=html)

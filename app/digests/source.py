@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from app.delivery.policy import Plan, quiet_until
+from app.delivery.rendering import brand_html
 from app.delivery.source import Batch, Claim, Recheck, Try
 from app.delivery.unsubscribe import unsubscribe_url
 from app.digests import queries, rendering, service, templates
@@ -77,9 +78,12 @@ class Digests:
         base_url = config["BASE_URL"]
         wording = templates.pick(batch.context, run.locale, config["DEFAULT_LOCALE"])
         context = rendering.digest_context(run.display_name, run.email, run.locale, run.kind, run.items, base_url)
-        rendered = rendering.render_digest(context, config, wording)
+        # A digest whose items are all one tenant's is branded as its e-mails are (queries.claimed_runs).
+        brand = brand_html(run.tenant_name, run.tenant_logo_url, run.tenant_color)
+        rendered = rendering.render_digest(context, config, wording, brand)
         unsubscribe = unsubscribe_url(base_url, run.user_id, DIGEST_UNSUBSCRIBE.format(kind=run.kind))
-        return channel.envelope(run.ledger_id, run.email, run.display_name, rendered, unsubscribe)
+        return channel.envelope(run.ledger_id, run.email, run.display_name, rendered, unsubscribe,
+                                from_name=run.tenant_sender_name, reply_to=run.tenant_reply_to)  # fmt: skip
 
     def record(self, conn, tries: list[Try], lease: datetime) -> None:
         """One statement per run, durable at once."""

@@ -91,11 +91,23 @@ class FeedAnnouncementOut(BaseModel):
     published_at: datetime | None
 
 
+class FeedTenantOut(BaseModel):
+    """The branding of the tenant a scoped token names (issue 32), for the bell's popover."""
+
+    key: str
+    name: str
+    logo_url: str | None = Field(description="The tenant's stored https logo, or null (none, or it breaks the rules).")
+    primary_color: str | None = Field(description="`#rrggbb`, or null.")
+
+
 class FeedPageOut(BaseModel):
     notifications: list[FeedNotificationOut]
     announcements: list[FeedAnnouncementOut] = Field(description="Active announcements, on the first page only.")
     next_cursor: str | None
     counts: FeedCountsOut
+    tenant: FeedTenantOut | None = Field(
+        None, description="The branding of the token's tenant (its `tenant` claim); null for an unscoped token."
+    )
 
 
 class FeedChangeOut(BaseModel):

@@ -4,10 +4,13 @@ Authenticated by a signed user token (app/user_tokens) as `Authorization: Bearer
 CSRF token either; cross-origin calls only from FEED_ALLOWED_ORIGINS. Every read and write is the inbox's own
 (app/inbox/queries.py and service.py): the same IDOR-safe lookups by (user, id), the same idempotent updates
 and the same badge events after the commit. A token scoped to a tenant (its `tenant` claim, issue 32) reads,
-counts and touches only that tenant's notifications (plus announcements): any other row is a 404 through it.
+counts and touches only that tenant's notifications (plus announcements): any other row is a 404 through it; its
+page carries that tenant's branding (name, logo, colour) for the bell's popover.
 """
 
 from __future__ import annotations
+
+import re
 
 from flask import Blueprint, Response, abort, current_app, request
 from flask_babel import gettext
@@ -29,6 +32,7 @@ from app.feed.schemas import (
     FeedPreferenceIn,
     FeedPreferenceOut,
     FeedPreferencesOut,
+    FeedTenantOut,
     SnoozeIn,
 )
 from app.inbox import queries, service
@@ -36,6 +40,8 @@ from app.inbox import snooze as snoozing
 from app.pagination import Cursor
 from app.preferences import queries as preference_queries
 from app.preferences import service as preference_service
+from app.tenants import queries as tenant_queries
+from app.tenants.branding import COLOR_PATTERN, logo_url_ok
 from app.unitofwork import commit
 from app.users.queries import user_by_id
 from app.web import bodies
@@ -168,6 +174,21 @@ def _announcement(row) -> FeedAnnouncementOut:
     return FeedAnnouncementOut(**{name: row[name] for name in FeedAnnouncementOut.model_fields})
 
 
+def _tenant() -> FeedTenantOut | None:
+    """The branding of the token's own tenant (never another's), or None for an unscoped token.
+
+    The logo is only ever the tenant's stored URL, and only while it passes the logo rule (https on a public
+    host); the colour only as #rrggbb: a row written around the rules shows neither.
+    """
+    tenant_id = _tenant_id()
+    brand = tenant_queries.brandings([tenant_id]).get(tenant_id) if tenant_id is not None else None
+    if brand is None:
+        return None
+    logo = brand.logo_url if brand.logo_url and logo_url_ok(brand.logo_url) else None
+    color = brand.primary_color if brand.primary_color and re.fullmatch(COLOR_PATTERN, brand.primary_color) else None
+    return FeedTenantOut(key=brand.key, name=brand.name, logo_url=logo, primary_color=color and color.lower())
+
+
 def _counts() -> FeedCountsOut:
     counts = queries.badge_counts(_user_id(), _tenant_id())
     return FeedCountsOut(unread=counts.unread, unseen=counts.unseen, badge=counts.shown())
@@ -220,6 +241,7 @@ def page(query: FeedPageQuery):
             announcements=[_announcement(row) for row in announcements],
             next_cursor=result.next_cursor,
             counts=_counts(),
+            tenant=_tenant(),
         )
     )
 
@@ -326,8 +348,9 @@ def read_all():
 @bp.post("/seen")
 @_documented("feedSeen", "Record that the member looked (unseen back to 0)", FeedChangeOut)
 def seen():
-    """Record that the member looked at their feed now (the unseen badge goes back to 0)."""
-    service.record_seen(_user_id())
+    """Record that the member looked at their feed now (the unseen badge goes back to 0); a scoped token's look
+    sees only its tenant's part (and the announcements), leaving the member's other feeds' unseen rows alone."""
+    service.record_seen(_user_id(), _tenant_id())
     return _done()
 
 

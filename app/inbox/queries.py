@@ -87,19 +87,25 @@ SELECT
 # newest cap" is exactly min(unseen, cap): the same caps as BADGE_SQL and UNSEEN_SQL. {scope} narrows the rows to
 # one tenant's (issue 32: a scoped feed), read from notifications_tenant_unread_idx (user_id, tenant_id, created_at)
 # WHERE read_at IS NULL AND tenant_id IS NOT NULL; announcements, addressed to everyone, count for every scope.
+# A scope's unseen rows are the ones newer than the later of the member's own last look and their last look at that
+# scope (tenant_last_seen): opening Hato's inbox sees everything, opening one tenant's bell sees only its part.
 TENANT_SCOPE_SQL = " AND tenant_id = :tenant_id"
-_COUNTS_SQL = f"""
-WITH seen AS (SELECT {SEEN_AT_SQL} AS at)
+TENANT_SEEN_AT_SQL = f"""GREATEST({SEEN_AT_SQL}, COALESCE((SELECT seen_at FROM tenant_last_seen
+                                     WHERE user_id = :user_id AND tenant_id = :tenant_id), '-infinity'::timestamptz))"""
+_COUNTS_SQL = """
+WITH seen AS (SELECT {seen} AS at)
 SELECT p.unread AS personal, p.unseen AS personal_unseen, b.unread AS announcements, b.unseen AS announcements_unseen
 FROM (SELECT count(*) AS unread, count(*) FILTER (WHERE created_at > (SELECT at FROM seen)) AS unseen
       FROM (SELECT created_at FROM notifications
-            WHERE user_id = :user_id AND read_at IS NULL{{scope}}
+            WHERE user_id = :user_id AND read_at IS NULL{scope}
             ORDER BY created_at DESC LIMIT :cap) newest) p,
      (SELECT count(*) AS unread, count(*) FILTER (WHERE published_at > (SELECT at FROM seen)) AS unseen
-      FROM ({NEWEST_UNREAD_ANNOUNCEMENTS}) newest) b
+      FROM ({announcements}) newest) b
 """
-COUNTS_SQL = sa.text(_COUNTS_SQL.format(scope=""))
-TENANT_COUNTS_SQL = sa.text(_COUNTS_SQL.format(scope=TENANT_SCOPE_SQL))
+COUNTS_SQL = sa.text(_COUNTS_SQL.format(seen=SEEN_AT_SQL, scope="", announcements=NEWEST_UNREAD_ANNOUNCEMENTS))
+TENANT_COUNTS_SQL = sa.text(
+    _COUNTS_SQL.format(seen=TENANT_SEEN_AT_SQL, scope=TENANT_SCOPE_SQL, announcements=NEWEST_UNREAD_ANNOUNCEMENTS)
+)
 
 BADGE_MODES = ("unread", "unseen")
 

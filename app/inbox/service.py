@@ -19,7 +19,7 @@ from app.announcements.queries import ACTIVE_ANNOUNCEMENT_SQL
 from app.devices import badge as phone_badge
 from app.extensions import db
 from app.i18n import language_or_default
-from app.inbox.queries import badge_mode, notification_for
+from app.inbox.queries import TENANT_SEEN_AT_SQL, badge_mode, notification_for
 from app.live.publish import badge_after_commit
 from app.webhooks import service as webhooks
 
@@ -265,12 +265,36 @@ SELECT EXISTS (SELECT 1 FROM notifications
 )
 
 
-def record_seen(user_id: int) -> bool:
+# A tenant-scoped feed's look (issue 32): its own row, never moved back; whether the scope (its tenant's rows and the
+# announcements) had anything newer than the later of the member's own last look and the scope's.
+RECORD_TENANT_SEEN_SQL = sa.text(
+    f"""
+WITH previous AS (SELECT {TENANT_SEEN_AT_SQL} AS seen_at),
+saved AS (
+  INSERT INTO tenant_last_seen (user_id, tenant_id, seen_at) VALUES (:user_id, :tenant_id, now())
+  ON CONFLICT (user_id, tenant_id) DO UPDATE SET seen_at = GREATEST(tenant_last_seen.seen_at, EXCLUDED.seen_at)
+)
+SELECT EXISTS (SELECT 1 FROM notifications
+               WHERE user_id = :user_id AND read_at IS NULL AND tenant_id = :tenant_id
+                 AND created_at > (SELECT seen_at FROM previous))
+    OR EXISTS (SELECT 1 FROM announcements a
+               WHERE {ACTIVE_ANNOUNCEMENT_SQL}
+                 AND a.published_at > (SELECT seen_at FROM previous)
+                 AND NOT EXISTS (SELECT 1 FROM announcement_reads r
+                                 WHERE r.announcement_id = a.id AND r.user_id = :user_id))
+"""
+)
+
+
+def record_seen(user_id: int, tenant_id: int | None = None) -> bool:
     """Record that the user opened the inbox now; return whether anything was unseen until then.
 
-    When the badge counts unseen rows and some were, the user's other tabs hear of it (after the commit).
+    With tenant_id (a tenant-scoped feed, issue 32), only that scope is seen: the member's other feeds keep their
+    unseen rows. When the badge counts unseen rows and some were, the user's other tabs hear of it (after the
+    commit).
     """
-    had_unseen = bool(db.session.execute(RECORD_SEEN_SQL, {"user_id": user_id}).scalar_one())
+    statement = RECORD_SEEN_SQL if tenant_id is None else RECORD_TENANT_SEEN_SQL
+    had_unseen = bool(db.session.execute(statement, {"user_id": user_id, "tenant_id": tenant_id}).scalar_one())
     if had_unseen and badge_mode() == "unseen":
         badge_after_commit([user_id])
     if had_unseen:

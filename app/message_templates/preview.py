@@ -129,6 +129,8 @@ class Preview:
     phones: list[PhoneCard] = field(default_factory=list)  # push: the iPhone and the Android rendering
     sms: SmsPreview | None = None  # sms: encoding, parts and the characters that forced UCS-2
     rich: dict[str, str] = field(default_factory=dict)  # chat: each rich part rendered, as indented JSON
+    sender_name: str = ""  # e-mail for a tenant (issue 32): the From header's display name, and Reply-To
+    reply_to: str = ""
 
     @property
     def rich_parts(self) -> list[tuple[str, str, str]]:
@@ -242,17 +244,21 @@ def build_preview(
     user_locale: str,
     sample_text: str | None,
     existing_locales: set[str],
+    brand=None,
 ) -> Preview:
     """Render the editor's parts for channel with the sample; collect every problem.
+
+    brand: a tenant's branding (app.tenants.queries.branding_of) the e-mail is previewed with, as its
+    notifications are sent (issue 32), or None for the default look.
 
     The whole preview (every part, then the e-mail) renders within TEMPLATE_PREVIEW_SECONDS: it runs
     in a web thread on every keystroke, so a template that loops for long is a problem, not a wait.
     """
     with rendering.time_budget(current_app.config["TEMPLATE_PREVIEW_SECONDS"]):
-        return _build_preview(type_, channel, locale, parts, user_locale, sample_text, existing_locales)
+        return _build_preview(type_, channel, locale, parts, user_locale, sample_text, existing_locales, brand)
 
 
-def _build_preview(type_, channel, locale, parts, user_locale, sample_text, existing_locales) -> Preview:
+def _build_preview(type_, channel, locale, parts, user_locale, sample_text, existing_locales, brand) -> Preview:
     config = current_app.config
     user_locale = (user_locale or locale).strip() or locale
     preview = Preview(
@@ -262,6 +268,10 @@ def _build_preview(type_, channel, locale, parts, user_locale, sample_text, exis
     if problem:
         preview.problems.append(problem)
     row = sample_row(type_, channel, user_locale, sample)
+    if brand is not None:
+        row = dataclasses.replace(row, tenant_name=brand.name, tenant_logo_url=brand.logo_url,
+                                  tenant_color=brand.primary_color, tenant_sender_name=brand.email_sender_name,
+                                  tenant_reply_to=brand.reply_to)  # fmt: skip
     unsubscribe = f"{config['BASE_URL']}/unsubscribe/preview"
     context = rendering.template_context(row, config["BASE_URL"], unsubscribe)
     rendered = {}
@@ -284,6 +294,7 @@ def _build_preview(type_, channel, locale, parts, user_locale, sample_text, exis
         template = Template(parts.get("subject", ""), parts.get("body_text", ""), parts.get("body_html", ""))
         email = rendering.render_email(row, template, config["BASE_URL"], unsubscribe)
         preview.subject, preview.text, preview.html_document = email.subject, email.text, email.html
+        preview.sender_name, preview.reply_to = row.tenant_sender_name or "", row.tenant_reply_to or ""
         return preview
     if channel == "sms":
         # The SMS channel's own text: the template's, stripped, else the title, body and link on lines.

@@ -40,6 +40,7 @@ from app.models.notifications import (
     NotificationPreference,
     NotificationType,
     ScheduledNotification,
+    TenantLastSeen,
 )
 from app.models.phones import PhoneVerification
 from app.models.tenants import Tenant, TenantMember, TenantPreference
@@ -95,6 +96,7 @@ __all__ = [
     "AnnouncementRead",
     "Notification",
     "NotificationLastSeen",
+    "TenantLastSeen",
     "NotificationMute",
     "ScheduledNotification",
     "NotificationDelivery",

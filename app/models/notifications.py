@@ -220,6 +220,18 @@ class NotificationLastSeen(db.Model):
     seen_at: Mapped[datetime] = mapped_column(_tz)
 
 
+class TenantLastSeen(db.Model):
+    """When the member last opened a tenant-scoped feed (issue 32): that scope's rows created later are unseen."""
+
+    __tablename__ = "tenant_last_seen"
+
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(
+        sa.BigInteger, sa.ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
+    )
+    seen_at: Mapped[datetime] = mapped_column(_tz)
+
+
 class NotificationMute(db.Model):
     """A thread (group key) one user muted: its later notifications arrive read, hidden and unsent."""
 

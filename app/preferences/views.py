@@ -17,6 +17,7 @@ from app.extensions import db
 from app.i18n import LANGUAGES, language_or_default, ui_language
 from app.preferences import chat_accounts as chat_places
 from app.preferences import queries, service
+from app.tenants import queries as tenant_queries
 from app.topics import queries as topic_queries
 from app.topics import service as topic_service
 from app.unitofwork import commit
@@ -57,6 +58,7 @@ def _page(status: int = 200, **schedule):
     return render_template(
         "preferences/index.html",
         rows=queries.matrix(current_user.id),
+        tenant_defaults=tenant_queries.member_defaults(current_user.id),
         mutes=queries.muted_threads(current_user.id),
         topics=topic_queries.user_topics(current_user.id).rows,
         receivers=device_queries.receivers(current_user.id),
@@ -113,7 +115,10 @@ def update():
         return redirect(url_for("preferences.index", _anchor=f"type-{type_}"), 303)
     kind = queries.notification_type(type_)
     return render_template(
-        "preferences/_toggled.html", c=queries.cell(current_user.id, type_, channel), type_label=kind["label"]
+        "preferences/_toggled.html",
+        c=queries.cell(current_user.id, type_, channel),
+        type_label=kind["label"],
+        tenant_defaults=tenant_queries.member_defaults(current_user.id),
     )
 
 

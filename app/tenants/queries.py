@@ -34,6 +34,19 @@ LIMIT 1000
 """
 
 
+def choices() -> list:
+    """Every tenant's key and name (at most 1,000, by name), for a select."""
+    return list(db.session.execute(sa.text("SELECT key, name FROM tenants ORDER BY name, key LIMIT 1000")))
+
+
+def branding_of(key: str):
+    """The branding (key, name, logo_url, primary_color, email_sender_name, reply_to) of the tenant key, or None."""
+    return db.session.execute(
+        sa.text("SELECT key, name, logo_url, primary_color, email_sender_name, reply_to FROM tenants WHERE key = :k"),
+        {"k": key},
+    ).first()
+
+
 def tenant(key: str) -> Tenant | None:
     """The tenant with this key, if any."""
     return db.session.execute(sa.select(Tenant).where(Tenant.key == key)).scalar_one_or_none()
@@ -78,6 +91,19 @@ def sending_tenant(key: str) -> Sending | None:
     return Sending(row.id, Quota(f"tenant:{key}", row.rate_per_second, row.rate_burst, row.daily_quota))
 
 
+BRANDING_SQL = sa.text(
+    "SELECT id, key, name, logo_url, primary_color, email_sender_name, reply_to FROM tenants "
+    "WHERE id = ANY(CAST(:ids AS bigint[]))"
+)
+
+
+def brandings(tenant_ids: Sequence[int]) -> dict[int, sa.Row]:
+    """id → the branding (key, name, logo_url, primary_color, email_sender_name, reply_to) of the tenants of ids."""
+    if not tenant_ids:
+        return {}
+    return {row.id: row for row in db.session.execute(BRANDING_SQL, {"ids": sorted(set(tenant_ids))})}
+
+
 def member_tenants(user_id: int) -> list:
     """The tenants a member belongs to (id, key, name), by name."""
     return list(
@@ -89,6 +115,26 @@ def member_tenants(user_id: int) -> list:
             {"user_id": user_id},
         )
     )
+
+
+MEMBER_DEFAULTS_SQL = sa.text(
+    """
+SELECT tp.type, tp.channel, t.name, tp.enabled
+FROM tenant_members m
+JOIN tenants t ON t.id = m.tenant_id
+JOIN tenant_preferences tp ON tp.tenant_id = m.tenant_id
+WHERE m.user_id = :user_id
+ORDER BY t.name, t.key
+"""
+)
+
+
+def member_defaults(user_id: int) -> dict[tuple[str, str], list[tuple[str, bool]]]:
+    """(type, channel) → [(tenant name, on)]: the defaults the member's tenants set, by tenant name."""
+    found: dict[tuple[str, str], list[tuple[str, bool]]] = {}
+    for row in db.session.execute(MEMBER_DEFAULTS_SQL, {"user_id": user_id}):
+        found.setdefault((row.type, row.channel), []).append((row.name, row.enabled))
+    return found
 
 
 def member_tenant_keys(user_id: int) -> list[str]:

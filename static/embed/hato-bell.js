@@ -8,6 +8,9 @@
  * Optional attributes: lang (ja | en; default: the page's <html lang>), theme (light | dark; default: the
  * reader's colour scheme), inbox-url (default: base-url + "/inbox").
  * Events (bubbling, composed): "hato-count" with detail {unread, unseen, badge} on every count.
+ * A token scoped to a tenant (issue 32) gets that tenant's branding with each page: its logo beside the title
+ * (https only; the host page's CSP img-src must allow the logo's host, else it is left out) and its colour on the
+ * popover's top edge and unread marks (#rrggbb only, set through the CSSOM, so no inline style attribute).
  *
  * The live count comes over one websocket (base-url/v1/feed/socket) whose first message carries the token
  * (never the URL). Tokens are refreshed before they expire and handed to the open socket. A socket closed
@@ -88,6 +91,11 @@ ul{list-style:none;margin:0;padding:0;overflow:auto}
 li{padding:10px 12px;border-bottom:1px solid var(--line)}
 li:last-child{border-bottom:0}
 li.unread{border-left:4px solid var(--accent);padding-left:8px}
+.branded header{border-top:4px solid var(--brand);border-radius:10px 10px 0 0}
+.branded li.unread{border-left-color:var(--brand)}
+.who{display:flex;align-items:center;gap:8px;min-width:0}
+.logo{height:24px;max-width:96px;object-fit:contain}
+.logo[hidden]{display:none}
 .t{font-weight:600;display:block;color:inherit}
 a.t{color:var(--accent)}
 .b{margin:2px 0 0;color:var(--muted);overflow-wrap:anywhere}
@@ -144,6 +152,18 @@ class HatoBell extends HTMLElement {
     this._badge = el("span", { class: "badge", "aria-hidden": "true", hidden: true });
     this._button.append(this._badge);
     this._heading = el("h2", { id: "heading", tabindex: "-1" });
+    this._logo = el("img", {
+      class: "logo",
+      alt: "",
+      hidden: true,
+      part: "logo",
+      referrerpolicy: "no-referrer",
+      onerror: () => {
+        // Unreachable, or refused by the host page's CSP: left out, and not tried again on every page.
+        this._logoBad = this._logo.getAttribute("src");
+        this._logo.hidden = true;
+      },
+    });
     this._allButton = el("button", { class: "link", type: "button", onclick: () => this._readAll() });
     this._list = el("ul", { "aria-labelledby": "heading" });
     this._note = el("p", { class: "note", role: "status" });
@@ -152,7 +172,7 @@ class HatoBell extends HTMLElement {
     this._panel = el(
       "div",
       { class: "panel", id: "panel", role: "dialog", "aria-labelledby": "heading", hidden: true, part: "panel" },
-      el("header", {}, this._heading, this._allButton),
+      el("header", {}, el("span", { class: "who" }, this._logo, this._heading), this._allButton),
       this._note,
       this._list,
       el("footer", {}, this._inbox, this._closeButton),
@@ -380,6 +400,10 @@ class HatoBell extends HTMLElement {
 
   open() {
     this._panel.hidden = false;
+    // Right-aligned under the bell; a bell near a narrow screen's left edge would push it off: nudge it back in.
+    this._panel.style.removeProperty("right");
+    const left = this._panel.getBoundingClientRect().left;
+    if (left < 8) this._panel.style.setProperty("right", `${left - 8}px`);
     this._button.setAttribute("aria-expanded", "true");
     document.addEventListener("click", this._outside, true);
     this._heading.focus();
@@ -420,10 +444,25 @@ class HatoBell extends HTMLElement {
     if (first && !this._list.children.length) this._note.textContent = t.loading;
     try {
       const page = await this._fetch(`?filter=all&limit=${PAGE_SIZE}`);
+      this._brand(page.tenant);
       this._render(page.notifications);
     } catch (e) {
       this._note.textContent = t.failed;
     }
+  }
+
+  // The token's tenant (issue 32; Hato names only the token's own): its logo, its name as the logo's text, its
+  // colour. Checked here again: an https logo, a #rrggbb colour; the name is only ever text.
+  _brand(tenant) {
+    const color = tenant && /^#[0-9a-f]{6}$/i.test(tenant.primary_color || "") ? tenant.primary_color : "";
+    const logo = tenant && /^https:\/\/[^\s]+$/i.test(tenant.logo_url || "") ? tenant.logo_url : "";
+    if (color) this._panel.style.setProperty("--brand", color);
+    else this._panel.style.removeProperty("--brand");
+    this._panel.classList.toggle("branded", !!color);
+    this._logo.alt = logo ? String(tenant.name || "") : "";
+    if (!logo) this._logo.removeAttribute("src");
+    else if (this._logo.getAttribute("src") !== logo) this._logo.src = logo;
+    this._logo.hidden = !logo || this._logoBad === logo;
   }
 
   _render(rows) {

@@ -237,3 +237,98 @@ def test_the_phone_variant_is_saved_versioned_restored_and_kept_only_for_push(cl
     assert (kept.mobile_title, kept.mobile_body) == ("", "")  # e-mail has no phone variant
     assert "mobile_title" not in client.get(email).get_data(as_text=True)
     assert 'name="mobile_title"' in client.get(url).get_data(as_text=True)
+
+
+# --- previewing as a tenant's notification (issue 32, item 5) ------------------------------------------------
+
+
+@pytest.fixture
+def tenants():
+    from app.tenants import service as tenant_service
+
+    acme, _ = tenant_service.put_tenant(None, "acme", {
+        "name": "Acme <Inc>", "logo_url": "https://cdn.acme.example/logo.png", "primary_color": "#1A73E8",
+        "email_sender_name": "Acme \"via\" <Hato>", "reply_to": "support@acme.example"})  # fmt: skip
+    tenant_service.put_tenant(None, "globex", {"name": "Globex", "logo_url": "https://cdn.globex.example/g.png",
+                                               "primary_color": "#00aa00"})  # fmt: skip
+    return acme
+
+
+def test_the_email_editor_offers_every_tenant_and_posts_the_preview_on_change(client, operator, tenants):
+    page = client.get(URL.format(channel="email", locale="en")).get_data(as_text=True)
+    select = one(page, "#template-form select#tenant")
+    assert select["hx-post"] == "/console/templates/comment/email/en/preview" and select["hx-trigger"] == "change"
+    options = [(o["value"], o.get_text()) for o in parse(page).select("select#tenant option")]
+    assert options == [
+        ("", "No tenant (Hato's own look)"),
+        ("acme", "Acme <Inc> (acme)"),
+        ("globex", "Globex (globex)"),
+    ]
+    assert "Acme <Inc>" not in page and "Acme &lt;Inc&gt; (acme)" in page  # escaped in the page
+
+
+def test_other_channels_offer_no_tenant(client, operator, tenants):
+    for channel in ("push", "in_app"):
+        page = client.get(URL.format(channel=channel, locale="en")).get_data(as_text=True)
+        assert not parse(page).select("select#tenant"), channel
+
+
+def test_the_preview_renders_with_the_chosen_tenants_branding_escaped(client, csrf, operator, tenants):
+    page = preview(client, csrf, subject="Hi", body_text="B", tenant="acme")
+
+    document = one(page, "iframe")["srcdoc"]
+    assert '<img src="https://cdn.acme.example/logo.png" alt="Acme &lt;Inc&gt;" height="40">' in document
+    assert "background: #1a73e8 !important" in document
+    assert "cdn.globex.example" not in document
+    assert texts(page, "#preview-from") == ['Acme "via" <Hato>'] and texts(page, "#preview-reply-to") == [
+        "support@acme.example"
+    ]
+    assert "<Hato>" not in page  # the sender name is escaped in the fragment
+
+
+def test_the_preview_without_a_tenant_has_the_default_look(client, csrf, operator, tenants):
+    page = preview(client, csrf, subject="Hi", body_text="B", tenant="")
+
+    document = one(page, "iframe")["srcdoc"]
+    assert 'class="brand"' not in document and "!important" not in document
+    assert not parse(page).select("#preview-from") and not parse(page).select("#preview-reply-to")
+
+
+def test_a_tenant_colour_or_logo_stored_around_the_rules_is_not_rendered(client, csrf, operator, tenants):
+    db.session.execute(sa.text("UPDATE tenants SET primary_color = 'red;}</style><script>x</script>', "
+                               "logo_url = 'https://127.0.0.1/l.png' WHERE key = 'acme'"))  # fmt: skip
+
+    document = one(preview(client, csrf, subject="Hi", body_text="B", tenant="acme"), "iframe")["srcdoc"]
+
+    assert "<script>" not in document and "red;}" not in document and "127.0.0.1/l.png" not in document
+
+
+def test_an_unknown_tenant_is_a_problem_in_the_preview_and_a_422_on_save(client, csrf, operator, tenants, audit_rows):
+    page = preview(client, csrf, subject="Hi", body_text="B", tenant="nope")
+    assert "There is no tenant with this key." in page and not parse(page).select("iframe")
+
+    url = URL.format(channel="email", locale="en")
+    response = client.post(url, headers=csrf(), data={"subject": "Hi", "body_text": "B", "tenant": "nope"})
+    assert response.status_code == 422
+    assert db.session.scalar(sa.select(sa.func.count()).select_from(MessageTemplate)) == 0
+    assert audit_rows("template.save") == []
+
+
+def test_saving_with_a_tenant_chosen_saves_the_wording_only(client, csrf, operator, tenants):
+    url = URL.format(channel="email", locale="en")
+    assert (
+        client.post(url, headers=csrf(), data={"subject": "Hi", "body_text": "B", "tenant": "acme"}).status_code == 302
+    )
+    template = db.session.scalars(sa.select(MessageTemplate)).one()
+    assert (template.subject, template.body_text, template.body_html) == ("Hi", "B", "")
+
+
+def test_the_tenant_preview_needs_the_csrf_token(client, operator, tenants):
+    url = URL.format(channel="email", locale="en") + "/preview"
+    assert client.post(url, data={"tenant": "acme"}, headers={"HX-Request": "true"}).status_code == 400
+
+
+def test_a_member_gets_no_tenant_preview(client, csrf, member, tenants):
+    url = URL.format(channel="email", locale="en")
+    assert client.get(url).status_code == 403
+    assert client.post(url + "/preview", data={"tenant": "acme"}, headers=csrf()).status_code == 403

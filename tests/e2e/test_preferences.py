@@ -102,3 +102,36 @@ def test_a_registered_phone_is_listed_and_turning_it_off_stops_its_pushes(page, 
     with live_server.app_context():
         assert channel_for("push").targets([Row()]) == {}  # no push goes to the phone now
         db.session.remove()
+
+
+def test_a_tenants_default_is_named_in_its_cell_passes_axe_and_fits_a_phone(page, live_server, member):
+    from app.models import User
+    from app.tenants import service as tenants
+    from tests.support.axe import describe, serious_violations, settle
+
+    with live_server.app_context():
+        user = db.session.query(User).filter_by(email=member).one()
+        acme, _ = tenants.put_tenant(None, "acme", {"name": "Acme Incorporated International Holdings"})
+        tenants.set_preferences(None, acme, [("comment", "email", True), ("comment", "push", True)])
+        tenants.set_member_tenants(None, user.id, ["acme"])
+        db.session.commit()
+        db.session.remove()
+    _sign_in(page, member)
+    page.goto(live_server.base_url + "/preferences")
+    switch = page.get_by_role("switch", name="Push: Comment")
+    expect(switch).to_have_accessible_description("Default for Acme Incorporated International Holdings: on")
+    found = []
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        settle(page)
+        found.append(describe(serious_violations(page), f"{scheme}: "))
+    assert not "".join(found), "\n".join(found)
+    switch.click()  # the member's own choice wins over the tenant's: the note goes
+    expect(page.locator("#pref-comment-push .pref-cell__tenant")).to_have_count(0)
+
+    page.set_viewport_size({"width": 375, "height": 740})
+    page.reload()
+    settle(page)
+    overflow = "() => document.scrollingElement.scrollWidth - document.scrollingElement.clientWidth"
+    assert page.evaluate(overflow) <= 0
+    expect(page.locator("#pref-comment-email .pref-cell__tenant")).to_be_visible()

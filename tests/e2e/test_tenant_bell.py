@@ -16,6 +16,7 @@ from app.tenants import service
 from tests.e2e.test_bell import bell, open_host
 from tests.factories import UserFactory
 from tests.realtime.helpers import api_notify, create_api_key, insert_notification
+from tests.support.axe import describe, serious_violations
 from tests.support.waiting import free_port
 
 pytestmark = pytest.mark.e2e
@@ -70,3 +71,65 @@ def test_a_scoped_bell_shows_only_its_tenants_rows_and_count(page, live_server, 
     expect(bell(page)).to_have_attribute("count", "2", timeout=3000)
     expect(dialog.get_by_text("More for Globex")).to_have_count(0)
     expect(page.get_by_text("More for Globex")).to_have_count(0)  # no toast of it either
+
+
+# A 1×1 PNG, served for the tenants' logo URLs (the browser has no network here).
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000b49444154789c6360000200000500017a5eab3f0000000049454e44ae426082"
+)
+
+
+def _brand(live_server, key: str, fields: dict) -> None:
+    with live_server.app_context():
+        service.put_tenant(None, key, fields)
+        db.session.commit()
+        db.session.remove()
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_a_scoped_bell_shows_its_tenants_logo_and_colour_and_no_other(page, live_server, scoped_host, width):
+    host_app, _ = scoped_host
+    _brand(live_server, "acme", {"name": 'Acme "<b>Inc</b>"', "logo_url": "https://cdn.acme.example/logo.png",
+                                 "primary_color": "#1A73E8"})  # fmt: skip
+    _brand(live_server, "globex", {"logo_url": "https://cdn.globex.example/g.png", "primary_color": "#00aa00"})
+    requested = []
+
+    def serve(route):
+        requested.append(route.request.url)
+        route.fulfill(status=200, content_type="image/png", body=PNG)
+
+    page.route("https://**/*", serve)
+    page.set_viewport_size({"width": width, "height": 800})
+    open_host(page, host_app)
+    expect(bell(page)).to_have_attribute("count", "1", timeout=5000)
+    page.get_by_role("button", name="Notifications, 1 unread").click()
+    dialog = page.get_by_role("dialog", name="Notifications")
+    expect(dialog.get_by_text("Acme news")).to_be_visible()
+
+    logo = dialog.get_by_role("img", name='Acme "<b>Inc</b>"')  # the name is the logo's text, never markup
+    expect(logo).to_be_visible()
+    expect(logo).to_have_attribute("src", "https://cdn.acme.example/logo.png")
+    expect(dialog.locator("b")).to_have_count(0)
+    assert dialog.evaluate("d => getComputedStyle(d).getPropertyValue('--brand')").strip() == "#1a73e8"
+    assert dialog.evaluate("d => getComputedStyle(d.querySelector('header')).borderTopColor") == "rgb(26, 115, 232)"
+    assert requested == ["https://cdn.acme.example/logo.png"]  # globex's logo is never even asked for
+
+    box = dialog.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= width  # fits a 375 px phone
+    found = serious_violations(page)
+    assert not found, describe(found)
+
+
+def test_a_logo_the_host_page_cannot_load_is_left_out(page, live_server, scoped_host):
+    host_app, _ = scoped_host
+    _brand(live_server, "acme", {"logo_url": "https://cdn.acme.example/logo.png"})
+    page.route("https://**/*", lambda route: route.abort())  # as the host page's CSP img-src would refuse it
+    open_host(page, host_app)
+    expect(bell(page)).to_have_attribute("count", "1", timeout=5000)
+    page.get_by_role("button", name="Notifications, 1 unread").click()
+    dialog = page.get_by_role("dialog", name="Notifications")
+    expect(dialog.get_by_text("Acme news")).to_be_visible()
+    expect(dialog.get_by_role("img")).to_have_count(0)
+    found = serious_violations(page)
+    assert not found, describe(found)

@@ -62,3 +62,30 @@ def test_the_tenant_pages_pass_axe_and_fit_a_phone(page, live_server):
         assert page.evaluate(OVERFLOW) <= 0, url  # (a table's visually hidden header once pushed it out)
     page.goto("/console/tenants/acme/edit")
     expect(page.get_by_role("button", name="Save the defaults")).to_be_visible()
+
+
+def test_the_template_preview_picks_a_tenant_passes_axe_and_fits_a_phone(page, live_server):
+    sign_in(page, _world(live_server))
+    page.route("https://cdn.acme.example/**", lambda route: route.fulfill(status=404))  # no network here
+    page.goto("/console/templates/comment/email/en")
+    page.get_by_label("Preview as a notification of").select_option("acme")
+    expect(page.locator("#preview-from")).to_have_text("Acme")
+    frame = page.frame_locator("iframe.console-email-frame")
+    expect(frame.locator(".brand img")).to_have_attribute("alt", "Acme Incorporated International")
+    expect(frame.locator(".card")).to_have_css("border-top-color", "rgb(26, 115, 232)")
+    found = []
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        settle(page)
+        found.append(describe(serious_violations(page), f"{scheme}: "))
+    assert not "".join(found), "\n".join(found)
+
+    page.get_by_label("Preview as a notification of").select_option("")
+    expect(page.locator("#preview-from")).to_have_count(0)
+    expect(frame.locator(".brand")).to_have_count(0)
+
+    page.set_viewport_size({"width": 375, "height": 740})
+    page.reload()
+    settle(page)
+    assert page.evaluate(OVERFLOW) <= 0
+    expect(page.get_by_label("Preview as a notification of")).to_be_visible()

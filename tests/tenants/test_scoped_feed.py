@@ -121,3 +121,97 @@ def test_a_token_stops_working_when_the_tenant_is_deleted(client, issuer, world)
     bearer = token(issuer, "acme")
     service.delete_tenant(None, "acme")
     assert feed(client, bearer).status_code == 401
+
+
+# --- the branding a scoped page carries for the bell's popover (issue 32, item 5) ------------------------------
+
+
+def test_a_scoped_page_carries_its_tenants_branding_and_no_other(client, issuer, world):
+    service.put_tenant(None, "acme", {"logo_url": "https://cdn.acme.example/logo.png", "primary_color": "#1A73E8"})
+    service.put_tenant(None, "globex", {"logo_url": "https://cdn.globex.example/g.png", "primary_color": "#00aa00"})
+
+    body = feed(client, token(issuer, "acme")).get_json()
+
+    assert body["tenant"] == {"key": "acme", "name": "Acme", "logo_url": "https://cdn.acme.example/logo.png",
+                              "primary_color": "#1a73e8"}  # fmt: skip
+    assert "globex" not in str(body).lower().replace("for globex", "")
+    assert feed(client, token(issuer, "globex")).get_json()["tenant"]["logo_url"] == "https://cdn.globex.example/g.png"
+
+
+def test_an_unscoped_page_carries_no_branding(client, issuer, world):
+    service.put_tenant(None, "acme", {"logo_url": "https://cdn.acme.example/logo.png", "primary_color": "#1a73e8"})
+
+    body = feed(client, token(issuer)).get_json()
+
+    assert body["tenant"] is None and "cdn.acme.example" not in str(body)
+
+
+def test_a_tenant_without_branding_gives_its_name_only(client, issuer, world):
+    assert feed(client, token(issuer, "acme")).get_json()["tenant"] == {
+        "key": "acme", "name": "Acme", "logo_url": None, "primary_color": None}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("logo", "color"),
+    [
+        ("http://cdn.acme.example/logo.png", "red"),
+        ("https://127.0.0.1/logo.png", "#12345"),
+        ("https://user:pw@cdn.acme.example/logo.png", "#1a73e8;}</style>"),
+        ("javascript:alert(1)", "expression(alert(1))"),
+    ],
+)
+def test_a_logo_or_colour_stored_around_the_rules_is_never_given(client, issuer, world, logo, color):
+    db.session.execute(sa.text("UPDATE tenants SET logo_url = :l, primary_color = :c, name = :n WHERE key = 'acme'"),
+                       {"l": logo, "c": color, "n": '"><img src=x onerror=alert(1)>'})  # fmt: skip
+
+    tenant = feed(client, token(issuer, "acme")).get_json()["tenant"]
+
+    assert tenant["logo_url"] is None and tenant["primary_color"] is None
+    assert tenant["name"] == '"><img src=x onerror=alert(1)>'  # data: the bell writes it as text, never as HTML
+
+
+# --- a scope's own unseen count (issue 32, gap) ---------------------------------------------------------------
+
+
+def _unseen(client, bearer) -> int:
+    return feed(client, bearer, path="/counts").get_json()["unseen"]
+
+
+def test_a_scoped_look_sees_only_its_scope_and_leaves_the_other_feeds_unseen(client, issuer, world):
+    acme, globex, unscoped = token(issuer, "acme"), token(issuer, "globex"), token(issuer)
+    assert (_unseen(client, acme), _unseen(client, globex), _unseen(client, unscoped)) == (2, 2, 4)
+
+    assert feed(client, acme, "POST", "/seen").get_json()["counts"]["unseen"] == 0
+
+    assert (_unseen(client, acme), _unseen(client, globex), _unseen(client, unscoped)) == (0, 2, 4)
+    assert db.session.execute(sa.text("SELECT count(*) FROM notification_last_seen")).scalar_one() == 0
+
+
+def test_an_unscoped_look_sees_every_scope(client, issuer, world):
+    acme, globex, unscoped = token(issuer, "acme"), token(issuer, "globex"), token(issuer)
+    feed(client, unscoped, "POST", "/seen")
+
+    assert (_unseen(client, acme), _unseen(client, globex), _unseen(client, unscoped)) == (0, 0, 0)
+
+
+def test_a_row_arriving_after_a_scoped_look_is_unseen_in_that_scope_again(client, issuer, world):
+    acme = token(issuer, "acme")
+    feed(client, acme, "POST", "/seen")
+    db.session.execute(sa.text("UPDATE tenant_last_seen SET seen_at = now() - interval '1 hour'"))
+    db.session.execute(sa.text("UPDATE notifications SET created_at = now() - interval '2 hours'"))
+    row = NotificationFactory(user_id=world["member"].id, type="comment", title="Later for acme")
+    db.session.execute(sa.text("UPDATE notifications SET tenant_id = :t WHERE id = :id"),
+                       {"t": world["acme"].id, "id": row.id})  # fmt: skip
+
+    assert _unseen(client, acme) == 1
+    feed(client, acme, "POST", "/seen")
+    assert _unseen(client, acme) == 0
+
+
+def test_a_scoped_look_is_the_members_own(client, issuer, world):
+    other = UserFactory(external_id="other")
+    service.set_member_tenants(None, other.id, ["acme"])
+    feed(client, token(issuer, "acme"), "POST", "/seen")
+    rows = db.session.execute(sa.text("SELECT user_id, tenant_id FROM tenant_last_seen")).all()
+    assert rows == [(world["member"].id, world["acme"].id)]
+    assert _unseen(client, token(issuer, "acme", user="other")) == 1  # the announcement: still unseen for them
