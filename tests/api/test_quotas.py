@@ -135,7 +135,7 @@ def test_a_topic_counts_its_followers_and_over_the_quota_records_no_fanout(api, 
     assert api.post("/v1/topics/project-42/subscribers", {"add": members[:3]}).status_code == 200
     limit(api_key, daily=4)
 
-    first = api.post("/v1/notifications", json=topic_body(actor=members[0]))
+    first = api.post("/v1/notifications", json=topic_body(actor={"id": members[0], "name": "Quinn"}))
     assert first.status_code == 202 and first.get_json()["fanout"]["total"] == 2  # the actor left out
 
     over = api.post("/v1/notifications", json=topic_body(title="Again"))
