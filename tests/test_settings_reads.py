@@ -28,6 +28,7 @@ NOT_SETTINGS = {
     "BABEL_DEFAULT_LOCALE": "Flask-Babel's; app/web/i18n.py sets it from DEFAULT_LOCALE",
     "BABEL_TRANSLATION_DIRECTORIES": "Flask-Babel's; app/web/i18n.py points it at translations/",
     "SOCK_SERVER_OPTIONS": "flask-sock's; app/realtime/hub.py sets the ping interval and the shared reader thread",
+    "DEMO_TENANT": "the demo host page's own little Flask app (app/devstack/demo_host.py), not Hato's",
     "DEMO_USER": "the demo host page's own little Flask app (app/devstack/demo_host.py), not Hato's",
     "MINT_MODE": "the demo host page's own little Flask app (app/devstack/demo_host.py), not Hato's",
     "TOKENS_ISSUED": "the demo host page's own little Flask app (app/devstack/demo_host.py), not Hato's",
