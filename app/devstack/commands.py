@@ -301,7 +301,7 @@ def ensure_test_packages() -> str:
 
 
 def parallel_args(pytest_args: list[str]) -> list[str]:
-    """pytest-xdist's arguments for the whole suite: HATO_TEST_WORKERS processes (3 on this 2-CPU machine), each
+    """pytest-xdist's arguments for the whole suite: HATO_TEST_WORKERS processes (2: this machine's CPUs), each
     test file on one of them (module fixtures such as a Redis Cluster are started once). A run of chosen paths,
     or one that says -n itself, stays as asked."""
     workers = TEST_WORKERS

@@ -55,9 +55,8 @@ TEST_SECRET_KEY = "test-secret"  # noqa: S105
 # HATO_TEST_DB / HATO_TEST_REDIS_DB let two checkouts on one machine run their suites side by side.
 TEST_DB = os.environ.get("HATO_TEST_DB", "hato_test")
 TEST_REDIS_DB = int(os.environ.get("HATO_TEST_REDIS_DB", "15"))
-# pytest-xdist workers for the whole suite (each with its own database and Redis number: tests/conftest.py). Three
-# on this 2-CPU machine: with two the suite kept the CPUs ~55 % busy (its tests wait on browsers, servers and workers).
-TEST_WORKERS = int(os.environ.get("HATO_TEST_WORKERS", "3"))
+# pytest-xdist workers for the whole suite (each with its own database and Redis number: tests/conftest.py).
+TEST_WORKERS = int(os.environ.get("HATO_TEST_WORKERS", "2"))
 BENCH_DB, BENCH_REDIS_DB = "hato_bench", 14
 
 _out_lock = threading.Lock()
