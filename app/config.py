@@ -182,6 +182,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SWEEP_INTERVAL_SECONDS", 5.0, "float", 0.1, 3600, "how often the sweeper runs"),
     Setting("SWEEP_REQUEUE_AFTER_SECONDS", 30.0, "float", 1, DAY, "a due pending delivery untouched this long is re-enqueued"),
     Setting("SWEEP_LIMIT", 5000, "int", 1, 1_000_000, "rows handled per sweep"),
+    Setting("SWEEP_DUE_PASSES", 20, "int", 1, 1_000, "a backlog of due deliveries is taken this many SWEEP_LIMIT passes per sweep at most"),
     Setting("SCHEDULER_INTERVAL_SECONDS", 0.5, "float", 0.05, 3600, "how often the sweeper releases due scheduled notifications"),
     Setting("DIGEST_BATCH_SIZE", 10_000, "int", 1, 1_000_000, "e-mails waiting for a digest handled per statement"),
     Setting("SCHEDULER_BATCH_SIZE", 10_000, "int", 1, 1_000_000, "scheduled notifications released per statement"),

@@ -159,6 +159,7 @@ def test_a_backlog_is_walked_once_and_a_row_behind_the_cursor_waits_for_the_walk
     app, make_delivery, monkeypatch
 ):
     monkeypatch.setitem(app.config, "SWEEP_LIMIT", 2)
+    monkeypatch.setitem(app.config, "SWEEP_DUE_PASSES", 1)  # one pass per sweep, to see where each walk starts
     rows = [make_delivery() for _ in range(5)]
     for n, row in enumerate(rows):  # due one after another, each untouched since it fell due
         set_row(row, f"updated_at = now() - interval '1 hour', next_attempt_at = now() - interval '{50 - n} minutes'")
@@ -173,3 +174,18 @@ def test_a_backlog_is_walked_once_and_a_row_behind_the_cursor_waits_for_the_walk
     assert sweep_once()["due"] == 1  # the last one ahead of the cursor: not a full pass, so the walk starts over
     assert sweep_once()["due"] == 1 and taken() == sorted([*(r.id for r in rows), late.id])  # the late row
     assert sweep_once()["due"] == 0  # every row once
+
+
+def test_a_backlog_is_drained_within_one_sweep_up_to_its_passes(app, make_delivery, monkeypatch):
+    monkeypatch.setitem(app.config, "SWEEP_LIMIT", 2)
+    monkeypatch.setitem(app.config, "SWEEP_DUE_PASSES", 3)
+    rows = [make_delivery() for _ in range(7)]
+    for n, row in enumerate(rows):
+        set_row(row, f"updated_at = now() - interval '1 hour', next_attempt_at = now() - interval '{50 - n} minutes'")
+
+    first = sweep_once()  # three full passes of two, each committed; every job in Redis when it returns
+
+    assert (first["due"], first["enqueued"]) == (6, 6)
+    assert sorted(i for _, ids in queued("default") for i in ids) == sorted(r.id for r in rows[:6])
+    assert (sweep_once()["due"], sweep_once()["due"]) == (1, 0)  # the rest at the next sweep, then nothing
+    assert sorted(i for _, ids in queued("default") for i in ids) == sorted(r.id for r in rows)

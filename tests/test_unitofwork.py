@@ -12,8 +12,7 @@ from app import unitofwork
 from app.announcements import service as announcements
 from app.campaigns import fanout
 from app.campaigns import service as campaigns
-from app.delivery import dlq
-from app.delivery import service as ledger
+from app.delivery import dlq, due
 from app.delivery.ledger_queries import DlqFilters
 from app.extensions import db, redis
 from app.inbox import service as inbox
@@ -270,7 +269,7 @@ def _sweeper():
     row = NotificationFactory(user_id=UserFactory().id, type=_comment_type().type)
     DeliveryFactory(notification_id=row.id)
     db.session.execute(sa.text("UPDATE notification_deliveries SET updated_at = now() - interval '1 hour'"))
-    return lambda: ledger.take_due(1, 100, ["high", "default", "low"])
+    return lambda: due.take_due(1, 100, ["high", "default", "low"])
 
 
 PRODUCERS = {

@@ -8,7 +8,7 @@ import urllib.error
 import pytest
 import sqlalchemy as sa
 
-from app.delivery.service import take_due
+from app.delivery.due import take_due
 from app.extensions import db
 from jobs.delivery import deliver_batch
 from tests.aggregation.test_window_close import close_windows

@@ -6,7 +6,7 @@ import pytest
 import sqlalchemy as sa
 
 from app.delivery.channels import routable_names
-from app.delivery.service import take_due
+from app.delivery.due import take_due
 from app.extensions import db
 from app.notify.service import notify
 from jobs.delivery import deliver_batch
