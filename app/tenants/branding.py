@@ -36,7 +36,9 @@ NAME_MESSAGE = lazy_gettext("must be 1-%(max)s characters, without line breaks",
 
 def logo_url_ok(url: str) -> bool:
     """Whether url may be a tenant's logo (the module docstring's rules)."""
-    if not isinstance(url, str) or len(url) > LINK_MAX or _CONTROL.search(url) or re.search(r"[\s\\]", url):
+    # Quotes and angle brackets too: every place that writes the URL escapes it, but a CSS url() or an e-mail
+    # client's own parsing is not a place to count on that.
+    if not isinstance(url, str) or len(url) > LINK_MAX or _CONTROL.search(url) or re.search(r"[\s\\\"'<>`]", url):
         return False
     parts = urlsplit(url)
     if parts.scheme != "https" or "@" in parts.netloc or not parts.hostname:

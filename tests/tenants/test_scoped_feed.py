@@ -3,6 +3,8 @@ tenant's notifications (plus announcements addressed to everyone); other tenants
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import sqlalchemy as sa
 
@@ -158,6 +160,8 @@ def test_a_tenant_without_branding_gives_its_name_only(client, issuer, world):
         ("https://127.0.0.1/logo.png", "#12345"),
         ("https://user:pw@cdn.acme.example/logo.png", "#1a73e8;}</style>"),
         ("javascript:alert(1)", "expression(alert(1))"),
+        ('https://cdn.acme.example/logo.png"onerror="alert(1)', "#1a73e8"),
+        ("https://cdn.acme.example/a'b<c>.png", "#1a73e8"),
     ],
 )
 def test_a_logo_or_colour_stored_around_the_rules_is_never_given(client, issuer, world, logo, color):
@@ -166,7 +170,8 @@ def test_a_logo_or_colour_stored_around_the_rules_is_never_given(client, issuer,
 
     tenant = feed(client, token(issuer, "acme")).get_json()["tenant"]
 
-    assert tenant["logo_url"] is None and tenant["primary_color"] is None
+    assert tenant["logo_url"] is None
+    assert tenant["primary_color"] == (color if re.fullmatch(r"#[0-9a-f]{6}", color) else None)
     assert tenant["name"] == '"><img src=x onerror=alert(1)>'  # data: the bell writes it as text, never as HTML
 
 
