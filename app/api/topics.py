@@ -152,12 +152,17 @@ def fanout_out(row) -> FanoutOut:
 
 
 def create_topic_fanout(
-    payload: schemas.NotificationIn, content: dict, admit: Callable[[int], None] | None = None
+    payload: schemas.NotificationIn,
+    content: dict,
+    admit: Callable[[int], None] | None = None,
+    tenant_id: int | None = None,
 ) -> TopicNotificationAccepted:
     """POST /v1/notifications with `topic`: record the fanout (its job follows the commit); 422 for a topic that is
     not there, naming the field (nothing written). admit(followers) may refuse first (the quotas)."""
     try:
-        created = service.create_fanout(payload.topic, excluded=payload.left_out(), admit=admit, **content)
+        created = service.create_fanout(
+            payload.topic, excluded=payload.left_out(), admit=admit, tenant_id=tenant_id, **content
+        )
     except service.UnknownTopic:
         errors = [{"field": "topic", "message": gettext("there is no topic with this key")}]
         raise ApiError(422, gettext("Nothing was sent: there is no topic %(key)s.", key=repr(payload.topic)),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from functools import partial
 
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
 from flask_babel import gettext, lazy_gettext, ngettext
@@ -209,7 +210,8 @@ def openapi_document():
     "skipped with reason `digested` and listed in that digest. With `topic` instead of recipients every follower "
     "of the topic but the `actor` and the `exclude` ids gets it, written by a background fanout in batches with "
     "the same rules (preferences, mutes, workflows); the answer is a TopicNotificationAccepted naming the fanout "
-    "(GET /v1/fanouts/{id} reports its progress). The same Idempotency-Key never fans out twice, and the dedupe "
+    "(GET /v1/fanouts/{id} reports its progress); with a `tenant` too, only the followers who are the tenant's "
+    "members get it, each row carrying the tenant. The same Idempotency-Key never fans out twice, and the dedupe "
     "key keeps a follower from getting it twice. The key's and the tenant's quotas (set in the console: requests per "
     "second with a burst, notifications per UTC day, one per recipient or follower) are counted before anything "
     "is committed: over one, the answer is 429 `urn:hato:problem:quota_exceeded` whose `limit` (`rate` or "
@@ -222,8 +224,6 @@ def create_notifications(payload: schemas.NotificationIn):
     """Write one notification per recipient, or record a topic's fanout; deliveries and badge events follow the
     commit."""
     tenant = _sending_tenant(payload.tenant)
-    if payload.topic is not None and tenant is not None:
-        raise _no_tenant_for_a_topic()
     recipients = payload.recipient_ids() if payload.topic is None else []
     if payload.topic is None:
         quotas.charge(len(recipients), tenant.quota if tenant else None)  # before any write: over a quota, none
@@ -244,7 +244,9 @@ def create_notifications(payload: schemas.NotificationIn):
     send_at = schemas.parse_send_at(payload.send_at) if payload.send_at is not None else None
     # A send_at in the past (or now) means now, by the database's clock.
     if payload.topic is not None:
-        body = topics.create_topic_fanout(payload, content, admit=quotas.charge)  # its followers, before a write
+        # Its followers (with a tenant, those who are its members) counted against the quotas before a write.
+        admit = partial(quotas.charge, tenant_quota=tenant.quota if tenant else None)
+        body = topics.create_topic_fanout(payload, content, admit=admit, tenant_id=tenant and tenant.id)
     elif send_at is not None and send_at > db_now():
         scheduled = schedule(recipients, send_at=send_at, **content, tenant_id=tenant and tenant.id)
         body = responses.NotificationScheduled.of(payload.type, dedupe_key, send_at, scheduled)
@@ -254,12 +256,6 @@ def create_notifications(payload: schemas.NotificationIn):
     response = store(json_response(202, body))
     commit()
     return response
-
-
-def _no_tenant_for_a_topic() -> ApiError:
-    """A topic's followers are not checked against a tenant's members (yet): the two do not go together."""
-    errors = [{"field": "tenant", "message": gettext("a notification to a topic cannot name a tenant")}]
-    return ApiError(422, gettext("Send either a topic or a tenant, not both."), errors=errors)
 
 
 def _sending_tenant(key: str | None) -> tenant_queries.Sending | None:

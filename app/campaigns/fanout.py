@@ -93,7 +93,9 @@ class Shape:
 
     muted: whether recipient r muted the thread; order: the channel order before the type's own; chain: the
     mode; columns/values: further notification columns. A campaign has no group_key, route or mode of its own,
-    so nothing is muted (the ingest's `muted` is false for every cell) and the type decides.
+    so nothing is muted (the ingest's `muted` is false for every cell) and the type decides. With tenant_defaults
+    a member's stored choice is followed by the tenant's default (`d`, one row: an aggregate without GROUP BY),
+    then the type's, as in the ingest (app/preferences/rules.py).
     """
 
     muted: str = "false"
@@ -101,6 +103,7 @@ class Shape:
     chain: str = "t.channel_mode"
     columns: str = ""
     values: str = ""
+    tenant_defaults: bool = False  # the :tenant's defaults (issue 32) between the member's choice and the type's
 
 
 CAMPAIGN = Shape()
@@ -115,8 +118,9 @@ def _fanout_ctes(channels: list[str], shape: Shape = CAMPAIGN) -> str:
     the rows are exactly the ingest's.
     """
     every = "ARRAY[" + ", ".join(f"'{name}'" for name in channels) + "]"  # a type without an order of its own
+    stored = (lambda name: f'coalesce(p."{name}", d."{name}")') if shape.tenant_defaults else (lambda n: f'p."{n}"')
     sends = ",\n".join(
-        f"""         {effective_send_sql(type_default_sql(name), f'p."{name}"')} AS "{name}_on",
+        f"""         {effective_send_sql(type_default_sql(name), stored(name))} AS "{name}_on",
          array_position(coalesce({shape.order}, {every}), '{name}') - 1 AS "{name}_rank\""""
         for name in channels
     )
@@ -128,12 +132,12 @@ def _fanout_ctes(channels: list[str], shape: Shape = CAMPAIGN) -> str:
     return f"""
 sends AS (
   SELECT r.user_id, r.email,
-         {effective_send_sql(type_default_sql("in_app"), 'p."in_app"')} AND t.in_app_step AS in_app,
+         {effective_send_sql(type_default_sql("in_app"), stored("in_app"))} AND t.in_app_step AS in_app,
 {sends},
          {shape.chain} = 'first' AS chain, t.workflow_version_id AS version_id, {shape.muted} AS muted
   FROM recipients r
   JOIN notification_types t ON t.type = :type
-  LEFT JOIN prefs p ON p.user_id = r.user_id
+  LEFT JOIN prefs p ON p.user_id = r.user_id{_tenant_defaults_join(channels) if shape.tenant_defaults else ""}
 ),
 inserted AS (
   -- With in-app off the row is still written (it anchors the deliveries) but born read and hidden.
@@ -159,6 +163,16 @@ deliveries AS (
   {step_join_sql("r.version_id", "c.channel")}
 {skip_reason_lateral()}  RETURNING id, channel, status, escalation, next_attempt_at
 )"""
+
+
+def _tenant_defaults_join(channels: list[str]) -> str:
+    """The :tenant's defaults for the type, one row of one column per channel (NULLs without a tenant or a default)."""
+    columns = ", ".join(
+        f"bool_or(enabled) FILTER (WHERE channel = '{name}') AS \"{name}\"" for name in ["in_app", *channels]
+    )
+    return f"""
+  LEFT JOIN (SELECT {columns} FROM tenant_preferences
+             WHERE tenant_id = CAST(:tenant AS bigint) AND type = :type) d ON true"""
 
 
 @cache

@@ -66,6 +66,7 @@ class TopicFanout(db.Model):
     route: Mapped[list[str] | None] = mapped_column(sa.ARRAY(sa.Text))
     channel_mode: Mapped[str | None] = mapped_column(sa.Text)
     excluded_user_ids: Mapped[list[int]] = mapped_column(sa.ARRAY(sa.BigInteger), server_default="{}")
+    tenant_id: Mapped[int | None] = mapped_column(sa.BigInteger)  # its followers who are the tenant's members only
     status: Mapped[str] = mapped_column(sa.Text, server_default="running")
     total: Mapped[int] = mapped_column(sa.Integer, server_default="0")
     done: Mapped[int] = mapped_column(sa.Integer, server_default="0")

@@ -3,11 +3,13 @@
 Each batch is one INSERT … SELECT over the next followers after the fanout's cursor (topic_subscriptions by
 (topic_id, user_id), the excluded ids and the actor left out), with the shape of the ingest's request fields
 (campaigns.fanout.Shape): the group_key's mutes, the request's channel order and mode, its API key, cancellation
-key and the topic's id on each row. Rows carry the request's dedupe key with ON CONFLICT DO NOTHING, and the cursor,
-done and created counts move in the same transaction under a lock on the fanout row: a batch happened completely
-or not at all, and a lost job (the sweeper's start_due gives it a new one) resumes from the cursor writing nothing
-twice. Deliveries go on their type's priority queue, as the ingest's; tests/topics/test_fanout.py checks the rows
-are exactly the ones the ingest writes for the same followers. Aggregation windows do not apply to a topic
+key, the topic's id and the request's tenant on each row (with a tenant, only the followers who are its members,
+with the tenant's defaults between theirs and the type's). Rows carry the request's dedupe key with ON CONFLICT
+DO NOTHING, and the cursor, done and created counts move in the same transaction under a lock on the fanout row:
+a batch happened completely or not at all, and a lost job (the sweeper's start_due gives it a new one) resumes
+from the cursor writing nothing twice. Deliveries go on their type's priority queue, as the ingest's;
+tests/topics/test_fanout.py checks the rows are exactly the ones the ingest writes for the same followers.
+Aggregation windows do not apply to a topic
 fanout (each follower gets their own row, as from a campaign).
 """
 
@@ -28,17 +30,19 @@ from app.queueing import delivery_queue, enqueue_deliveries_after_commit, topic_
 from app.topics import queries
 from app.unitofwork import after_commit, commit
 
-RECIPIENTS_SQL = """SELECT s.user_id, u.email FROM topic_subscriptions s JOIN users u ON u.id = s.user_id
+RECIPIENTS_SQL = f"""SELECT s.user_id, u.email FROM topic_subscriptions s JOIN users u ON u.id = s.user_id
   WHERE s.topic_id = :topic_id AND s.user_id > :after AND s.user_id <> ALL(CAST(:excluded AS bigint[]))
+    AND {queries.MEMBER_OF_TENANT_SQL}
   ORDER BY s.user_id LIMIT :size"""
 
 TOPIC = Shape(
     muted=muted_sql("CAST(:group_key AS text)"),
     order="CAST(:route AS text[]), t.channels",
     chain="coalesce(CAST(:mode AS text), t.channel_mode)",
-    columns=", api_key_id, group_key, cancellation_key, topic_id",
+    columns=", api_key_id, group_key, cancellation_key, topic_id, tenant_id",
     values=", CAST(:api_key_id AS bigint), CAST(:group_key AS text), CAST(:cancellation_key AS text), "
-    "CAST(:topic_id AS bigint)",
+    "CAST(:topic_id AS bigint), CAST(:tenant AS bigint)",
+    tenant_defaults=True,
 )
 
 PRIORITY_SQL = sa.text("SELECT priority FROM notification_types WHERE type = :type")
@@ -80,6 +84,7 @@ def run_batch(fanout_id: int, size: int) -> Batch | None:
             "mode": fanout.channel_mode,
             "api_key_id": fanout.api_key_id,
             "cancellation_key": fanout.cancellation_key,
+            "tenant": fanout.tenant_id,
         },
     ).one()
     finished = row.users < size
@@ -97,7 +102,7 @@ def run_batch(fanout_id: int, size: int) -> Batch | None:
     for channel, ids in pending.items():
         if ids:
             enqueue_deliveries_after_commit(delivery_queue(priority), channel, ids)
-    badge_after_commit(row.badge_user_ids, toast_title=fanout.title)
+    badge_after_commit(row.badge_user_ids, toast_title=fanout.title, toast_tenant=fanout.tenant_id)
     return Batch(users=row.users, created=row.created, pending=pending, badge_user_ids=list(row.badge_user_ids),
                  finished=finished, title=fanout.title)  # fmt: skip
 

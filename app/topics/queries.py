@@ -32,9 +32,13 @@ LIMIT :limit
 """
 )
 
+# A fanout for a tenant reaches the followers who are its members (tenant_members' key leads with user_id).
+MEMBER_OF_TENANT_SQL = """(CAST(:tenant AS bigint) IS NULL OR EXISTS (
+    SELECT 1 FROM tenant_members m WHERE m.user_id = s.user_id AND m.tenant_id = CAST(:tenant AS bigint)))"""
+
 COUNT_SQL = sa.text(
-    "SELECT count(*) FROM topic_subscriptions WHERE topic_id = :topic_id "
-    "AND user_id <> ALL(CAST(:excluded AS bigint[]))"
+    "SELECT count(*) FROM topic_subscriptions s WHERE s.topic_id = :topic_id "
+    f"AND s.user_id <> ALL(CAST(:excluded AS bigint[])) AND {MEMBER_OF_TENANT_SQL}"
 )
 
 USER_IDS_SQL = sa.text(
@@ -92,9 +96,11 @@ def user_topics(user_id: int, after: int = 0, limit: int = 1000) -> Page:
     return Page.of(rows, limit, lambda row: str(row.id))
 
 
-def audience_size(topic_id: int, excluded: list[int]) -> int:
-    """How many followers a fanout to the topic leaving out `excluded` (user ids) reaches right now."""
-    return db.session.execute(COUNT_SQL, {"topic_id": topic_id, "excluded": excluded}).scalar_one()
+def audience_size(topic_id: int, excluded: list[int], tenant_id: int | None = None) -> int:
+    """How many followers a fanout to the topic leaving out `excluded` (user ids) reaches right now (with a tenant:
+    its members only)."""
+    params = {"topic_id": topic_id, "excluded": excluded, "tenant": tenant_id}
+    return db.session.execute(COUNT_SQL, params).scalar_one()
 
 
 def user_ids(external_ids: list[str]) -> list[int]:

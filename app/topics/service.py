@@ -66,9 +66,10 @@ RETURNING t.key, t.name
 FANOUT_INSERT_SQL = sa.text(
     """
 INSERT INTO topic_fanouts (topic_id, topic_key, api_key_id, type, title, body, link_path, data, dedupe_key,
-                           group_key, cancellation_key, route, channel_mode, excluded_user_ids, total)
+                           group_key, cancellation_key, route, channel_mode, excluded_user_ids, total, tenant_id)
 VALUES (:topic_id, :topic_key, :api_key_id, :type, :title, :body, :link_path, CAST(:data AS jsonb), :dedupe_key,
-        :group_key, :cancellation_key, CAST(:route AS text[]), :mode, CAST(:excluded AS bigint[]), :total)
+        :group_key, :cancellation_key, CAST(:route AS text[]), :mode, CAST(:excluded AS bigint[]), :total,
+        CAST(:tenant AS bigint))
 RETURNING id, status, total, done
 """
 )
@@ -148,12 +149,14 @@ def create_fanout(
     channel_mode: str | None = None,
     excluded: list[str] = (),
     admit: Callable[[int], None] | None = None,
+    tenant_id: int | None = None,
 ) -> dict:
     """Record a notification to the topic's followers but the excluded external ids; its job follows the commit.
 
     The fanout itself runs in keyset batches (app/topics/fanout.py). UnknownTopic when there is no such topic,
     NotifyError for an unknown type (nothing written either way). admit(total) is called with the number of
-    followers to notify before anything is written: it may refuse (the API's quotas) and nothing is.
+    followers to notify before anything is written: it may refuse (the API's quotas) and nothing is. With a tenant
+    the fanout reaches the followers who are its members, and its rows carry the tenant.
     """
     topic = queries.topic(key)
     if topic is None:
@@ -161,7 +164,7 @@ def create_fanout(
     if db.session.execute(TYPE_SQL, {"type": type_}).first() is None:
         raise NotifyError(type_, [])
     excluded_ids = queries.user_ids(list(dict.fromkeys(excluded)))
-    total = queries.audience_size(topic["id"], excluded_ids)
+    total = queries.audience_size(topic["id"], excluded_ids, tenant_id)
     if admit is not None:
         admit(total)
     row = (
@@ -183,6 +186,7 @@ def create_fanout(
                 "mode": channel_mode,
                 "excluded": excluded_ids,
                 "total": total,
+                "tenant": tenant_id,
             },
         )
         .mappings()

@@ -144,8 +144,16 @@ def test_a_topic_counts_its_followers_and_over_the_quota_records_no_fanout(api, 
     assert count("topic_fanouts") == 1  # the refused one recorded nothing
 
 
-def test_a_topic_and_a_tenant_together_are_refused(api, comment_type, acme_members):
+def test_a_topic_for_a_tenant_counts_the_followers_who_are_its_members_against_its_quota(
+    api, comment_type, acme_members
+):
     assert api.put("/v1/topics/project-42", {"name": "Project 42"}).status_code in (200, 201)
-    response = api.post("/v1/notifications", json=topic_body(tenant="acme"))
-    assert response.status_code == 422 and response.get_json()["errors"][0]["field"] == "tenant"
-    assert count("topic_fanouts") == 0
+    assert api.post("/v1/topics/project-42/subscribers", {"add": ["q-0", "q-1", "q-2"]}).status_code == 200
+    acme_members.set_quota(None, "acme", None, None, 3)
+
+    first = api.post("/v1/notifications", json=topic_body(tenant="acme"))
+    assert first.status_code == 202 and first.get_json()["fanout"]["total"] == 2  # q-2 is not acme's
+
+    over = api.post("/v1/notifications", json=topic_body(tenant="acme", title="Again"))
+    assert over.status_code == 429 and (over.get_json()["limit"], over.get_json()["subject"]) == ("daily", "tenant")
+    assert count("topic_fanouts") == 1  # the refused one recorded nothing

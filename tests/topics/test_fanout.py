@@ -146,6 +146,34 @@ def test_the_fanout_writes_exactly_the_rows_the_ingest_writes(api, make_topic, m
     assert len({(row[1], row[2], tuple(row[4])) for row in ingest}) >= 2  # the cases differ
 
 
+def test_a_topic_notification_for_a_tenant_reaches_its_members_with_its_defaults_as_the_ingest(api, make_topic):
+    from app.tenants import service as tenants
+
+    kind = NotificationTypeFactory(type="notice", default_in_app=True, default_email=True, default_push=False)
+    _, ids = make_topic(6, prefix="tn")
+    tenant, _ = tenants.put_tenant(None, "acme", {"name": "Acme"})
+    members = ids[:4]  # tn-5 and tn-6 follow the topic but are not acme's members
+    for user_id in members:
+        tenants.set_member_tenants(None, user_id, ["acme"])
+    tenants.set_preferences(None, tenant, [("notice", "email", False)])  # acme's default: no e-mail …
+    PreferenceFactory(user_id=members[0], type="notice", channel="email", enabled=True)  # … but tn-1 chose it
+    db.session.flush()
+    notify(members, type_=kind.type, title="t", body="b", dedupe_key="ingest:t", by="user_id", tenant_id=tenant.id)
+
+    body = _post(api, type=kind.type, title="t", body="b", dedupe_key="topic:t", tenant="acme")
+    assert body["fanout"]["total"] == 4  # counted (and charged) as the members who follow
+    fanout_topic(body["fanout"]["id"])
+
+    shape = sa.text("""SELECT n.user_id, n.tenant_id, n.in_app,
+        array_remove(array_agg(d.channel || ':' || d.status ORDER BY d.channel), NULL)
+        FROM notifications n LEFT JOIN notification_deliveries d ON d.notification_id = n.id
+        WHERE n.dedupe_key = :key GROUP BY n.id, n.user_id, n.tenant_id, n.in_app ORDER BY n.user_id""")
+    rows = db.session.execute(shape, {"key": "topic:t"}).all()
+    assert rows == db.session.execute(shape, {"key": "ingest:t"}).all()
+    assert [row.user_id for row in rows] == members and {row.tenant_id for row in rows} == {tenant.id}
+    assert [row[3] for row in rows] == [["email:pending"], [], [], []]  # the tenant's default, tn-1's own choice
+
+
 def test_the_same_idempotency_key_never_fans_out_twice(api, comment_type, make_topic):
     make_topic(3)
     key = new_key()
