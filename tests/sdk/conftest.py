@@ -76,7 +76,7 @@ def flaky():
     """A tiny local HTTP server that answers 503 (Retry-After: 0) then 202; `.seen` holds each request's headers."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
     server.plan, server.last, server.seen = [UNAVAILABLE], ACCEPTED, []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     server.url = f"http://127.0.0.1:{server.server_address[1]}"
     yield server

@@ -56,54 +56,54 @@ from hato_client.models import (
 )
 
 OPERATIONS = (
-    "ping",
-    "getOpenApiDocument",
-    "createNotifications",
     "cancelNotifications",
+    "getFanout",
+    "getFeed",
+    "feedReadAnnouncement",
+    "getFeedCounts",
+    "feedRegisterDevice",
+    "feedForgetDevice",
+    "feedArchive",
+    "feedMute",
+    "feedMarkRead",
+    "feedSnooze",
+    "feedUnarchive",
+    "feedUnsnooze",
+    "getFeedPreferences",
+    "putFeedPreference",
+    "feedReadAll",
+    "feedSeen",
+    "createNotifications",
     "getNotification",
-    "putUser",
-    "deleteUser",
-    "getUserCounts",
-    "exportUser",
-    "putUserDevice",
-    "listUserDevices",
-    "deleteUserDevice",
-    "createLoginLink",
+    "getOpenApiDocument",
+    "ping",
+    "deleteTenant",
+    "getTenant",
+    "putTenant",
+    "getTenantPreferences",
+    "putTenantPreferences",
+    "deleteTopic",
+    "putTopic",
+    "listTopicSubscribers",
+    "changeTopicSubscribers",
     "createUserToken",
     "getUserTokenSigningSecret",
-    "putUserChannelData",
-    "getUserChannelData",
+    "deleteUser",
+    "putUser",
     "deleteUserChannelData",
+    "getUserChannelData",
+    "putUserChannelData",
+    "getUserCounts",
+    "listUserDevices",
+    "putUserDevice",
+    "deleteUserDevice",
+    "exportUser",
+    "createLoginLink",
+    "listUserTopics",
     "getWorkflow",
     "putWorkflow",
     "publishWorkflow",
     "listWorkflowVersions",
-    "getTenant",
-    "putTenant",
-    "deleteTenant",
-    "getTenantPreferences",
-    "putTenantPreferences",
-    "putTopic",
-    "deleteTopic",
-    "changeTopicSubscribers",
-    "listTopicSubscribers",
-    "listUserTopics",
-    "getFanout",
-    "getFeed",
-    "getFeedCounts",
-    "feedMarkRead",
-    "feedArchive",
-    "feedUnarchive",
-    "feedSnooze",
-    "feedUnsnooze",
-    "feedMute",
-    "feedReadAnnouncement",
-    "feedReadAll",
-    "feedSeen",
-    "getFeedPreferences",
-    "putFeedPreference",
-    "feedRegisterDevice",
-    "feedForgetDevice",
 )
 SKIPPED = ("feedSocket",)
 
@@ -113,22 +113,6 @@ class SyncOperations:
 
     _call: Callable[..., Any]  # the client's request with retries (hato_client._base)
     _pages: Callable[..., Any]  # the client's keyset iterator
-
-    def ping(self) -> Ping:
-        """GET /v1/ping: Is the API process up (no key needed)"""
-        return self._call("GET", "/v1/ping", query=None)
-
-    def get_open_api_document(self) -> OpenApiOut:
-        """GET /v1/openapi.json: This document: every /v1 operation, its models and this server's limits"""
-        return self._call("GET", "/v1/openapi.json", query=None)
-
-    def create_notifications(
-        self, body: NotificationIn, *, idempotency_key: str | None = None
-    ) -> NotificationAccepted | NotificationScheduled | TopicNotificationAccepted:
-        """POST /v1/notifications: Send a notification to 1-1,000 recipients, or to a topic's followers"""
-        return self._call(
-            "POST", "/v1/notifications", query=None, body=body, idempotency_key=idempotency_key, idempotent=True
-        )
 
     def cancel_notifications(
         self, cancellation_key: str | int, *, idempotency_key: str | None = None
@@ -144,70 +128,186 @@ class SyncOperations:
             idempotent=True,
         )
 
+    def get_fanout(self, fanout_id: str | int) -> FanoutOut:
+        """GET /v1/fanouts/{fanout_id}: A topic notification's fanout: its progress"""
+        return self._call("GET", f"/v1/fanouts/{_segment(fanout_id)}", query=None)
+
+    def get_feed(
+        self,
+        *,
+        filter: Literal["all", "unread", "archived", "snoozed"] | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> FeedPageOut:
+        """GET /v1/feed: One page of the member's notifications (and announcements)"""
+        return self._call("GET", "/v1/feed", query={"filter": filter, "cursor": cursor, "limit": limit})
+
+    def iter_feed(
+        self, *, filter: Literal["all", "unread", "archived", "snoozed"] | None = None, limit: int | None = None
+    ) -> Iterator[FeedNotificationOut]:
+        """Every item of GET /v1/feed (notifications), page after page (keyset cursor)."""
+        return self._pages("GET", "/v1/feed", {"filter": filter, "limit": limit}, "notifications")
+
+    def feed_read_announcement(self, announcement_id: str | int) -> FeedChangeOut:
+        """POST /v1/feed/announcements/{announcement_id}/read: Mark an announcement read"""
+        return self._call("POST", f"/v1/feed/announcements/{_segment(announcement_id)}/read", query=None)
+
+    def get_feed_counts(self) -> FeedCountsOut:
+        """GET /v1/feed/counts: The member's unread and unseen counts"""
+        return self._call("GET", "/v1/feed/counts", query=None)
+
+    def feed_register_device(self, body: DeviceIn) -> DeviceOut:
+        """POST /v1/feed/devices: Register this phone for the member's pushes, or refresh it (at each start of
+        the app)
+        """
+        return self._call("POST", "/v1/feed/devices", query=None, body=body)
+
+    def feed_forget_device(self, token: str | int) -> None:
+        """DELETE /v1/feed/devices/{token}: Forget this phone (when the member signs out in the app)"""
+        return self._call("DELETE", f"/v1/feed/devices/{_segment(token)}", query=None)
+
+    def feed_archive(self, notification_id: str | int) -> FeedChangeOut:
+        """POST /v1/feed/notifications/{notification_id}/archive: Archive a notification (idempotent)"""
+        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/archive", query=None)
+
+    def feed_mute(self, notification_id: str | int) -> FeedChangeOut:
+        """POST /v1/feed/notifications/{notification_id}/mute: Mute the notification's thread"""
+        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/mute", query=None)
+
+    def feed_mark_read(self, notification_id: str | int) -> FeedChangeOut:
+        """POST /v1/feed/notifications/{notification_id}/read: Mark a notification read (idempotent)"""
+        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/read", query=None)
+
+    def feed_snooze(self, notification_id: str | int, body: SnoozeIn) -> FeedChangeOut:
+        """POST /v1/feed/notifications/{notification_id}/snooze: Snooze until {"choice":
+        "hour"|"tomorrow"|"monday"} or {"until": a local date-time}
+        """
+        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/snooze", query=None, body=body)
+
+    def feed_unarchive(self, notification_id: str | int) -> FeedChangeOut:
+        """POST /v1/feed/notifications/{notification_id}/unarchive: Move it back to the inbox"""
+        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/unarchive", query=None)
+
+    def feed_unsnooze(self, notification_id: str | int) -> FeedChangeOut:
+        """POST /v1/feed/notifications/{notification_id}/unsnooze: Wake a snoozed notification now"""
+        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/unsnooze", query=None)
+
+    def get_feed_preferences(self) -> FeedPreferencesOut:
+        """GET /v1/feed/preferences: The member's type × channel preferences"""
+        return self._call("GET", "/v1/feed/preferences", query=None)
+
+    def put_feed_preference(self, body: FeedPreferenceIn) -> FeedPreferencesOut:
+        """PUT /v1/feed/preferences: Turn one type × channel on or off (mandatory: 422)"""
+        return self._call("PUT", "/v1/feed/preferences", query=None, body=body)
+
+    def feed_read_all(self) -> FeedChangeOut:
+        """POST /v1/feed/read-all: Mark everything read"""
+        return self._call("POST", "/v1/feed/read-all", query=None)
+
+    def feed_seen(self) -> FeedChangeOut:
+        """POST /v1/feed/seen: Record that the member looked (unseen back to 0)"""
+        return self._call("POST", "/v1/feed/seen", query=None)
+
+    def create_notifications(
+        self, body: NotificationIn, *, idempotency_key: str | None = None
+    ) -> NotificationAccepted | NotificationScheduled | TopicNotificationAccepted:
+        """POST /v1/notifications: Send a notification to 1-1,000 recipients, or to a topic's followers"""
+        return self._call(
+            "POST", "/v1/notifications", query=None, body=body, idempotency_key=idempotency_key, idempotent=True
+        )
+
     def get_notification(self, notification_id: str | int) -> NotificationOut:
         """GET /v1/notifications/{notification_id}: A notification and its per-channel delivery state"""
         return self._call("GET", f"/v1/notifications/{_segment(notification_id)}", query=None)
 
-    def put_user(self, external_id: str | int, body: UserIn, *, idempotency_key: str | None = None) -> UserOut:
-        """PUT /v1/users/{external_id}: Create or update a recipient"""
-        return self._call(
-            "PUT",
-            f"/v1/users/{_segment(external_id)}",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
-        )
+    def get_open_api_document(self) -> OpenApiOut:
+        """GET /v1/openapi.json: This document: every /v1 operation, its models and this server's limits"""
+        return self._call("GET", "/v1/openapi.json", query=None)
 
-    def delete_user(self, external_id: str | int, *, idempotency_key: str | None = None) -> None:
-        """DELETE /v1/users/{external_id}: Erase a recipient and everything about them"""
-        return self._call(
-            "DELETE", f"/v1/users/{_segment(external_id)}", query=None, idempotency_key=idempotency_key, idempotent=True
-        )
+    def ping(self) -> Ping:
+        """GET /v1/ping: Is the API process up (no key needed)"""
+        return self._call("GET", "/v1/ping", query=None)
 
-    def get_user_counts(self, external_id: str | int) -> CountsOut:
-        """GET /v1/users/{external_id}/counts: A member's unread and unseen counts (the inbox badge)"""
-        return self._call("GET", f"/v1/users/{_segment(external_id)}/counts", query=None)
-
-    def export_user(self, external_id: str | int) -> ExportOut:
-        """GET /v1/users/{external_id}/export: Everything Hato keeps about a member, as one JSON document"""
-        return self._call("GET", f"/v1/users/{_segment(external_id)}/export", query=None)
-
-    def put_user_device(
-        self, external_id: str | int, body: DeviceIn, *, idempotency_key: str | None = None
-    ) -> DeviceOut:
-        """PUT /v1/users/{external_id}/devices: Register a member's phone, or refresh it"""
-        return self._call(
-            "PUT",
-            f"/v1/users/{_segment(external_id)}/devices",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
-        )
-
-    def list_user_devices(self, external_id: str | int) -> DeviceListOut:
-        """GET /v1/users/{external_id}/devices: A member's phones"""
-        return self._call("GET", f"/v1/users/{_segment(external_id)}/devices", query=None)
-
-    def delete_user_device(
-        self, external_id: str | int, token: str | int, *, idempotency_key: str | None = None
-    ) -> None:
-        """DELETE /v1/users/{external_id}/devices/{token}: Forget a member's phone"""
+    def delete_tenant(self, tenant_key: str | int, *, idempotency_key: str | None = None) -> None:
+        """DELETE /v1/tenants/{tenant_key}: Delete a tenant"""
         return self._call(
             "DELETE",
-            f"/v1/users/{_segment(external_id)}/devices/{_segment(token)}",
+            f"/v1/tenants/{_segment(tenant_key)}",
             query=None,
             idempotency_key=idempotency_key,
             idempotent=True,
         )
 
-    def create_login_link(self, external_id: str | int, *, idempotency_key: str | None = None) -> LoginLinkOut:
-        """POST /v1/users/{external_id}/login-links: A one-time sign-in URL for a member's inbox"""
+    def get_tenant(self, tenant_key: str | int) -> TenantOut:
+        """GET /v1/tenants/{tenant_key}: A tenant"""
+        return self._call("GET", f"/v1/tenants/{_segment(tenant_key)}", query=None)
+
+    def put_tenant(self, tenant_key: str | int, body: TenantIn, *, idempotency_key: str | None = None) -> TenantOut:
+        """PUT /v1/tenants/{tenant_key}: Create or update a tenant (name and branding)"""
+        return self._call(
+            "PUT",
+            f"/v1/tenants/{_segment(tenant_key)}",
+            query=None,
+            body=body,
+            idempotency_key=idempotency_key,
+            idempotent=True,
+        )
+
+    def get_tenant_preferences(self, tenant_key: str | int) -> PreferencesOut:
+        """GET /v1/tenants/{tenant_key}/preferences: A tenant's default preferences"""
+        return self._call("GET", f"/v1/tenants/{_segment(tenant_key)}/preferences", query=None)
+
+    def put_tenant_preferences(
+        self, tenant_key: str | int, body: PreferencesIn, *, idempotency_key: str | None = None
+    ) -> PreferencesOut:
+        """PUT /v1/tenants/{tenant_key}/preferences: Set a tenant's default preferences"""
+        return self._call(
+            "PUT",
+            f"/v1/tenants/{_segment(tenant_key)}/preferences",
+            query=None,
+            body=body,
+            idempotency_key=idempotency_key,
+            idempotent=True,
+        )
+
+    def delete_topic(self, topic_key: str | int, *, idempotency_key: str | None = None) -> None:
+        """DELETE /v1/topics/{topic_key}: Delete a topic and its followers"""
+        return self._call(
+            "DELETE", f"/v1/topics/{_segment(topic_key)}", query=None, idempotency_key=idempotency_key, idempotent=True
+        )
+
+    def put_topic(self, topic_key: str | int, body: TopicIn, *, idempotency_key: str | None = None) -> TopicOut:
+        """PUT /v1/topics/{topic_key}: Create or update a topic"""
+        return self._call(
+            "PUT",
+            f"/v1/topics/{_segment(topic_key)}",
+            query=None,
+            body=body,
+            idempotency_key=idempotency_key,
+            idempotent=True,
+        )
+
+    def list_topic_subscribers(
+        self, topic_key: str | int, *, limit: int | None = None, cursor: str | None = None
+    ) -> SubscribersOut:
+        """GET /v1/topics/{topic_key}/subscribers: A topic's followers, page by page"""
+        return self._call(
+            "GET", f"/v1/topics/{_segment(topic_key)}/subscribers", query={"cursor": cursor, "limit": limit}
+        )
+
+    def iter_topic_subscribers(self, topic_key: str | int, *, limit: int | None = None) -> Iterator[SubscriberOut]:
+        """Every item of GET /v1/topics/{topic_key}/subscribers (subscribers), page after page (keyset cursor)."""
+        return self._pages("GET", f"/v1/topics/{_segment(topic_key)}/subscribers", {"limit": limit}, "subscribers")
+
+    def change_topic_subscribers(
+        self, topic_key: str | int, body: SubscribersIn, *, idempotency_key: str | None = None
+    ) -> SubscribersChanged:
+        """POST /v1/topics/{topic_key}/subscribers: Add and remove a topic's followers"""
         return self._call(
             "POST",
-            f"/v1/users/{_segment(external_id)}/login-links",
+            f"/v1/topics/{_segment(topic_key)}/subscribers",
             query=None,
+            body=body,
             idempotency_key=idempotency_key,
             idempotent=True,
         )
@@ -221,6 +321,41 @@ class SyncOperations:
         backend
         """
         return self._call("GET", "/v1/user-tokens/signing-secret", query=None)
+
+    def delete_user(self, external_id: str | int, *, idempotency_key: str | None = None) -> None:
+        """DELETE /v1/users/{external_id}: Erase a recipient and everything about them"""
+        return self._call(
+            "DELETE", f"/v1/users/{_segment(external_id)}", query=None, idempotency_key=idempotency_key, idempotent=True
+        )
+
+    def put_user(self, external_id: str | int, body: UserIn, *, idempotency_key: str | None = None) -> UserOut:
+        """PUT /v1/users/{external_id}: Create or update a recipient"""
+        return self._call(
+            "PUT",
+            f"/v1/users/{_segment(external_id)}",
+            query=None,
+            body=body,
+            idempotency_key=idempotency_key,
+            idempotent=True,
+        )
+
+    def delete_user_channel_data(
+        self, external_id: str | int, provider: str | int, *, idempotency_key: str | None = None
+    ) -> None:
+        """DELETE /v1/users/{external_id}/channel-data/{provider}: Unlink a member's chat account on one
+        provider
+        """
+        return self._call(
+            "DELETE",
+            f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}",
+            query=None,
+            idempotency_key=idempotency_key,
+            idempotent=True,
+        )
+
+    def get_user_channel_data(self, external_id: str | int, provider: str | int) -> ChannelDataOut:
+        """GET /v1/users/{external_id}/channel-data/{provider}: A member's channel data on one provider"""
+        return self._call("GET", f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}", query=None)
 
     def put_user_channel_data(
         self, external_id: str | int, provider: str | int, body: ChannelDataIn, *, idempotency_key: str | None = None
@@ -237,23 +372,62 @@ class SyncOperations:
             idempotent=True,
         )
 
-    def get_user_channel_data(self, external_id: str | int, provider: str | int) -> ChannelDataOut:
-        """GET /v1/users/{external_id}/channel-data/{provider}: A member's channel data on one provider"""
-        return self._call("GET", f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}", query=None)
+    def get_user_counts(self, external_id: str | int) -> CountsOut:
+        """GET /v1/users/{external_id}/counts: A member's unread and unseen counts (the inbox badge)"""
+        return self._call("GET", f"/v1/users/{_segment(external_id)}/counts", query=None)
 
-    def delete_user_channel_data(
-        self, external_id: str | int, provider: str | int, *, idempotency_key: str | None = None
+    def list_user_devices(self, external_id: str | int) -> DeviceListOut:
+        """GET /v1/users/{external_id}/devices: A member's phones"""
+        return self._call("GET", f"/v1/users/{_segment(external_id)}/devices", query=None)
+
+    def put_user_device(
+        self, external_id: str | int, body: DeviceIn, *, idempotency_key: str | None = None
+    ) -> DeviceOut:
+        """PUT /v1/users/{external_id}/devices: Register a member's phone, or refresh it"""
+        return self._call(
+            "PUT",
+            f"/v1/users/{_segment(external_id)}/devices",
+            query=None,
+            body=body,
+            idempotency_key=idempotency_key,
+            idempotent=True,
+        )
+
+    def delete_user_device(
+        self, external_id: str | int, token: str | int, *, idempotency_key: str | None = None
     ) -> None:
-        """DELETE /v1/users/{external_id}/channel-data/{provider}: Unlink a member's chat account on one
-        provider
-        """
+        """DELETE /v1/users/{external_id}/devices/{token}: Forget a member's phone"""
         return self._call(
             "DELETE",
-            f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}",
+            f"/v1/users/{_segment(external_id)}/devices/{_segment(token)}",
             query=None,
             idempotency_key=idempotency_key,
             idempotent=True,
         )
+
+    def export_user(self, external_id: str | int) -> ExportOut:
+        """GET /v1/users/{external_id}/export: Everything Hato keeps about a member, as one JSON document"""
+        return self._call("GET", f"/v1/users/{_segment(external_id)}/export", query=None)
+
+    def create_login_link(self, external_id: str | int, *, idempotency_key: str | None = None) -> LoginLinkOut:
+        """POST /v1/users/{external_id}/login-links: A one-time sign-in URL for a member's inbox"""
+        return self._call(
+            "POST",
+            f"/v1/users/{_segment(external_id)}/login-links",
+            query=None,
+            idempotency_key=idempotency_key,
+            idempotent=True,
+        )
+
+    def list_user_topics(
+        self, external_id: str | int, *, limit: int | None = None, cursor: str | None = None
+    ) -> UserTopicsOut:
+        """GET /v1/users/{external_id}/topics: The topics a member follows"""
+        return self._call("GET", f"/v1/users/{_segment(external_id)}/topics", query={"cursor": cursor, "limit": limit})
+
+    def iter_user_topics(self, external_id: str | int, *, limit: int | None = None) -> Iterator[UserTopicOut]:
+        """Every item of GET /v1/users/{external_id}/topics (topics), page after page (keyset cursor)."""
+        return self._pages("GET", f"/v1/users/{_segment(external_id)}/topics", {"limit": limit}, "topics")
 
     def get_workflow(self, type_key: str | int) -> WorkflowOut:
         """GET /v1/workflows/{type_key}: A notification type's workflow"""
@@ -287,202 +461,12 @@ class SyncOperations:
         """GET /v1/workflows/{type_key}/versions: A notification type's published versions"""
         return self._call("GET", f"/v1/workflows/{_segment(type_key)}/versions", query=None)
 
-    def get_tenant(self, tenant_key: str | int) -> TenantOut:
-        """GET /v1/tenants/{tenant_key}: A tenant"""
-        return self._call("GET", f"/v1/tenants/{_segment(tenant_key)}", query=None)
-
-    def put_tenant(self, tenant_key: str | int, body: TenantIn, *, idempotency_key: str | None = None) -> TenantOut:
-        """PUT /v1/tenants/{tenant_key}: Create or update a tenant (name and branding)"""
-        return self._call(
-            "PUT",
-            f"/v1/tenants/{_segment(tenant_key)}",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
-        )
-
-    def delete_tenant(self, tenant_key: str | int, *, idempotency_key: str | None = None) -> None:
-        """DELETE /v1/tenants/{tenant_key}: Delete a tenant"""
-        return self._call(
-            "DELETE",
-            f"/v1/tenants/{_segment(tenant_key)}",
-            query=None,
-            idempotency_key=idempotency_key,
-            idempotent=True,
-        )
-
-    def get_tenant_preferences(self, tenant_key: str | int) -> PreferencesOut:
-        """GET /v1/tenants/{tenant_key}/preferences: A tenant's default preferences"""
-        return self._call("GET", f"/v1/tenants/{_segment(tenant_key)}/preferences", query=None)
-
-    def put_tenant_preferences(
-        self, tenant_key: str | int, body: PreferencesIn, *, idempotency_key: str | None = None
-    ) -> PreferencesOut:
-        """PUT /v1/tenants/{tenant_key}/preferences: Set a tenant's default preferences"""
-        return self._call(
-            "PUT",
-            f"/v1/tenants/{_segment(tenant_key)}/preferences",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
-        )
-
-    def put_topic(self, topic_key: str | int, body: TopicIn, *, idempotency_key: str | None = None) -> TopicOut:
-        """PUT /v1/topics/{topic_key}: Create or update a topic"""
-        return self._call(
-            "PUT",
-            f"/v1/topics/{_segment(topic_key)}",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
-        )
-
-    def delete_topic(self, topic_key: str | int, *, idempotency_key: str | None = None) -> None:
-        """DELETE /v1/topics/{topic_key}: Delete a topic and its followers"""
-        return self._call(
-            "DELETE", f"/v1/topics/{_segment(topic_key)}", query=None, idempotency_key=idempotency_key, idempotent=True
-        )
-
-    def change_topic_subscribers(
-        self, topic_key: str | int, body: SubscribersIn, *, idempotency_key: str | None = None
-    ) -> SubscribersChanged:
-        """POST /v1/topics/{topic_key}/subscribers: Add and remove a topic's followers"""
-        return self._call(
-            "POST",
-            f"/v1/topics/{_segment(topic_key)}/subscribers",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
-        )
-
-    def list_topic_subscribers(
-        self, topic_key: str | int, *, limit: int | None = None, cursor: str | None = None
-    ) -> SubscribersOut:
-        """GET /v1/topics/{topic_key}/subscribers: A topic's followers, page by page"""
-        return self._call(
-            "GET", f"/v1/topics/{_segment(topic_key)}/subscribers", query={"cursor": cursor, "limit": limit}
-        )
-
-    def iter_topic_subscribers(self, topic_key: str | int, *, limit: int | None = None) -> Iterator[SubscriberOut]:
-        """Every item of GET /v1/topics/{topic_key}/subscribers (subscribers), page after page (keyset cursor)."""
-        return self._pages("GET", f"/v1/topics/{_segment(topic_key)}/subscribers", {"limit": limit}, "subscribers")
-
-    def list_user_topics(
-        self, external_id: str | int, *, limit: int | None = None, cursor: str | None = None
-    ) -> UserTopicsOut:
-        """GET /v1/users/{external_id}/topics: The topics a member follows"""
-        return self._call("GET", f"/v1/users/{_segment(external_id)}/topics", query={"cursor": cursor, "limit": limit})
-
-    def iter_user_topics(self, external_id: str | int, *, limit: int | None = None) -> Iterator[UserTopicOut]:
-        """Every item of GET /v1/users/{external_id}/topics (topics), page after page (keyset cursor)."""
-        return self._pages("GET", f"/v1/users/{_segment(external_id)}/topics", {"limit": limit}, "topics")
-
-    def get_fanout(self, fanout_id: str | int) -> FanoutOut:
-        """GET /v1/fanouts/{fanout_id}: A topic notification's fanout: its progress"""
-        return self._call("GET", f"/v1/fanouts/{_segment(fanout_id)}", query=None)
-
-    def get_feed(
-        self,
-        *,
-        filter: Literal["all", "unread", "archived", "snoozed"] | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-    ) -> FeedPageOut:
-        """GET /v1/feed: One page of the member's notifications (and announcements)"""
-        return self._call("GET", "/v1/feed", query={"filter": filter, "cursor": cursor, "limit": limit})
-
-    def iter_feed(
-        self, *, filter: Literal["all", "unread", "archived", "snoozed"] | None = None, limit: int | None = None
-    ) -> Iterator[FeedNotificationOut]:
-        """Every item of GET /v1/feed (notifications), page after page (keyset cursor)."""
-        return self._pages("GET", "/v1/feed", {"filter": filter, "limit": limit}, "notifications")
-
-    def get_feed_counts(self) -> FeedCountsOut:
-        """GET /v1/feed/counts: The member's unread and unseen counts"""
-        return self._call("GET", "/v1/feed/counts", query=None)
-
-    def feed_mark_read(self, notification_id: str | int) -> FeedChangeOut:
-        """POST /v1/feed/notifications/{notification_id}/read: Mark a notification read (idempotent)"""
-        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/read", query=None)
-
-    def feed_archive(self, notification_id: str | int) -> FeedChangeOut:
-        """POST /v1/feed/notifications/{notification_id}/archive: Archive a notification (idempotent)"""
-        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/archive", query=None)
-
-    def feed_unarchive(self, notification_id: str | int) -> FeedChangeOut:
-        """POST /v1/feed/notifications/{notification_id}/unarchive: Move it back to the inbox"""
-        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/unarchive", query=None)
-
-    def feed_snooze(self, notification_id: str | int, body: SnoozeIn) -> FeedChangeOut:
-        """POST /v1/feed/notifications/{notification_id}/snooze: Snooze until {"choice":
-        "hour"|"tomorrow"|"monday"} or {"until": a local date-time}
-        """
-        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/snooze", query=None, body=body)
-
-    def feed_unsnooze(self, notification_id: str | int) -> FeedChangeOut:
-        """POST /v1/feed/notifications/{notification_id}/unsnooze: Wake a snoozed notification now"""
-        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/unsnooze", query=None)
-
-    def feed_mute(self, notification_id: str | int) -> FeedChangeOut:
-        """POST /v1/feed/notifications/{notification_id}/mute: Mute the notification's thread"""
-        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/mute", query=None)
-
-    def feed_read_announcement(self, announcement_id: str | int) -> FeedChangeOut:
-        """POST /v1/feed/announcements/{announcement_id}/read: Mark an announcement read"""
-        return self._call("POST", f"/v1/feed/announcements/{_segment(announcement_id)}/read", query=None)
-
-    def feed_read_all(self) -> FeedChangeOut:
-        """POST /v1/feed/read-all: Mark everything read"""
-        return self._call("POST", "/v1/feed/read-all", query=None)
-
-    def feed_seen(self) -> FeedChangeOut:
-        """POST /v1/feed/seen: Record that the member looked (unseen back to 0)"""
-        return self._call("POST", "/v1/feed/seen", query=None)
-
-    def get_feed_preferences(self) -> FeedPreferencesOut:
-        """GET /v1/feed/preferences: The member's type × channel preferences"""
-        return self._call("GET", "/v1/feed/preferences", query=None)
-
-    def put_feed_preference(self, body: FeedPreferenceIn) -> FeedPreferencesOut:
-        """PUT /v1/feed/preferences: Turn one type × channel on or off (mandatory: 422)"""
-        return self._call("PUT", "/v1/feed/preferences", query=None, body=body)
-
-    def feed_register_device(self, body: DeviceIn) -> DeviceOut:
-        """POST /v1/feed/devices: Register this phone for the member's pushes, or refresh it (at each start of
-        the app)
-        """
-        return self._call("POST", "/v1/feed/devices", query=None, body=body)
-
-    def feed_forget_device(self, token: str | int) -> None:
-        """DELETE /v1/feed/devices/{token}: Forget this phone (when the member signs out in the app)"""
-        return self._call("DELETE", f"/v1/feed/devices/{_segment(token)}", query=None)
-
 
 class AsyncOperations:
     """Every /v1 operation as a method of the async client."""
 
     _call: Callable[..., Any]  # the client's request with retries (hato_client._base)
     _pages: Callable[..., Any]  # the client's keyset iterator
-
-    async def ping(self) -> Ping:
-        """GET /v1/ping: Is the API process up (no key needed)"""
-        return await self._call("GET", "/v1/ping", query=None)
-
-    async def get_open_api_document(self) -> OpenApiOut:
-        """GET /v1/openapi.json: This document: every /v1 operation, its models and this server's limits"""
-        return await self._call("GET", "/v1/openapi.json", query=None)
-
-    async def create_notifications(
-        self, body: NotificationIn, *, idempotency_key: str | None = None
-    ) -> NotificationAccepted | NotificationScheduled | TopicNotificationAccepted:
-        """POST /v1/notifications: Send a notification to 1-1,000 recipients, or to a topic's followers"""
-        return await self._call(
-            "POST", "/v1/notifications", query=None, body=body, idempotency_key=idempotency_key, idempotent=True
-        )
 
     async def cancel_notifications(
         self, cancellation_key: str | int, *, idempotency_key: str | None = None
@@ -498,70 +482,190 @@ class AsyncOperations:
             idempotent=True,
         )
 
+    async def get_fanout(self, fanout_id: str | int) -> FanoutOut:
+        """GET /v1/fanouts/{fanout_id}: A topic notification's fanout: its progress"""
+        return await self._call("GET", f"/v1/fanouts/{_segment(fanout_id)}", query=None)
+
+    async def get_feed(
+        self,
+        *,
+        filter: Literal["all", "unread", "archived", "snoozed"] | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> FeedPageOut:
+        """GET /v1/feed: One page of the member's notifications (and announcements)"""
+        return await self._call("GET", "/v1/feed", query={"filter": filter, "cursor": cursor, "limit": limit})
+
+    def iter_feed(
+        self, *, filter: Literal["all", "unread", "archived", "snoozed"] | None = None, limit: int | None = None
+    ) -> AsyncIterator[FeedNotificationOut]:
+        """Every item of GET /v1/feed (notifications), page after page (keyset cursor)."""
+        return self._pages("GET", "/v1/feed", {"filter": filter, "limit": limit}, "notifications")
+
+    async def feed_read_announcement(self, announcement_id: str | int) -> FeedChangeOut:
+        """POST /v1/feed/announcements/{announcement_id}/read: Mark an announcement read"""
+        return await self._call("POST", f"/v1/feed/announcements/{_segment(announcement_id)}/read", query=None)
+
+    async def get_feed_counts(self) -> FeedCountsOut:
+        """GET /v1/feed/counts: The member's unread and unseen counts"""
+        return await self._call("GET", "/v1/feed/counts", query=None)
+
+    async def feed_register_device(self, body: DeviceIn) -> DeviceOut:
+        """POST /v1/feed/devices: Register this phone for the member's pushes, or refresh it (at each start of
+        the app)
+        """
+        return await self._call("POST", "/v1/feed/devices", query=None, body=body)
+
+    async def feed_forget_device(self, token: str | int) -> None:
+        """DELETE /v1/feed/devices/{token}: Forget this phone (when the member signs out in the app)"""
+        return await self._call("DELETE", f"/v1/feed/devices/{_segment(token)}", query=None)
+
+    async def feed_archive(self, notification_id: str | int) -> FeedChangeOut:
+        """POST /v1/feed/notifications/{notification_id}/archive: Archive a notification (idempotent)"""
+        return await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/archive", query=None)
+
+    async def feed_mute(self, notification_id: str | int) -> FeedChangeOut:
+        """POST /v1/feed/notifications/{notification_id}/mute: Mute the notification's thread"""
+        return await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/mute", query=None)
+
+    async def feed_mark_read(self, notification_id: str | int) -> FeedChangeOut:
+        """POST /v1/feed/notifications/{notification_id}/read: Mark a notification read (idempotent)"""
+        return await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/read", query=None)
+
+    async def feed_snooze(self, notification_id: str | int, body: SnoozeIn) -> FeedChangeOut:
+        """POST /v1/feed/notifications/{notification_id}/snooze: Snooze until {"choice":
+        "hour"|"tomorrow"|"monday"} or {"until": a local date-time}
+        """
+        return await self._call(
+            "POST", f"/v1/feed/notifications/{_segment(notification_id)}/snooze", query=None, body=body
+        )
+
+    async def feed_unarchive(self, notification_id: str | int) -> FeedChangeOut:
+        """POST /v1/feed/notifications/{notification_id}/unarchive: Move it back to the inbox"""
+        return await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/unarchive", query=None)
+
+    async def feed_unsnooze(self, notification_id: str | int) -> FeedChangeOut:
+        """POST /v1/feed/notifications/{notification_id}/unsnooze: Wake a snoozed notification now"""
+        return await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/unsnooze", query=None)
+
+    async def get_feed_preferences(self) -> FeedPreferencesOut:
+        """GET /v1/feed/preferences: The member's type × channel preferences"""
+        return await self._call("GET", "/v1/feed/preferences", query=None)
+
+    async def put_feed_preference(self, body: FeedPreferenceIn) -> FeedPreferencesOut:
+        """PUT /v1/feed/preferences: Turn one type × channel on or off (mandatory: 422)"""
+        return await self._call("PUT", "/v1/feed/preferences", query=None, body=body)
+
+    async def feed_read_all(self) -> FeedChangeOut:
+        """POST /v1/feed/read-all: Mark everything read"""
+        return await self._call("POST", "/v1/feed/read-all", query=None)
+
+    async def feed_seen(self) -> FeedChangeOut:
+        """POST /v1/feed/seen: Record that the member looked (unseen back to 0)"""
+        return await self._call("POST", "/v1/feed/seen", query=None)
+
+    async def create_notifications(
+        self, body: NotificationIn, *, idempotency_key: str | None = None
+    ) -> NotificationAccepted | NotificationScheduled | TopicNotificationAccepted:
+        """POST /v1/notifications: Send a notification to 1-1,000 recipients, or to a topic's followers"""
+        return await self._call(
+            "POST", "/v1/notifications", query=None, body=body, idempotency_key=idempotency_key, idempotent=True
+        )
+
     async def get_notification(self, notification_id: str | int) -> NotificationOut:
         """GET /v1/notifications/{notification_id}: A notification and its per-channel delivery state"""
         return await self._call("GET", f"/v1/notifications/{_segment(notification_id)}", query=None)
 
-    async def put_user(self, external_id: str | int, body: UserIn, *, idempotency_key: str | None = None) -> UserOut:
-        """PUT /v1/users/{external_id}: Create or update a recipient"""
-        return await self._call(
-            "PUT",
-            f"/v1/users/{_segment(external_id)}",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
-        )
+    async def get_open_api_document(self) -> OpenApiOut:
+        """GET /v1/openapi.json: This document: every /v1 operation, its models and this server's limits"""
+        return await self._call("GET", "/v1/openapi.json", query=None)
 
-    async def delete_user(self, external_id: str | int, *, idempotency_key: str | None = None) -> None:
-        """DELETE /v1/users/{external_id}: Erase a recipient and everything about them"""
-        return await self._call(
-            "DELETE", f"/v1/users/{_segment(external_id)}", query=None, idempotency_key=idempotency_key, idempotent=True
-        )
+    async def ping(self) -> Ping:
+        """GET /v1/ping: Is the API process up (no key needed)"""
+        return await self._call("GET", "/v1/ping", query=None)
 
-    async def get_user_counts(self, external_id: str | int) -> CountsOut:
-        """GET /v1/users/{external_id}/counts: A member's unread and unseen counts (the inbox badge)"""
-        return await self._call("GET", f"/v1/users/{_segment(external_id)}/counts", query=None)
-
-    async def export_user(self, external_id: str | int) -> ExportOut:
-        """GET /v1/users/{external_id}/export: Everything Hato keeps about a member, as one JSON document"""
-        return await self._call("GET", f"/v1/users/{_segment(external_id)}/export", query=None)
-
-    async def put_user_device(
-        self, external_id: str | int, body: DeviceIn, *, idempotency_key: str | None = None
-    ) -> DeviceOut:
-        """PUT /v1/users/{external_id}/devices: Register a member's phone, or refresh it"""
-        return await self._call(
-            "PUT",
-            f"/v1/users/{_segment(external_id)}/devices",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
-        )
-
-    async def list_user_devices(self, external_id: str | int) -> DeviceListOut:
-        """GET /v1/users/{external_id}/devices: A member's phones"""
-        return await self._call("GET", f"/v1/users/{_segment(external_id)}/devices", query=None)
-
-    async def delete_user_device(
-        self, external_id: str | int, token: str | int, *, idempotency_key: str | None = None
-    ) -> None:
-        """DELETE /v1/users/{external_id}/devices/{token}: Forget a member's phone"""
+    async def delete_tenant(self, tenant_key: str | int, *, idempotency_key: str | None = None) -> None:
+        """DELETE /v1/tenants/{tenant_key}: Delete a tenant"""
         return await self._call(
             "DELETE",
-            f"/v1/users/{_segment(external_id)}/devices/{_segment(token)}",
+            f"/v1/tenants/{_segment(tenant_key)}",
             query=None,
             idempotency_key=idempotency_key,
             idempotent=True,
         )
 
-    async def create_login_link(self, external_id: str | int, *, idempotency_key: str | None = None) -> LoginLinkOut:
-        """POST /v1/users/{external_id}/login-links: A one-time sign-in URL for a member's inbox"""
+    async def get_tenant(self, tenant_key: str | int) -> TenantOut:
+        """GET /v1/tenants/{tenant_key}: A tenant"""
+        return await self._call("GET", f"/v1/tenants/{_segment(tenant_key)}", query=None)
+
+    async def put_tenant(
+        self, tenant_key: str | int, body: TenantIn, *, idempotency_key: str | None = None
+    ) -> TenantOut:
+        """PUT /v1/tenants/{tenant_key}: Create or update a tenant (name and branding)"""
+        return await self._call(
+            "PUT",
+            f"/v1/tenants/{_segment(tenant_key)}",
+            query=None,
+            body=body,
+            idempotency_key=idempotency_key,
+            idempotent=True,
+        )
+
+    async def get_tenant_preferences(self, tenant_key: str | int) -> PreferencesOut:
+        """GET /v1/tenants/{tenant_key}/preferences: A tenant's default preferences"""
+        return await self._call("GET", f"/v1/tenants/{_segment(tenant_key)}/preferences", query=None)
+
+    async def put_tenant_preferences(
+        self, tenant_key: str | int, body: PreferencesIn, *, idempotency_key: str | None = None
+    ) -> PreferencesOut:
+        """PUT /v1/tenants/{tenant_key}/preferences: Set a tenant's default preferences"""
+        return await self._call(
+            "PUT",
+            f"/v1/tenants/{_segment(tenant_key)}/preferences",
+            query=None,
+            body=body,
+            idempotency_key=idempotency_key,
+            idempotent=True,
+        )
+
+    async def delete_topic(self, topic_key: str | int, *, idempotency_key: str | None = None) -> None:
+        """DELETE /v1/topics/{topic_key}: Delete a topic and its followers"""
+        return await self._call(
+            "DELETE", f"/v1/topics/{_segment(topic_key)}", query=None, idempotency_key=idempotency_key, idempotent=True
+        )
+
+    async def put_topic(self, topic_key: str | int, body: TopicIn, *, idempotency_key: str | None = None) -> TopicOut:
+        """PUT /v1/topics/{topic_key}: Create or update a topic"""
+        return await self._call(
+            "PUT",
+            f"/v1/topics/{_segment(topic_key)}",
+            query=None,
+            body=body,
+            idempotency_key=idempotency_key,
+            idempotent=True,
+        )
+
+    async def list_topic_subscribers(
+        self, topic_key: str | int, *, limit: int | None = None, cursor: str | None = None
+    ) -> SubscribersOut:
+        """GET /v1/topics/{topic_key}/subscribers: A topic's followers, page by page"""
+        return await self._call(
+            "GET", f"/v1/topics/{_segment(topic_key)}/subscribers", query={"cursor": cursor, "limit": limit}
+        )
+
+    def iter_topic_subscribers(self, topic_key: str | int, *, limit: int | None = None) -> AsyncIterator[SubscriberOut]:
+        """Every item of GET /v1/topics/{topic_key}/subscribers (subscribers), page after page (keyset cursor)."""
+        return self._pages("GET", f"/v1/topics/{_segment(topic_key)}/subscribers", {"limit": limit}, "subscribers")
+
+    async def change_topic_subscribers(
+        self, topic_key: str | int, body: SubscribersIn, *, idempotency_key: str | None = None
+    ) -> SubscribersChanged:
+        """POST /v1/topics/{topic_key}/subscribers: Add and remove a topic's followers"""
         return await self._call(
             "POST",
-            f"/v1/users/{_segment(external_id)}/login-links",
+            f"/v1/topics/{_segment(topic_key)}/subscribers",
             query=None,
+            body=body,
             idempotency_key=idempotency_key,
             idempotent=True,
         )
@@ -575,6 +679,43 @@ class AsyncOperations:
         backend
         """
         return await self._call("GET", "/v1/user-tokens/signing-secret", query=None)
+
+    async def delete_user(self, external_id: str | int, *, idempotency_key: str | None = None) -> None:
+        """DELETE /v1/users/{external_id}: Erase a recipient and everything about them"""
+        return await self._call(
+            "DELETE", f"/v1/users/{_segment(external_id)}", query=None, idempotency_key=idempotency_key, idempotent=True
+        )
+
+    async def put_user(self, external_id: str | int, body: UserIn, *, idempotency_key: str | None = None) -> UserOut:
+        """PUT /v1/users/{external_id}: Create or update a recipient"""
+        return await self._call(
+            "PUT",
+            f"/v1/users/{_segment(external_id)}",
+            query=None,
+            body=body,
+            idempotency_key=idempotency_key,
+            idempotent=True,
+        )
+
+    async def delete_user_channel_data(
+        self, external_id: str | int, provider: str | int, *, idempotency_key: str | None = None
+    ) -> None:
+        """DELETE /v1/users/{external_id}/channel-data/{provider}: Unlink a member's chat account on one
+        provider
+        """
+        return await self._call(
+            "DELETE",
+            f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}",
+            query=None,
+            idempotency_key=idempotency_key,
+            idempotent=True,
+        )
+
+    async def get_user_channel_data(self, external_id: str | int, provider: str | int) -> ChannelDataOut:
+        """GET /v1/users/{external_id}/channel-data/{provider}: A member's channel data on one provider"""
+        return await self._call(
+            "GET", f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}", query=None
+        )
 
     async def put_user_channel_data(
         self, external_id: str | int, provider: str | int, body: ChannelDataIn, *, idempotency_key: str | None = None
@@ -591,25 +732,64 @@ class AsyncOperations:
             idempotent=True,
         )
 
-    async def get_user_channel_data(self, external_id: str | int, provider: str | int) -> ChannelDataOut:
-        """GET /v1/users/{external_id}/channel-data/{provider}: A member's channel data on one provider"""
+    async def get_user_counts(self, external_id: str | int) -> CountsOut:
+        """GET /v1/users/{external_id}/counts: A member's unread and unseen counts (the inbox badge)"""
+        return await self._call("GET", f"/v1/users/{_segment(external_id)}/counts", query=None)
+
+    async def list_user_devices(self, external_id: str | int) -> DeviceListOut:
+        """GET /v1/users/{external_id}/devices: A member's phones"""
+        return await self._call("GET", f"/v1/users/{_segment(external_id)}/devices", query=None)
+
+    async def put_user_device(
+        self, external_id: str | int, body: DeviceIn, *, idempotency_key: str | None = None
+    ) -> DeviceOut:
+        """PUT /v1/users/{external_id}/devices: Register a member's phone, or refresh it"""
         return await self._call(
-            "GET", f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}", query=None
+            "PUT",
+            f"/v1/users/{_segment(external_id)}/devices",
+            query=None,
+            body=body,
+            idempotency_key=idempotency_key,
+            idempotent=True,
         )
 
-    async def delete_user_channel_data(
-        self, external_id: str | int, provider: str | int, *, idempotency_key: str | None = None
+    async def delete_user_device(
+        self, external_id: str | int, token: str | int, *, idempotency_key: str | None = None
     ) -> None:
-        """DELETE /v1/users/{external_id}/channel-data/{provider}: Unlink a member's chat account on one
-        provider
-        """
+        """DELETE /v1/users/{external_id}/devices/{token}: Forget a member's phone"""
         return await self._call(
             "DELETE",
-            f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}",
+            f"/v1/users/{_segment(external_id)}/devices/{_segment(token)}",
             query=None,
             idempotency_key=idempotency_key,
             idempotent=True,
         )
+
+    async def export_user(self, external_id: str | int) -> ExportOut:
+        """GET /v1/users/{external_id}/export: Everything Hato keeps about a member, as one JSON document"""
+        return await self._call("GET", f"/v1/users/{_segment(external_id)}/export", query=None)
+
+    async def create_login_link(self, external_id: str | int, *, idempotency_key: str | None = None) -> LoginLinkOut:
+        """POST /v1/users/{external_id}/login-links: A one-time sign-in URL for a member's inbox"""
+        return await self._call(
+            "POST",
+            f"/v1/users/{_segment(external_id)}/login-links",
+            query=None,
+            idempotency_key=idempotency_key,
+            idempotent=True,
+        )
+
+    async def list_user_topics(
+        self, external_id: str | int, *, limit: int | None = None, cursor: str | None = None
+    ) -> UserTopicsOut:
+        """GET /v1/users/{external_id}/topics: The topics a member follows"""
+        return await self._call(
+            "GET", f"/v1/users/{_segment(external_id)}/topics", query={"cursor": cursor, "limit": limit}
+        )
+
+    def iter_user_topics(self, external_id: str | int, *, limit: int | None = None) -> AsyncIterator[UserTopicOut]:
+        """Every item of GET /v1/users/{external_id}/topics (topics), page after page (keyset cursor)."""
+        return self._pages("GET", f"/v1/users/{_segment(external_id)}/topics", {"limit": limit}, "topics")
 
     async def get_workflow(self, type_key: str | int) -> WorkflowOut:
         """GET /v1/workflows/{type_key}: A notification type's workflow"""
@@ -644,183 +824,3 @@ class AsyncOperations:
     async def list_workflow_versions(self, type_key: str | int) -> VersionsOut:
         """GET /v1/workflows/{type_key}/versions: A notification type's published versions"""
         return await self._call("GET", f"/v1/workflows/{_segment(type_key)}/versions", query=None)
-
-    async def get_tenant(self, tenant_key: str | int) -> TenantOut:
-        """GET /v1/tenants/{tenant_key}: A tenant"""
-        return await self._call("GET", f"/v1/tenants/{_segment(tenant_key)}", query=None)
-
-    async def put_tenant(
-        self, tenant_key: str | int, body: TenantIn, *, idempotency_key: str | None = None
-    ) -> TenantOut:
-        """PUT /v1/tenants/{tenant_key}: Create or update a tenant (name and branding)"""
-        return await self._call(
-            "PUT",
-            f"/v1/tenants/{_segment(tenant_key)}",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
-        )
-
-    async def delete_tenant(self, tenant_key: str | int, *, idempotency_key: str | None = None) -> None:
-        """DELETE /v1/tenants/{tenant_key}: Delete a tenant"""
-        return await self._call(
-            "DELETE",
-            f"/v1/tenants/{_segment(tenant_key)}",
-            query=None,
-            idempotency_key=idempotency_key,
-            idempotent=True,
-        )
-
-    async def get_tenant_preferences(self, tenant_key: str | int) -> PreferencesOut:
-        """GET /v1/tenants/{tenant_key}/preferences: A tenant's default preferences"""
-        return await self._call("GET", f"/v1/tenants/{_segment(tenant_key)}/preferences", query=None)
-
-    async def put_tenant_preferences(
-        self, tenant_key: str | int, body: PreferencesIn, *, idempotency_key: str | None = None
-    ) -> PreferencesOut:
-        """PUT /v1/tenants/{tenant_key}/preferences: Set a tenant's default preferences"""
-        return await self._call(
-            "PUT",
-            f"/v1/tenants/{_segment(tenant_key)}/preferences",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
-        )
-
-    async def put_topic(self, topic_key: str | int, body: TopicIn, *, idempotency_key: str | None = None) -> TopicOut:
-        """PUT /v1/topics/{topic_key}: Create or update a topic"""
-        return await self._call(
-            "PUT",
-            f"/v1/topics/{_segment(topic_key)}",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
-        )
-
-    async def delete_topic(self, topic_key: str | int, *, idempotency_key: str | None = None) -> None:
-        """DELETE /v1/topics/{topic_key}: Delete a topic and its followers"""
-        return await self._call(
-            "DELETE", f"/v1/topics/{_segment(topic_key)}", query=None, idempotency_key=idempotency_key, idempotent=True
-        )
-
-    async def change_topic_subscribers(
-        self, topic_key: str | int, body: SubscribersIn, *, idempotency_key: str | None = None
-    ) -> SubscribersChanged:
-        """POST /v1/topics/{topic_key}/subscribers: Add and remove a topic's followers"""
-        return await self._call(
-            "POST",
-            f"/v1/topics/{_segment(topic_key)}/subscribers",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
-        )
-
-    async def list_topic_subscribers(
-        self, topic_key: str | int, *, limit: int | None = None, cursor: str | None = None
-    ) -> SubscribersOut:
-        """GET /v1/topics/{topic_key}/subscribers: A topic's followers, page by page"""
-        return await self._call(
-            "GET", f"/v1/topics/{_segment(topic_key)}/subscribers", query={"cursor": cursor, "limit": limit}
-        )
-
-    def iter_topic_subscribers(self, topic_key: str | int, *, limit: int | None = None) -> AsyncIterator[SubscriberOut]:
-        """Every item of GET /v1/topics/{topic_key}/subscribers (subscribers), page after page (keyset cursor)."""
-        return self._pages("GET", f"/v1/topics/{_segment(topic_key)}/subscribers", {"limit": limit}, "subscribers")
-
-    async def list_user_topics(
-        self, external_id: str | int, *, limit: int | None = None, cursor: str | None = None
-    ) -> UserTopicsOut:
-        """GET /v1/users/{external_id}/topics: The topics a member follows"""
-        return await self._call(
-            "GET", f"/v1/users/{_segment(external_id)}/topics", query={"cursor": cursor, "limit": limit}
-        )
-
-    def iter_user_topics(self, external_id: str | int, *, limit: int | None = None) -> AsyncIterator[UserTopicOut]:
-        """Every item of GET /v1/users/{external_id}/topics (topics), page after page (keyset cursor)."""
-        return self._pages("GET", f"/v1/users/{_segment(external_id)}/topics", {"limit": limit}, "topics")
-
-    async def get_fanout(self, fanout_id: str | int) -> FanoutOut:
-        """GET /v1/fanouts/{fanout_id}: A topic notification's fanout: its progress"""
-        return await self._call("GET", f"/v1/fanouts/{_segment(fanout_id)}", query=None)
-
-    async def get_feed(
-        self,
-        *,
-        filter: Literal["all", "unread", "archived", "snoozed"] | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-    ) -> FeedPageOut:
-        """GET /v1/feed: One page of the member's notifications (and announcements)"""
-        return await self._call("GET", "/v1/feed", query={"filter": filter, "cursor": cursor, "limit": limit})
-
-    def iter_feed(
-        self, *, filter: Literal["all", "unread", "archived", "snoozed"] | None = None, limit: int | None = None
-    ) -> AsyncIterator[FeedNotificationOut]:
-        """Every item of GET /v1/feed (notifications), page after page (keyset cursor)."""
-        return self._pages("GET", "/v1/feed", {"filter": filter, "limit": limit}, "notifications")
-
-    async def get_feed_counts(self) -> FeedCountsOut:
-        """GET /v1/feed/counts: The member's unread and unseen counts"""
-        return await self._call("GET", "/v1/feed/counts", query=None)
-
-    async def feed_mark_read(self, notification_id: str | int) -> FeedChangeOut:
-        """POST /v1/feed/notifications/{notification_id}/read: Mark a notification read (idempotent)"""
-        return await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/read", query=None)
-
-    async def feed_archive(self, notification_id: str | int) -> FeedChangeOut:
-        """POST /v1/feed/notifications/{notification_id}/archive: Archive a notification (idempotent)"""
-        return await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/archive", query=None)
-
-    async def feed_unarchive(self, notification_id: str | int) -> FeedChangeOut:
-        """POST /v1/feed/notifications/{notification_id}/unarchive: Move it back to the inbox"""
-        return await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/unarchive", query=None)
-
-    async def feed_snooze(self, notification_id: str | int, body: SnoozeIn) -> FeedChangeOut:
-        """POST /v1/feed/notifications/{notification_id}/snooze: Snooze until {"choice":
-        "hour"|"tomorrow"|"monday"} or {"until": a local date-time}
-        """
-        return await self._call(
-            "POST", f"/v1/feed/notifications/{_segment(notification_id)}/snooze", query=None, body=body
-        )
-
-    async def feed_unsnooze(self, notification_id: str | int) -> FeedChangeOut:
-        """POST /v1/feed/notifications/{notification_id}/unsnooze: Wake a snoozed notification now"""
-        return await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/unsnooze", query=None)
-
-    async def feed_mute(self, notification_id: str | int) -> FeedChangeOut:
-        """POST /v1/feed/notifications/{notification_id}/mute: Mute the notification's thread"""
-        return await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/mute", query=None)
-
-    async def feed_read_announcement(self, announcement_id: str | int) -> FeedChangeOut:
-        """POST /v1/feed/announcements/{announcement_id}/read: Mark an announcement read"""
-        return await self._call("POST", f"/v1/feed/announcements/{_segment(announcement_id)}/read", query=None)
-
-    async def feed_read_all(self) -> FeedChangeOut:
-        """POST /v1/feed/read-all: Mark everything read"""
-        return await self._call("POST", "/v1/feed/read-all", query=None)
-
-    async def feed_seen(self) -> FeedChangeOut:
-        """POST /v1/feed/seen: Record that the member looked (unseen back to 0)"""
-        return await self._call("POST", "/v1/feed/seen", query=None)
-
-    async def get_feed_preferences(self) -> FeedPreferencesOut:
-        """GET /v1/feed/preferences: The member's type × channel preferences"""
-        return await self._call("GET", "/v1/feed/preferences", query=None)
-
-    async def put_feed_preference(self, body: FeedPreferenceIn) -> FeedPreferencesOut:
-        """PUT /v1/feed/preferences: Turn one type × channel on or off (mandatory: 422)"""
-        return await self._call("PUT", "/v1/feed/preferences", query=None, body=body)
-
-    async def feed_register_device(self, body: DeviceIn) -> DeviceOut:
-        """POST /v1/feed/devices: Register this phone for the member's pushes, or refresh it (at each start of
-        the app)
-        """
-        return await self._call("POST", "/v1/feed/devices", query=None, body=body)
-
-    async def feed_forget_device(self, token: str | int) -> None:
-        """DELETE /v1/feed/devices/{token}: Forget this phone (when the member signs out in the app)"""
-        return await self._call("DELETE", f"/v1/feed/devices/{_segment(token)}", query=None)

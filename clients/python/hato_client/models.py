@@ -18,30 +18,30 @@ class CancellationOut(TypedDict, total=False):
     """The CancellationOut object."""
 
     cancellation_key: Required[str]
-    scheduled: Required[int]
     deliveries: Required[int]
     escalations: Required[int]
+    scheduled: Required[int]
 
 
 class ChannelDataIn(TypedDict, total=False):
     """Where one provider's chat messages go: a Slack channel or member id, a webhook URL, or a LINE user id."""
 
     channel: str
-    webhook_url: str
     user_id: str
+    webhook_url: str
 
 
 class ChannelDataOut(TypedDict, total=False):
     """A member's channel data for one chat provider."""
 
-    provider: Required[Literal["slack", "msteams", "discord", "line"]]
     channel: str | None
-    webhook_url: str | None
-    user_id: str | None
     created_at: Required[str]
-    updated_at: Required[str]
-    invalidated_at: Required[str | None]
     invalid_reason: Required[str | None]
+    invalidated_at: Required[str | None]
+    provider: Required[Literal["slack", "msteams", "discord", "line"]]
+    updated_at: Required[str]
+    user_id: str | None
+    webhook_url: str | None
 
 
 class CountsOut(TypedDict, total=False):
@@ -54,31 +54,30 @@ class CountsOut(TypedDict, total=False):
 class DeliveryOut(TypedDict, total=False):
     """The DeliveryOut object."""
 
-    channel: Required[Literal["email", "push", "sms", "chat"]]
-    status: Required[Literal["pending", "sending", "sent", "skipped", "failed", "standby", "passed"]]
-    route_rank: Required[int | None]
     attempts: Required[int]
-    last_error: Required[str | None]
+    channel: Required[Literal["email", "push", "sms", "chat"]]
     error_kind: Required[str | None]
-    skip_reason: Required[str | None]
-    sent_at: Required[str | None]
+    last_error: Required[str | None]
     next_attempt_at: Required[str]
-    updated_at: Required[str]
+    provider_events: Required[list[ProviderEventOut]]
     provider_status: Required[
         Literal["sent", "delivered", "read", "canceled", "undelivered", "failed", "bounced", "complained"] | None
     ]
     provider_status_at: Required[str | None]
-    provider_events: Required[list[ProviderEventOut]]
+    route_rank: Required[int | None]
+    sent_at: Required[str | None]
+    skip_reason: Required[str | None]
+    status: Required[Literal["pending", "sending", "sent", "skipped", "failed", "standby", "passed"]]
+    updated_at: Required[str]
 
 
 class DeviceIn(TypedDict, total=False):
     """A phone to register, or to refresh: its platform and push token, and what its app says about itself."""
 
-    platform: Required[Literal["ios", "android"]]
-    token: Required[str]
     app_id: str | None
     app_version: str | None
     locale: str | None
+    platform: Required[Literal["ios", "android"]]
     timezone: (
         Literal[
             "Africa/Abidjan",
@@ -681,6 +680,7 @@ class DeviceIn(TypedDict, total=False):
         ]
         | None
     )
+    token: Required[str]
 
 
 class DeviceListOut(TypedDict, total=False):
@@ -692,28 +692,28 @@ class DeviceListOut(TypedDict, total=False):
 class DeviceOut(TypedDict, total=False):
     """A registered phone as the API answers it."""
 
-    id: Required[int]
-    platform: Required[Literal["ios", "android"]]
-    token: Required[str]
     app_id: Required[str | None]
     app_version: Required[str | None]
-    locale: Required[str | None]
-    timezone: Required[str | None]
     created_at: Required[str]
+    enabled: Required[bool]
+    id: Required[int]
+    invalid_reason: Required[str | None]
+    invalidated_at: Required[str | None]
     last_seen_at: Required[str]
     last_sent_at: Required[str | None]
-    enabled: Required[bool]
-    invalidated_at: Required[str | None]
-    invalid_reason: Required[str | None]
+    locale: Required[str | None]
+    platform: Required[Literal["ios", "android"]]
+    timezone: Required[str | None]
+    token: Required[str]
 
 
 class EventOut(TypedDict, total=False):
     """The EventOut object."""
 
-    dedupe_key: Required[str]
     actor: Required[Actor | None]
-    data: Required[dict[str, Any]]
     created_at: Required[str]
+    data: Required[dict[str, Any]]
+    dedupe_key: Required[str]
 
 
 class ExportAnnouncementReadOut(TypedDict, total=False):
@@ -726,212 +726,212 @@ class ExportAnnouncementReadOut(TypedDict, total=False):
 class ExportChatAccountOut(TypedDict, total=False):
     """The ExportChatAccountOut object."""
 
-    provider: Required[Literal["slack", "msteams", "discord", "line"]]
     channel: Required[str | None]
-    line_user_id: Required[str | None]
-    webhook_host: Required[str | None]
     created_at: Required[str]
-    updated_at: Required[str]
-    invalidated_at: Required[str | None]
     invalid_reason: Required[str | None]
+    invalidated_at: Required[str | None]
+    line_user_id: Required[str | None]
+    provider: Required[Literal["slack", "msteams", "discord", "line"]]
+    updated_at: Required[str]
+    webhook_host: Required[str | None]
 
 
 class ExportConsentOut(TypedDict, total=False):
     """The ExportConsentOut object."""
 
-    phone: Required[str | None]
-    opted_in: Required[bool]
-    source: Required[str]
-    detail: Required[str]
     created_at: Required[str]
+    detail: Required[str]
+    opted_in: Required[bool]
+    phone: Required[str | None]
+    source: Required[str]
 
 
 class ExportDeliveryOut(TypedDict, total=False):
     """The ExportDeliveryOut object."""
 
-    channel: Required[Literal["email", "push", "sms", "chat"]]
-    status: Required[Literal["pending", "sending", "sent", "skipped", "failed", "standby", "passed"]]
     attempts: Required[int]
-    provider: Required[str | None]
-    sent_at: Required[str | None]
-    skip_reason: Required[str | None]
+    channel: Required[Literal["email", "push", "sms", "chat"]]
+    created_at: Required[str]
     error_kind: Required[str | None]
+    provider: Required[str | None]
     provider_status: Required[
         Literal["sent", "delivered", "read", "canceled", "undelivered", "failed", "bounced", "complained"] | None
     ]
     provider_status_at: Required[str | None]
-    created_at: Required[str]
+    sent_at: Required[str | None]
+    skip_reason: Required[str | None]
+    status: Required[Literal["pending", "sending", "sent", "skipped", "failed", "standby", "passed"]]
     updated_at: Required[str]
 
 
 class ExportDeviceOut(TypedDict, total=False):
     """The ExportDeviceOut object."""
 
-    platform: Required[str]
     app_id: Required[str | None]
     app_version: Required[str | None]
-    locale: Required[str | None]
-    timezone: Required[str | None]
     created_at: Required[str]
-    last_seen_at: Required[str]
     disabled: Required[bool]
+    last_seen_at: Required[str]
+    locale: Required[str | None]
+    platform: Required[str]
+    timezone: Required[str | None]
 
 
 class ExportDigestPreferenceOut(TypedDict, total=False):
     """The ExportDigestPreferenceOut object."""
 
-    type: Required[str]
     frequency: Required[str]
+    type: Required[str]
 
 
 class ExportNotificationOut(TypedDict, total=False):
     """The ExportNotificationOut object."""
 
-    id: Required[int]
-    type: Required[str]
-    title: Required[str]
+    actor_count: Required[int]
+    archived_at: Required[str | None]
     body: Required[str]
-    link: Required[str | None]
+    created_at: Required[str]
     data: Required[dict[str, Any]]
     dedupe_key: Required[str]
-    in_app: Required[bool]
-    read_at: Required[str | None]
-    archived_at: Required[str | None]
-    created_at: Required[str]
-    event_count: Required[int]
-    actor_count: Required[int]
     deliveries: Required[list[ExportDeliveryOut]]
+    event_count: Required[int]
+    id: Required[int]
+    in_app: Required[bool]
+    link: Required[str | None]
+    read_at: Required[str | None]
+    title: Required[str]
+    type: Required[str]
 
 
 class ExportOut(TypedDict, total=False):
     """The ExportOut object."""
 
-    format: Required[Literal[1]]
-    user: Required[ExportProfileOut]
-    preferences: Required[list[ExportPreferenceOut]]
-    digest_preferences: Required[list[ExportDigestPreferenceOut]]
     announcement_reads: Required[list[ExportAnnouncementReadOut]]
-    sms_consents: list[ExportConsentOut]
-    devices: list[ExportDeviceOut]
     chat_accounts: list[ExportChatAccountOut]
+    devices: list[ExportDeviceOut]
+    digest_preferences: Required[list[ExportDigestPreferenceOut]]
+    format: Required[Literal[1]]
     notifications: Required[list[ExportNotificationOut]]
+    preferences: Required[list[ExportPreferenceOut]]
+    sms_consents: list[ExportConsentOut]
+    user: Required[ExportProfileOut]
 
 
 class ExportPreferenceOut(TypedDict, total=False):
     """The ExportPreferenceOut object."""
 
-    type: Required[str]
     channel: Required[str]
     enabled: Required[bool]
+    type: Required[str]
 
 
 class ExportProfileOut(TypedDict, total=False):
     """The ExportProfileOut object."""
 
-    external_id: Required[str | None]
-    email: Required[str | None]
-    display_name: Required[str]
-    locale: Required[str | None]
-    timezone: Required[str]
-    quiet_hours_start: Required[str | None]
-    quiet_hours_end: Required[str | None]
-    digest_time: Required[str | None]
     created_at: Required[str]
+    digest_time: Required[str | None]
+    display_name: Required[str]
+    email: Required[str | None]
+    external_id: Required[str | None]
+    locale: Required[str | None]
     phone: str | None
     phone_verified_at: str | None
+    quiet_hours_end: Required[str | None]
+    quiet_hours_start: Required[str | None]
+    sms_consent_source: str | None
     sms_opt_in: bool
     sms_opt_in_at: str | None
-    sms_consent_source: str | None
+    timezone: Required[str]
 
 
 class FanoutOut(TypedDict, total=False):
     """A topic notification's fanout: running until every follower has their row."""
 
-    id: Required[int]
-    topic: Required[str]
-    type: Required[str]
-    dedupe_key: Required[str]
-    status: Required[Literal["running", "done", "failed"]]
-    total: Required[int]
-    done: Required[int]
     created: Required[int]
-    url: Required[str]
     created_at: Required[str]
+    dedupe_key: Required[str]
+    done: Required[int]
     finished_at: Required[str | None]
+    id: Required[int]
+    status: Required[Literal["running", "done", "failed"]]
+    topic: Required[str]
+    total: Required[int]
+    type: Required[str]
+    url: Required[str]
 
 
 class FeedAnnouncementOut(TypedDict, total=False):
     """The FeedAnnouncementOut object."""
 
-    id: Required[int]
-    title: Required[str]
     body: Required[str]
     body_format: Required[str]
-    unread: Required[bool]
-    seen: Required[bool]
+    id: Required[int]
     published_at: Required[str | None]
+    seen: Required[bool]
+    title: Required[str]
+    unread: Required[bool]
 
 
 class FeedChangeOut(TypedDict, total=False):
     """The FeedChangeOut object."""
 
+    changed: bool | None
     counts: Required[FeedCountsOut]
     notification: FeedNotificationOut | None
-    changed: bool | None
 
 
 class FeedCountsOut(TypedDict, total=False):
     """The FeedCountsOut object."""
 
+    badge: Required[int]
     unread: Required[int]
     unseen: Required[int]
-    badge: Required[int]
 
 
 class FeedNotificationOut(TypedDict, total=False):
     """The FeedNotificationOut object."""
 
-    id: Required[int]
-    type: Required[str]
-    title: Required[str]
-    body: Required[str | None]
-    link: Required[str | None]
-    unread: Required[bool]
-    seen: Required[bool]
-    read_at: Required[str | None]
     archived_at: Required[str | None]
-    snoozed_until: Required[str | None]
+    body: Required[str | None]
     created_at: Required[str]
+    id: Required[int]
+    link: Required[str | None]
     mutable: Required[bool]
     muted: Required[bool]
+    read_at: Required[str | None]
+    seen: Required[bool]
+    snoozed_until: Required[str | None]
+    title: Required[str]
+    type: Required[str]
+    unread: Required[bool]
 
 
 class FeedPageOut(TypedDict, total=False):
     """The FeedPageOut object."""
 
-    notifications: Required[list[FeedNotificationOut]]
     announcements: Required[list[FeedAnnouncementOut]]
-    next_cursor: Required[str | None]
     counts: Required[FeedCountsOut]
+    next_cursor: Required[str | None]
+    notifications: Required[list[FeedNotificationOut]]
     tenant: FeedTenantOut | None
 
 
 class FeedPreferenceIn(TypedDict, total=False):
     """PUT /v1/feed/preferences: turn one (type, channel) on or off."""
 
-    type: Required[str]
     channel: Required[Literal["in_app", "email", "push", "sms", "chat"]]
     enabled: Required[bool]
+    type: Required[str]
 
 
 class FeedPreferenceOut(TypedDict, total=False):
     """The FeedPreferenceOut object."""
 
-    type: Required[str]
-    label: Required[str]
-    description: Required[str | None]
-    mandatory: Required[bool]
     channels: Required[dict[str, bool]]
+    description: Required[str | None]
+    label: Required[str]
+    mandatory: Required[bool]
+    type: Required[str]
 
 
 class FeedPreferencesOut(TypedDict, total=False):
@@ -944,8 +944,8 @@ class FeedTenantOut(TypedDict, total=False):
     """The branding of the tenant a scoped token names (issue 32), for the bell's popover."""
 
     key: Required[str]
-    name: Required[str]
     logo_url: Required[str | None]
+    name: Required[str]
     primary_color: Required[str | None]
 
 
@@ -959,86 +959,86 @@ class FieldError(TypedDict, total=False):
 class LoginLinkOut(TypedDict, total=False):
     """The LoginLinkOut object."""
 
-    url: Required[str]
     expires_at: Required[str]
+    url: Required[str]
 
 
 class NotificationAccepted(TypedDict, total=False):
     """The NotificationAccepted object."""
 
-    type: Required[str]
-    priority: Required[Literal["high", "default", "low"]]
-    dedupe_key: Required[str]
     created: Required[int]
+    dedupe_key: Required[str]
     existing: Required[int]
+    priority: Required[Literal["high", "default", "low"]]
     results: Required[list[RecipientResult]]
+    type: Required[str]
 
 
 class NotificationIn(TypedDict, total=False):
     """POST /v1/notifications: one notification for each recipient."""
 
-    type: Required[str]
-    recipients: list[str]
-    recipient: str
-    topic: str
-    exclude: list[str]
-    title: Required[str]
+    actor: Actor
     body: str
-    link: str | None
+    cancellation_key: str
+    channel_mode: Literal["all", "first"]
+    channels: list[Literal["in_app", "email", "push", "sms", "chat"]]
     data: dict[str, JsonValue]
     dedupe_key: str | None
-    send_at: str
-    cancellation_key: str
+    exclude: list[str]
     group_key: str
-    actor: Actor
-    channels: list[Literal["in_app", "email", "push", "sms", "chat"]]
-    channel_mode: Literal["all", "first"]
+    link: str | None
+    recipient: str
+    recipients: list[str]
+    send_at: str
     tenant: str
+    title: Required[str]
+    topic: str
+    type: Required[str]
 
 
 class NotificationOut(TypedDict, total=False):
     """The NotificationOut object."""
 
-    id: Required[int]
-    recipient: Required[str | None]
-    type: Required[str]
-    title: Required[str]
+    actor_count: Required[int]
+    archived_at: Required[str | None]
     body: Required[str]
-    link: Required[str | None]
+    created_at: Required[str]
     data: Required[dict[str, Any]]
     dedupe_key: Required[str]
-    in_app: Required[bool]
-    read_at: Required[str | None]
-    archived_at: Required[str | None]
-    created_at: Required[str]
     deliveries: Required[list[DeliveryOut]]
     event_count: Required[int]
-    actor_count: Required[int]
-    window_ends_at: Required[str | None]
     events: Required[list[EventOut]]
+    id: Required[int]
+    in_app: Required[bool]
+    link: Required[str | None]
+    read_at: Required[str | None]
+    recipient: Required[str | None]
+    title: Required[str]
+    type: Required[str]
+    window_ends_at: Required[str | None]
     workflow: Required[WorkflowTraceOut | None]
 
 
 class NotificationScheduled(TypedDict, total=False):
     """The 202 body of a request with a future send_at: nothing exists yet but the schedule."""
 
+    dedupe_key: Required[str]
+    existing: Required[int]
+    priority: Required[Literal["high", "default", "low"]]
+    results: Required[list[ScheduledResult]]
+    scheduled: Required[int]
+    send_at: Required[str]
     status: Required[Literal["scheduled"]]
     type: Required[str]
-    priority: Required[Literal["high", "default", "low"]]
-    dedupe_key: Required[str]
-    send_at: Required[str]
-    scheduled: Required[int]
-    existing: Required[int]
-    results: Required[list[ScheduledResult]]
 
 
 class OpenApiOut(TypedDict, total=False):
     """GET /v1/openapi.json: this OpenAPI 3.1 document (its other members as OpenAPI defines them)."""
 
-    openapi: Required[Literal["3.1.0"]]
-    info: Required[dict[str, Any]]
-    paths: Required[dict[str, Any]]
     components: Required[dict[str, Any]]
+    info: Required[dict[str, Any]]
+    openapi: Required[Literal["3.1.0"]]
+    paths: Required[dict[str, Any]]
 
 
 class Ping(TypedDict, total=False):
@@ -1056,27 +1056,27 @@ class PreferencesIn(TypedDict, total=False):
 class PreferencesOut(TypedDict, total=False):
     """A tenant's default preferences."""
 
-    tenant: Required[str]
     preferences: Required[dict[str, dict[str, bool]]]
+    tenant: Required[str]
 
 
 class Problem(TypedDict, total=False):
     """RFC 9457 problem details."""
 
-    type: Required[str]
-    title: Required[str]
-    status: Required[int]
+    code: str | None
     detail: Required[str]
     errors: list[FieldError] | None
-    unknown_recipients: list[str] | None
     scope: str | None
-    code: str | None
+    status: Required[int]
+    title: Required[str]
+    type: Required[str]
+    unknown_recipients: list[str] | None
 
 
 class ProviderEventOut(TypedDict, total=False):
     """The ProviderEventOut object."""
 
-    provider: Required[str]
+    detail: Required[dict[str, str]]
     event: Required[
         Literal[
             "delivered",
@@ -1094,8 +1094,8 @@ class ProviderEventOut(TypedDict, total=False):
         ]
     ]
     occurred_at: Required[str]
+    provider: Required[str]
     received_at: Required[str]
-    detail: Required[dict[str, str]]
 
 
 class PublishIn(TypedDict, total=False):
@@ -1107,8 +1107,8 @@ class PublishIn(TypedDict, total=False):
 class RecipientResult(TypedDict, total=False):
     """The RecipientResult object."""
 
-    recipient: Required[str]
     notification_id: Required[int]
+    recipient: Required[str]
     status: Required[Literal["created", "existing"]]
 
 
@@ -1122,10 +1122,10 @@ class ScheduledResult(TypedDict, total=False):
 class SigningSecretOut(TypedDict, total=False):
     """The SigningSecretOut object."""
 
-    kid: Required[str]
-    secret: Required[str]
     algorithm: Literal["HS256"]
     audience: Required[str]
+    kid: Required[str]
+    secret: Required[str]
 
 
 class SnoozeIn(TypedDict, total=False):
@@ -1138,17 +1138,17 @@ class SnoozeIn(TypedDict, total=False):
 class StepIn(TypedDict, total=False):
     """One step: `kind` and the fields of that kind (the others are refused)."""
 
-    kind: Required[Literal["channel", "delay", "batch", "digest", "throttle", "exit"]]
     channel: Literal["in_app", "email", "push", "sms", "chat"]
-    only_if: list[Literal["unread", "unseen", "offline"]]
     condition: str
-    wait_for_tab: bool
-    seconds: int
-    until: str
-    local_time: str
-    window: int
     count: int
     frequency: Literal["hourly", "daily"]
+    kind: Required[Literal["channel", "delay", "batch", "digest", "throttle", "exit"]]
+    local_time: str
+    only_if: list[Literal["unread", "unseen", "offline"]]
+    seconds: int
+    until: str
+    wait_for_tab: bool
+    window: int
 
 
 class SubscriberOut(TypedDict, total=False):
@@ -1175,79 +1175,83 @@ class SubscribersIn(TypedDict, total=False):
 class SubscribersOut(TypedDict, total=False):
     """One page of a topic's followers, by when their account was made (user id order)."""
 
-    subscribers: Required[list[SubscriberOut]]
     next_cursor: Required[str | None]
+    subscribers: Required[list[SubscriberOut]]
 
 
 class TenantIn(TypedDict, total=False):
     """A tenant's name and branding: fields left out keep their value, null clears an optional one."""
 
-    name: str
-    logo_url: str | None
-    primary_color: str | None
     email_sender_name: str | None
+    logo_url: str | None
+    name: str
+    primary_color: str | None
     reply_to: str | None
 
 
 class TenantOut(TypedDict, total=False):
     """A tenant."""
 
-    key: Required[str]
-    name: Required[str]
-    logo_url: Required[str | None]
-    primary_color: Required[str | None]
-    email_sender_name: Required[str | None]
-    reply_to: Required[str | None]
-    members: Required[int]
     created_at: Required[str]
+    email_sender_name: Required[str | None]
+    key: Required[str]
+    logo_url: Required[str | None]
+    members: Required[int]
+    name: Required[str]
+    primary_color: Required[str | None]
+    reply_to: Required[str | None]
     updated_at: Required[str]
 
 
 class TopicIn(TypedDict, total=False):
     """PUT /v1/topics/{topic_key}: the topic's name and description (replaced whole)."""
 
-    name: Required[str]
     description: str
+    name: Required[str]
 
 
 class TopicNotificationAccepted(TypedDict, total=False):
     """The 202 of POST /v1/notifications with `topic`: the fanout runs in the background."""
 
-    type: Required[str]
-    topic: Required[str]
     dedupe_key: Required[str]
     fanout: Required[FanoutOut]
+    topic: Required[str]
+    type: Required[str]
 
 
 class TopicOut(TypedDict, total=False):
     """The TopicOut object."""
 
+    created_at: Required[str]
+    description: Required[str]
     key: Required[str]
     name: Required[str]
-    description: Required[str]
-    created_at: Required[str]
     updated_at: Required[str]
 
 
 class TraceStepOut(TypedDict, total=False):
     """The TraceStepOut object."""
 
-    position: Required[int]
-    kind: Required[Literal["channel", "delay", "batch", "digest", "throttle", "exit"]]
-    state: Required[str]
     at: Required[str | None]
     channel: Required[str | None]
-    reason: Required[str | None]
     condition: Required[str | None]
     delivery_id: Required[int | None]
+    kind: Required[Literal["channel", "delay", "batch", "digest", "throttle", "exit"]]
+    position: Required[int]
+    reason: Required[str | None]
+    state: Required[str]
 
 
 class UserIn(TypedDict, total=False):
     """PUT /v1/users/{external_id}: fields left out keep their value (a new user gets the defaults)."""
 
-    email: str | None
     display_name: str
+    email: str | None
     locale: str
+    phone: str | None
+    properties: dict[str, JsonValue]
+    sms_opt_in: bool
+    tenants: list[str]
     timezone: Literal[
         "Africa/Abidjan",
         "Africa/Accra",
@@ -1847,67 +1851,63 @@ class UserIn(TypedDict, total=False):
         "WET",
         "Zulu",
     ]
-    phone: str | None
-    sms_opt_in: bool
-    properties: dict[str, JsonValue]
-    tenants: list[str]
 
 
 class UserOut(TypedDict, total=False):
     """The UserOut object."""
 
-    external_id: Required[str]
-    email: Required[str | None]
     display_name: Required[str]
+    email: Required[str | None]
+    external_id: Required[str]
     locale: Required[str | None]
-    timezone: Required[str]
     phone: Required[str | None]
     phone_verified: Required[bool]
-    sms_opt_in: Required[bool]
     properties: Required[dict[str, Any]]
+    sms_opt_in: Required[bool]
     tenants: list[str]
+    timezone: Required[str]
 
 
 class UserTokenIn(TypedDict, total=False):
     """POST /v1/user-tokens: a short-lived token for one member's feed."""
 
-    user: Required[str]
-    ttl: int
     tenant: str
+    ttl: int
+    user: Required[str]
 
 
 class UserTokenOut(TypedDict, total=False):
     """The UserTokenOut object."""
 
-    token: Required[str]
     expires_at: Required[str]
+    token: Required[str]
 
 
 class UserTopicOut(TypedDict, total=False):
     """The UserTopicOut object."""
 
+    description: Required[str]
     key: Required[str]
     name: Required[str]
-    description: Required[str]
     subscribed_at: Required[str]
 
 
 class UserTopicsOut(TypedDict, total=False):
     """The UserTopicsOut object."""
 
-    topics: Required[list[UserTopicOut]]
     next_cursor: Required[str | None]
+    topics: Required[list[UserTopicOut]]
 
 
 class VersionOut(TypedDict, total=False):
     """One published version."""
 
+    note: Required[str]
+    published_at: Required[str]
+    restored_from: Required[int | None]
+    steps: Required[list[dict[str, Any]]]
     type: Required[str]
     version: Required[int]
-    steps: Required[list[dict[str, Any]]]
-    note: Required[str]
-    restored_from: Required[int | None]
-    published_at: Required[str]
 
 
 class VersionsOut(TypedDict, total=False):
@@ -1925,15 +1925,15 @@ class WorkflowIn(TypedDict, total=False):
 class WorkflowOut(TypedDict, total=False):
     """A type's workflow as the API edits it: the draft when there is one, else the version in force."""
 
-    type: Required[str]
-    steps: Required[list[dict[str, Any]]]
     draft: Required[bool]
-    published_version: Required[int | None]
     draft_updated_at: str | None
+    published_version: Required[int | None]
+    steps: Required[list[dict[str, Any]]]
+    type: Required[str]
 
 
 class WorkflowTraceOut(TypedDict, total=False):
     """The WorkflowTraceOut object."""
 
-    version: Required[int]
     steps: Required[list[TraceStepOut]]
+    version: Required[int]
