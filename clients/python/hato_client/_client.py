@@ -18,9 +18,21 @@ __all__ = ["AsyncHato", "Hato", "Retry"]
 class Hato(Base, SyncOperations):
     """The sync client: `Hato(base_url, api_key)` for /v1, `Hato(base_url, user_token=…)` for /v1/feed."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, *, http: httpx.Client | None = None,
-                 **options: Any) -> None:  # fmt: skip
-        super().__init__(base_url, api_key, **options)
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        user_token: str | None = None,
+        retry: Retry | None = None,
+        timeout: float = 10.0,
+        accept_language: str | None = None,
+        headers: dict[str, str] | None = None,
+        http: httpx.Client | None = None,
+    ) -> None:
+        """Pass api_key or user_token; `http` is your own httpx client (then closing it is yours too)."""
+        super().__init__(base_url, api_key, user_token=user_token, retry=retry, timeout=timeout,
+                         accept_language=accept_language, headers=headers)  # fmt: skip
         self._http = http or httpx.Client(timeout=self.timeout)
         self._own_http = http is None
 
@@ -71,9 +83,21 @@ class Hato(Base, SyncOperations):
 class AsyncHato(Base, AsyncOperations):
     """The async client: the same methods as Hato, awaited; iterators are async iterators."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, *, http: httpx.AsyncClient | None = None,
-                 **options: Any) -> None:  # fmt: skip
-        super().__init__(base_url, api_key, **options)
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        user_token: str | None = None,
+        retry: Retry | None = None,
+        timeout: float = 10.0,
+        accept_language: str | None = None,
+        headers: dict[str, str] | None = None,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        """Pass api_key or user_token; `http` is your own httpx client (then closing it is yours too)."""
+        super().__init__(base_url, api_key, user_token=user_token, retry=retry, timeout=timeout,
+                         accept_language=accept_language, headers=headers)  # fmt: skip
         self._http = http or httpx.AsyncClient(timeout=self.timeout)
         self._own_http = http is None
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from hato_client._base import _segment
 from hato_client.models import (
@@ -120,17 +120,20 @@ class SyncOperations:
         """DELETE /v1/cancellations/{cancellation_key}: Cancel what has not happened yet under a cancellation
         key
         """
-        return self._call(
-            "DELETE",
-            f"/v1/cancellations/{_segment(cancellation_key)}",
-            query=None,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "CancellationOut",
+            self._call(
+                "DELETE",
+                f"/v1/cancellations/{_segment(cancellation_key)}",
+                query=None,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     def get_fanout(self, fanout_id: str | int) -> FanoutOut:
         """GET /v1/fanouts/{fanout_id}: A topic notification's fanout: its progress"""
-        return self._call("GET", f"/v1/fanouts/{_segment(fanout_id)}", query=None)
+        return cast("FanoutOut", self._call("GET", f"/v1/fanouts/{_segment(fanout_id)}", query=None))
 
     def get_feed(
         self,
@@ -140,97 +143,123 @@ class SyncOperations:
         cursor: str | None = None,
     ) -> FeedPageOut:
         """GET /v1/feed: One page of the member's notifications (and announcements)"""
-        return self._call("GET", "/v1/feed", query={"filter": filter, "cursor": cursor, "limit": limit})
+        return cast(
+            "FeedPageOut", self._call("GET", "/v1/feed", query={"filter": filter, "cursor": cursor, "limit": limit})
+        )
 
     def iter_feed(
         self, *, filter: Literal["all", "unread", "archived", "snoozed"] | None = None, limit: int | None = None
     ) -> Iterator[FeedNotificationOut]:
         """Every item of GET /v1/feed (notifications), page after page (keyset cursor)."""
-        return self._pages("GET", "/v1/feed", {"filter": filter, "limit": limit}, "notifications")
+        return cast(
+            "Iterator[FeedNotificationOut]",
+            self._pages("GET", "/v1/feed", {"filter": filter, "limit": limit}, "notifications"),
+        )
 
     def feed_read_announcement(self, announcement_id: str | int) -> FeedChangeOut:
         """POST /v1/feed/announcements/{announcement_id}/read: Mark an announcement read"""
-        return self._call("POST", f"/v1/feed/announcements/{_segment(announcement_id)}/read", query=None)
+        return cast(
+            "FeedChangeOut", self._call("POST", f"/v1/feed/announcements/{_segment(announcement_id)}/read", query=None)
+        )
 
     def get_feed_counts(self) -> FeedCountsOut:
         """GET /v1/feed/counts: The member's unread and unseen counts"""
-        return self._call("GET", "/v1/feed/counts", query=None)
+        return cast("FeedCountsOut", self._call("GET", "/v1/feed/counts", query=None))
 
     def feed_register_device(self, body: DeviceIn) -> DeviceOut:
         """POST /v1/feed/devices: Register this phone for the member's pushes, or refresh it (at each start of
         the app)
         """
-        return self._call("POST", "/v1/feed/devices", query=None, body=body)
+        return cast("DeviceOut", self._call("POST", "/v1/feed/devices", query=None, body=body))
 
     def feed_forget_device(self, token: str | int) -> None:
         """DELETE /v1/feed/devices/{token}: Forget this phone (when the member signs out in the app)"""
-        return self._call("DELETE", f"/v1/feed/devices/{_segment(token)}", query=None)
+        self._call("DELETE", f"/v1/feed/devices/{_segment(token)}", query=None)
 
     def feed_archive(self, notification_id: str | int) -> FeedChangeOut:
         """POST /v1/feed/notifications/{notification_id}/archive: Archive a notification (idempotent)"""
-        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/archive", query=None)
+        return cast(
+            "FeedChangeOut",
+            self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/archive", query=None),
+        )
 
     def feed_mute(self, notification_id: str | int) -> FeedChangeOut:
         """POST /v1/feed/notifications/{notification_id}/mute: Mute the notification's thread"""
-        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/mute", query=None)
+        return cast(
+            "FeedChangeOut", self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/mute", query=None)
+        )
 
     def feed_mark_read(self, notification_id: str | int) -> FeedChangeOut:
         """POST /v1/feed/notifications/{notification_id}/read: Mark a notification read (idempotent)"""
-        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/read", query=None)
+        return cast(
+            "FeedChangeOut", self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/read", query=None)
+        )
 
     def feed_snooze(self, notification_id: str | int, body: SnoozeIn) -> FeedChangeOut:
         """POST /v1/feed/notifications/{notification_id}/snooze: Snooze until {"choice":
         "hour"|"tomorrow"|"monday"} or {"until": a local date-time}
         """
-        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/snooze", query=None, body=body)
+        return cast(
+            "FeedChangeOut",
+            self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/snooze", query=None, body=body),
+        )
 
     def feed_unarchive(self, notification_id: str | int) -> FeedChangeOut:
         """POST /v1/feed/notifications/{notification_id}/unarchive: Move it back to the inbox"""
-        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/unarchive", query=None)
+        return cast(
+            "FeedChangeOut",
+            self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/unarchive", query=None),
+        )
 
     def feed_unsnooze(self, notification_id: str | int) -> FeedChangeOut:
         """POST /v1/feed/notifications/{notification_id}/unsnooze: Wake a snoozed notification now"""
-        return self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/unsnooze", query=None)
+        return cast(
+            "FeedChangeOut",
+            self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/unsnooze", query=None),
+        )
 
     def get_feed_preferences(self) -> FeedPreferencesOut:
         """GET /v1/feed/preferences: The member's type × channel preferences"""
-        return self._call("GET", "/v1/feed/preferences", query=None)
+        return cast("FeedPreferencesOut", self._call("GET", "/v1/feed/preferences", query=None))
 
     def put_feed_preference(self, body: FeedPreferenceIn) -> FeedPreferencesOut:
         """PUT /v1/feed/preferences: Turn one type × channel on or off (mandatory: 422)"""
-        return self._call("PUT", "/v1/feed/preferences", query=None, body=body)
+        return cast("FeedPreferencesOut", self._call("PUT", "/v1/feed/preferences", query=None, body=body))
 
     def feed_read_all(self) -> FeedChangeOut:
         """POST /v1/feed/read-all: Mark everything read"""
-        return self._call("POST", "/v1/feed/read-all", query=None)
+        return cast("FeedChangeOut", self._call("POST", "/v1/feed/read-all", query=None))
 
     def feed_seen(self) -> FeedChangeOut:
         """POST /v1/feed/seen: Record that the member looked (unseen back to 0)"""
-        return self._call("POST", "/v1/feed/seen", query=None)
+        return cast("FeedChangeOut", self._call("POST", "/v1/feed/seen", query=None))
 
     def create_notifications(
         self, body: NotificationIn, *, idempotency_key: str | None = None
     ) -> NotificationAccepted | NotificationScheduled | TopicNotificationAccepted:
         """POST /v1/notifications: Send a notification to 1-1,000 recipients, or to a topic's followers"""
-        return self._call(
-            "POST", "/v1/notifications", query=None, body=body, idempotency_key=idempotency_key, idempotent=True
+        return cast(
+            "NotificationAccepted | NotificationScheduled | TopicNotificationAccepted",
+            self._call(
+                "POST", "/v1/notifications", query=None, body=body, idempotency_key=idempotency_key, idempotent=True
+            ),
         )
 
     def get_notification(self, notification_id: str | int) -> NotificationOut:
         """GET /v1/notifications/{notification_id}: A notification and its per-channel delivery state"""
-        return self._call("GET", f"/v1/notifications/{_segment(notification_id)}", query=None)
+        return cast("NotificationOut", self._call("GET", f"/v1/notifications/{_segment(notification_id)}", query=None))
 
     def get_open_api_document(self) -> OpenApiOut:
         """GET /v1/openapi.json: This document: every /v1 operation, its models and this server's limits"""
-        return self._call("GET", "/v1/openapi.json", query=None)
+        return cast("OpenApiOut", self._call("GET", "/v1/openapi.json", query=None))
 
     def ping(self) -> Ping:
         """GET /v1/ping: Is the API process up (no key needed)"""
-        return self._call("GET", "/v1/ping", query=None)
+        return cast("Ping", self._call("GET", "/v1/ping", query=None))
 
     def delete_tenant(self, tenant_key: str | int, *, idempotency_key: str | None = None) -> None:
         """DELETE /v1/tenants/{tenant_key}: Delete a tenant"""
-        return self._call(
+        self._call(
             "DELETE",
             f"/v1/tenants/{_segment(tenant_key)}",
             query=None,
@@ -240,103 +269,124 @@ class SyncOperations:
 
     def get_tenant(self, tenant_key: str | int) -> TenantOut:
         """GET /v1/tenants/{tenant_key}: A tenant"""
-        return self._call("GET", f"/v1/tenants/{_segment(tenant_key)}", query=None)
+        return cast("TenantOut", self._call("GET", f"/v1/tenants/{_segment(tenant_key)}", query=None))
 
     def put_tenant(self, tenant_key: str | int, body: TenantIn, *, idempotency_key: str | None = None) -> TenantOut:
         """PUT /v1/tenants/{tenant_key}: Create or update a tenant (name and branding)"""
-        return self._call(
-            "PUT",
-            f"/v1/tenants/{_segment(tenant_key)}",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "TenantOut",
+            self._call(
+                "PUT",
+                f"/v1/tenants/{_segment(tenant_key)}",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     def get_tenant_preferences(self, tenant_key: str | int) -> PreferencesOut:
         """GET /v1/tenants/{tenant_key}/preferences: A tenant's default preferences"""
-        return self._call("GET", f"/v1/tenants/{_segment(tenant_key)}/preferences", query=None)
+        return cast("PreferencesOut", self._call("GET", f"/v1/tenants/{_segment(tenant_key)}/preferences", query=None))
 
     def put_tenant_preferences(
         self, tenant_key: str | int, body: PreferencesIn, *, idempotency_key: str | None = None
     ) -> PreferencesOut:
         """PUT /v1/tenants/{tenant_key}/preferences: Set a tenant's default preferences"""
-        return self._call(
-            "PUT",
-            f"/v1/tenants/{_segment(tenant_key)}/preferences",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "PreferencesOut",
+            self._call(
+                "PUT",
+                f"/v1/tenants/{_segment(tenant_key)}/preferences",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     def delete_topic(self, topic_key: str | int, *, idempotency_key: str | None = None) -> None:
         """DELETE /v1/topics/{topic_key}: Delete a topic and its followers"""
-        return self._call(
+        self._call(
             "DELETE", f"/v1/topics/{_segment(topic_key)}", query=None, idempotency_key=idempotency_key, idempotent=True
         )
 
     def put_topic(self, topic_key: str | int, body: TopicIn, *, idempotency_key: str | None = None) -> TopicOut:
         """PUT /v1/topics/{topic_key}: Create or update a topic"""
-        return self._call(
-            "PUT",
-            f"/v1/topics/{_segment(topic_key)}",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "TopicOut",
+            self._call(
+                "PUT",
+                f"/v1/topics/{_segment(topic_key)}",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     def list_topic_subscribers(
         self, topic_key: str | int, *, limit: int | None = None, cursor: str | None = None
     ) -> SubscribersOut:
         """GET /v1/topics/{topic_key}/subscribers: A topic's followers, page by page"""
-        return self._call(
-            "GET", f"/v1/topics/{_segment(topic_key)}/subscribers", query={"cursor": cursor, "limit": limit}
+        return cast(
+            "SubscribersOut",
+            self._call(
+                "GET", f"/v1/topics/{_segment(topic_key)}/subscribers", query={"cursor": cursor, "limit": limit}
+            ),
         )
 
     def iter_topic_subscribers(self, topic_key: str | int, *, limit: int | None = None) -> Iterator[SubscriberOut]:
         """Every item of GET /v1/topics/{topic_key}/subscribers (subscribers), page after page (keyset cursor)."""
-        return self._pages("GET", f"/v1/topics/{_segment(topic_key)}/subscribers", {"limit": limit}, "subscribers")
+        return cast(
+            "Iterator[SubscriberOut]",
+            self._pages("GET", f"/v1/topics/{_segment(topic_key)}/subscribers", {"limit": limit}, "subscribers"),
+        )
 
     def change_topic_subscribers(
         self, topic_key: str | int, body: SubscribersIn, *, idempotency_key: str | None = None
     ) -> SubscribersChanged:
         """POST /v1/topics/{topic_key}/subscribers: Add and remove a topic's followers"""
-        return self._call(
-            "POST",
-            f"/v1/topics/{_segment(topic_key)}/subscribers",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "SubscribersChanged",
+            self._call(
+                "POST",
+                f"/v1/topics/{_segment(topic_key)}/subscribers",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     def create_user_token(self, body: UserTokenIn) -> UserTokenOut:
         """POST /v1/user-tokens: A short-lived token for one member's feed (the embeddable bell)"""
-        return self._call("POST", "/v1/user-tokens", query=None, body=body)
+        return cast("UserTokenOut", self._call("POST", "/v1/user-tokens", query=None, body=body))
 
     def get_user_token_signing_secret(self) -> SigningSecretOut:
         """GET /v1/user-tokens/signing-secret: This key's secret for signing user tokens on the product's
         backend
         """
-        return self._call("GET", "/v1/user-tokens/signing-secret", query=None)
+        return cast("SigningSecretOut", self._call("GET", "/v1/user-tokens/signing-secret", query=None))
 
     def delete_user(self, external_id: str | int, *, idempotency_key: str | None = None) -> None:
         """DELETE /v1/users/{external_id}: Erase a recipient and everything about them"""
-        return self._call(
+        self._call(
             "DELETE", f"/v1/users/{_segment(external_id)}", query=None, idempotency_key=idempotency_key, idempotent=True
         )
 
     def put_user(self, external_id: str | int, body: UserIn, *, idempotency_key: str | None = None) -> UserOut:
         """PUT /v1/users/{external_id}: Create or update a recipient"""
-        return self._call(
-            "PUT",
-            f"/v1/users/{_segment(external_id)}",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "UserOut",
+            self._call(
+                "PUT",
+                f"/v1/users/{_segment(external_id)}",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     def delete_user_channel_data(
@@ -345,7 +395,7 @@ class SyncOperations:
         """DELETE /v1/users/{external_id}/channel-data/{provider}: Unlink a member's chat account on one
         provider
         """
-        return self._call(
+        self._call(
             "DELETE",
             f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}",
             query=None,
@@ -355,7 +405,10 @@ class SyncOperations:
 
     def get_user_channel_data(self, external_id: str | int, provider: str | int) -> ChannelDataOut:
         """GET /v1/users/{external_id}/channel-data/{provider}: A member's channel data on one provider"""
-        return self._call("GET", f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}", query=None)
+        return cast(
+            "ChannelDataOut",
+            self._call("GET", f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}", query=None),
+        )
 
     def put_user_channel_data(
         self, external_id: str | int, provider: str | int, body: ChannelDataIn, *, idempotency_key: str | None = None
@@ -363,41 +416,47 @@ class SyncOperations:
         """PUT /v1/users/{external_id}/channel-data/{provider}: Set where a member's chat messages go on one
         provider
         """
-        return self._call(
-            "PUT",
-            f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "ChannelDataOut",
+            self._call(
+                "PUT",
+                f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     def get_user_counts(self, external_id: str | int) -> CountsOut:
         """GET /v1/users/{external_id}/counts: A member's unread and unseen counts (the inbox badge)"""
-        return self._call("GET", f"/v1/users/{_segment(external_id)}/counts", query=None)
+        return cast("CountsOut", self._call("GET", f"/v1/users/{_segment(external_id)}/counts", query=None))
 
     def list_user_devices(self, external_id: str | int) -> DeviceListOut:
         """GET /v1/users/{external_id}/devices: A member's phones"""
-        return self._call("GET", f"/v1/users/{_segment(external_id)}/devices", query=None)
+        return cast("DeviceListOut", self._call("GET", f"/v1/users/{_segment(external_id)}/devices", query=None))
 
     def put_user_device(
         self, external_id: str | int, body: DeviceIn, *, idempotency_key: str | None = None
     ) -> DeviceOut:
         """PUT /v1/users/{external_id}/devices: Register a member's phone, or refresh it"""
-        return self._call(
-            "PUT",
-            f"/v1/users/{_segment(external_id)}/devices",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "DeviceOut",
+            self._call(
+                "PUT",
+                f"/v1/users/{_segment(external_id)}/devices",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     def delete_user_device(
         self, external_id: str | int, token: str | int, *, idempotency_key: str | None = None
     ) -> None:
         """DELETE /v1/users/{external_id}/devices/{token}: Forget a member's phone"""
-        return self._call(
+        self._call(
             "DELETE",
             f"/v1/users/{_segment(external_id)}/devices/{_segment(token)}",
             query=None,
@@ -407,59 +466,74 @@ class SyncOperations:
 
     def export_user(self, external_id: str | int) -> ExportOut:
         """GET /v1/users/{external_id}/export: Everything Hato keeps about a member, as one JSON document"""
-        return self._call("GET", f"/v1/users/{_segment(external_id)}/export", query=None)
+        return cast("ExportOut", self._call("GET", f"/v1/users/{_segment(external_id)}/export", query=None))
 
     def create_login_link(self, external_id: str | int, *, idempotency_key: str | None = None) -> LoginLinkOut:
         """POST /v1/users/{external_id}/login-links: A one-time sign-in URL for a member's inbox"""
-        return self._call(
-            "POST",
-            f"/v1/users/{_segment(external_id)}/login-links",
-            query=None,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "LoginLinkOut",
+            self._call(
+                "POST",
+                f"/v1/users/{_segment(external_id)}/login-links",
+                query=None,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     def list_user_topics(
         self, external_id: str | int, *, limit: int | None = None, cursor: str | None = None
     ) -> UserTopicsOut:
         """GET /v1/users/{external_id}/topics: The topics a member follows"""
-        return self._call("GET", f"/v1/users/{_segment(external_id)}/topics", query={"cursor": cursor, "limit": limit})
+        return cast(
+            "UserTopicsOut",
+            self._call("GET", f"/v1/users/{_segment(external_id)}/topics", query={"cursor": cursor, "limit": limit}),
+        )
 
     def iter_user_topics(self, external_id: str | int, *, limit: int | None = None) -> Iterator[UserTopicOut]:
         """Every item of GET /v1/users/{external_id}/topics (topics), page after page (keyset cursor)."""
-        return self._pages("GET", f"/v1/users/{_segment(external_id)}/topics", {"limit": limit}, "topics")
+        return cast(
+            "Iterator[UserTopicOut]",
+            self._pages("GET", f"/v1/users/{_segment(external_id)}/topics", {"limit": limit}, "topics"),
+        )
 
     def get_workflow(self, type_key: str | int) -> WorkflowOut:
         """GET /v1/workflows/{type_key}: A notification type's workflow"""
-        return self._call("GET", f"/v1/workflows/{_segment(type_key)}", query=None)
+        return cast("WorkflowOut", self._call("GET", f"/v1/workflows/{_segment(type_key)}", query=None))
 
     def put_workflow(self, type_key: str | int, body: WorkflowIn, *, idempotency_key: str | None = None) -> WorkflowOut:
         """PUT /v1/workflows/{type_key}: Save a notification type's workflow draft"""
-        return self._call(
-            "PUT",
-            f"/v1/workflows/{_segment(type_key)}",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "WorkflowOut",
+            self._call(
+                "PUT",
+                f"/v1/workflows/{_segment(type_key)}",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     def publish_workflow(
         self, type_key: str | int, body: PublishIn, *, idempotency_key: str | None = None
     ) -> VersionOut:
         """POST /v1/workflows/{type_key}/publish: Publish a notification type's workflow draft"""
-        return self._call(
-            "POST",
-            f"/v1/workflows/{_segment(type_key)}/publish",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "VersionOut",
+            self._call(
+                "POST",
+                f"/v1/workflows/{_segment(type_key)}/publish",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     def list_workflow_versions(self, type_key: str | int) -> VersionsOut:
         """GET /v1/workflows/{type_key}/versions: A notification type's published versions"""
-        return self._call("GET", f"/v1/workflows/{_segment(type_key)}/versions", query=None)
+        return cast("VersionsOut", self._call("GET", f"/v1/workflows/{_segment(type_key)}/versions", query=None))
 
 
 class AsyncOperations:
@@ -474,17 +548,20 @@ class AsyncOperations:
         """DELETE /v1/cancellations/{cancellation_key}: Cancel what has not happened yet under a cancellation
         key
         """
-        return await self._call(
-            "DELETE",
-            f"/v1/cancellations/{_segment(cancellation_key)}",
-            query=None,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "CancellationOut",
+            await self._call(
+                "DELETE",
+                f"/v1/cancellations/{_segment(cancellation_key)}",
+                query=None,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     async def get_fanout(self, fanout_id: str | int) -> FanoutOut:
         """GET /v1/fanouts/{fanout_id}: A topic notification's fanout: its progress"""
-        return await self._call("GET", f"/v1/fanouts/{_segment(fanout_id)}", query=None)
+        return cast("FanoutOut", await self._call("GET", f"/v1/fanouts/{_segment(fanout_id)}", query=None))
 
     async def get_feed(
         self,
@@ -494,99 +571,131 @@ class AsyncOperations:
         cursor: str | None = None,
     ) -> FeedPageOut:
         """GET /v1/feed: One page of the member's notifications (and announcements)"""
-        return await self._call("GET", "/v1/feed", query={"filter": filter, "cursor": cursor, "limit": limit})
+        return cast(
+            "FeedPageOut",
+            await self._call("GET", "/v1/feed", query={"filter": filter, "cursor": cursor, "limit": limit}),
+        )
 
     def iter_feed(
         self, *, filter: Literal["all", "unread", "archived", "snoozed"] | None = None, limit: int | None = None
     ) -> AsyncIterator[FeedNotificationOut]:
         """Every item of GET /v1/feed (notifications), page after page (keyset cursor)."""
-        return self._pages("GET", "/v1/feed", {"filter": filter, "limit": limit}, "notifications")
+        return cast(
+            "AsyncIterator[FeedNotificationOut]",
+            self._pages("GET", "/v1/feed", {"filter": filter, "limit": limit}, "notifications"),
+        )
 
     async def feed_read_announcement(self, announcement_id: str | int) -> FeedChangeOut:
         """POST /v1/feed/announcements/{announcement_id}/read: Mark an announcement read"""
-        return await self._call("POST", f"/v1/feed/announcements/{_segment(announcement_id)}/read", query=None)
+        return cast(
+            "FeedChangeOut",
+            await self._call("POST", f"/v1/feed/announcements/{_segment(announcement_id)}/read", query=None),
+        )
 
     async def get_feed_counts(self) -> FeedCountsOut:
         """GET /v1/feed/counts: The member's unread and unseen counts"""
-        return await self._call("GET", "/v1/feed/counts", query=None)
+        return cast("FeedCountsOut", await self._call("GET", "/v1/feed/counts", query=None))
 
     async def feed_register_device(self, body: DeviceIn) -> DeviceOut:
         """POST /v1/feed/devices: Register this phone for the member's pushes, or refresh it (at each start of
         the app)
         """
-        return await self._call("POST", "/v1/feed/devices", query=None, body=body)
+        return cast("DeviceOut", await self._call("POST", "/v1/feed/devices", query=None, body=body))
 
     async def feed_forget_device(self, token: str | int) -> None:
         """DELETE /v1/feed/devices/{token}: Forget this phone (when the member signs out in the app)"""
-        return await self._call("DELETE", f"/v1/feed/devices/{_segment(token)}", query=None)
+        await self._call("DELETE", f"/v1/feed/devices/{_segment(token)}", query=None)
 
     async def feed_archive(self, notification_id: str | int) -> FeedChangeOut:
         """POST /v1/feed/notifications/{notification_id}/archive: Archive a notification (idempotent)"""
-        return await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/archive", query=None)
+        return cast(
+            "FeedChangeOut",
+            await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/archive", query=None),
+        )
 
     async def feed_mute(self, notification_id: str | int) -> FeedChangeOut:
         """POST /v1/feed/notifications/{notification_id}/mute: Mute the notification's thread"""
-        return await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/mute", query=None)
+        return cast(
+            "FeedChangeOut",
+            await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/mute", query=None),
+        )
 
     async def feed_mark_read(self, notification_id: str | int) -> FeedChangeOut:
         """POST /v1/feed/notifications/{notification_id}/read: Mark a notification read (idempotent)"""
-        return await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/read", query=None)
+        return cast(
+            "FeedChangeOut",
+            await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/read", query=None),
+        )
 
     async def feed_snooze(self, notification_id: str | int, body: SnoozeIn) -> FeedChangeOut:
         """POST /v1/feed/notifications/{notification_id}/snooze: Snooze until {"choice":
         "hour"|"tomorrow"|"monday"} or {"until": a local date-time}
         """
-        return await self._call(
-            "POST", f"/v1/feed/notifications/{_segment(notification_id)}/snooze", query=None, body=body
+        return cast(
+            "FeedChangeOut",
+            await self._call(
+                "POST", f"/v1/feed/notifications/{_segment(notification_id)}/snooze", query=None, body=body
+            ),
         )
 
     async def feed_unarchive(self, notification_id: str | int) -> FeedChangeOut:
         """POST /v1/feed/notifications/{notification_id}/unarchive: Move it back to the inbox"""
-        return await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/unarchive", query=None)
+        return cast(
+            "FeedChangeOut",
+            await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/unarchive", query=None),
+        )
 
     async def feed_unsnooze(self, notification_id: str | int) -> FeedChangeOut:
         """POST /v1/feed/notifications/{notification_id}/unsnooze: Wake a snoozed notification now"""
-        return await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/unsnooze", query=None)
+        return cast(
+            "FeedChangeOut",
+            await self._call("POST", f"/v1/feed/notifications/{_segment(notification_id)}/unsnooze", query=None),
+        )
 
     async def get_feed_preferences(self) -> FeedPreferencesOut:
         """GET /v1/feed/preferences: The member's type × channel preferences"""
-        return await self._call("GET", "/v1/feed/preferences", query=None)
+        return cast("FeedPreferencesOut", await self._call("GET", "/v1/feed/preferences", query=None))
 
     async def put_feed_preference(self, body: FeedPreferenceIn) -> FeedPreferencesOut:
         """PUT /v1/feed/preferences: Turn one type × channel on or off (mandatory: 422)"""
-        return await self._call("PUT", "/v1/feed/preferences", query=None, body=body)
+        return cast("FeedPreferencesOut", await self._call("PUT", "/v1/feed/preferences", query=None, body=body))
 
     async def feed_read_all(self) -> FeedChangeOut:
         """POST /v1/feed/read-all: Mark everything read"""
-        return await self._call("POST", "/v1/feed/read-all", query=None)
+        return cast("FeedChangeOut", await self._call("POST", "/v1/feed/read-all", query=None))
 
     async def feed_seen(self) -> FeedChangeOut:
         """POST /v1/feed/seen: Record that the member looked (unseen back to 0)"""
-        return await self._call("POST", "/v1/feed/seen", query=None)
+        return cast("FeedChangeOut", await self._call("POST", "/v1/feed/seen", query=None))
 
     async def create_notifications(
         self, body: NotificationIn, *, idempotency_key: str | None = None
     ) -> NotificationAccepted | NotificationScheduled | TopicNotificationAccepted:
         """POST /v1/notifications: Send a notification to 1-1,000 recipients, or to a topic's followers"""
-        return await self._call(
-            "POST", "/v1/notifications", query=None, body=body, idempotency_key=idempotency_key, idempotent=True
+        return cast(
+            "NotificationAccepted | NotificationScheduled | TopicNotificationAccepted",
+            await self._call(
+                "POST", "/v1/notifications", query=None, body=body, idempotency_key=idempotency_key, idempotent=True
+            ),
         )
 
     async def get_notification(self, notification_id: str | int) -> NotificationOut:
         """GET /v1/notifications/{notification_id}: A notification and its per-channel delivery state"""
-        return await self._call("GET", f"/v1/notifications/{_segment(notification_id)}", query=None)
+        return cast(
+            "NotificationOut", await self._call("GET", f"/v1/notifications/{_segment(notification_id)}", query=None)
+        )
 
     async def get_open_api_document(self) -> OpenApiOut:
         """GET /v1/openapi.json: This document: every /v1 operation, its models and this server's limits"""
-        return await self._call("GET", "/v1/openapi.json", query=None)
+        return cast("OpenApiOut", await self._call("GET", "/v1/openapi.json", query=None))
 
     async def ping(self) -> Ping:
         """GET /v1/ping: Is the API process up (no key needed)"""
-        return await self._call("GET", "/v1/ping", query=None)
+        return cast("Ping", await self._call("GET", "/v1/ping", query=None))
 
     async def delete_tenant(self, tenant_key: str | int, *, idempotency_key: str | None = None) -> None:
         """DELETE /v1/tenants/{tenant_key}: Delete a tenant"""
-        return await self._call(
+        await self._call(
             "DELETE",
             f"/v1/tenants/{_segment(tenant_key)}",
             query=None,
@@ -596,105 +705,128 @@ class AsyncOperations:
 
     async def get_tenant(self, tenant_key: str | int) -> TenantOut:
         """GET /v1/tenants/{tenant_key}: A tenant"""
-        return await self._call("GET", f"/v1/tenants/{_segment(tenant_key)}", query=None)
+        return cast("TenantOut", await self._call("GET", f"/v1/tenants/{_segment(tenant_key)}", query=None))
 
     async def put_tenant(
         self, tenant_key: str | int, body: TenantIn, *, idempotency_key: str | None = None
     ) -> TenantOut:
         """PUT /v1/tenants/{tenant_key}: Create or update a tenant (name and branding)"""
-        return await self._call(
-            "PUT",
-            f"/v1/tenants/{_segment(tenant_key)}",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "TenantOut",
+            await self._call(
+                "PUT",
+                f"/v1/tenants/{_segment(tenant_key)}",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     async def get_tenant_preferences(self, tenant_key: str | int) -> PreferencesOut:
         """GET /v1/tenants/{tenant_key}/preferences: A tenant's default preferences"""
-        return await self._call("GET", f"/v1/tenants/{_segment(tenant_key)}/preferences", query=None)
+        return cast(
+            "PreferencesOut", await self._call("GET", f"/v1/tenants/{_segment(tenant_key)}/preferences", query=None)
+        )
 
     async def put_tenant_preferences(
         self, tenant_key: str | int, body: PreferencesIn, *, idempotency_key: str | None = None
     ) -> PreferencesOut:
         """PUT /v1/tenants/{tenant_key}/preferences: Set a tenant's default preferences"""
-        return await self._call(
-            "PUT",
-            f"/v1/tenants/{_segment(tenant_key)}/preferences",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "PreferencesOut",
+            await self._call(
+                "PUT",
+                f"/v1/tenants/{_segment(tenant_key)}/preferences",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     async def delete_topic(self, topic_key: str | int, *, idempotency_key: str | None = None) -> None:
         """DELETE /v1/topics/{topic_key}: Delete a topic and its followers"""
-        return await self._call(
+        await self._call(
             "DELETE", f"/v1/topics/{_segment(topic_key)}", query=None, idempotency_key=idempotency_key, idempotent=True
         )
 
     async def put_topic(self, topic_key: str | int, body: TopicIn, *, idempotency_key: str | None = None) -> TopicOut:
         """PUT /v1/topics/{topic_key}: Create or update a topic"""
-        return await self._call(
-            "PUT",
-            f"/v1/topics/{_segment(topic_key)}",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "TopicOut",
+            await self._call(
+                "PUT",
+                f"/v1/topics/{_segment(topic_key)}",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     async def list_topic_subscribers(
         self, topic_key: str | int, *, limit: int | None = None, cursor: str | None = None
     ) -> SubscribersOut:
         """GET /v1/topics/{topic_key}/subscribers: A topic's followers, page by page"""
-        return await self._call(
-            "GET", f"/v1/topics/{_segment(topic_key)}/subscribers", query={"cursor": cursor, "limit": limit}
+        return cast(
+            "SubscribersOut",
+            await self._call(
+                "GET", f"/v1/topics/{_segment(topic_key)}/subscribers", query={"cursor": cursor, "limit": limit}
+            ),
         )
 
     def iter_topic_subscribers(self, topic_key: str | int, *, limit: int | None = None) -> AsyncIterator[SubscriberOut]:
         """Every item of GET /v1/topics/{topic_key}/subscribers (subscribers), page after page (keyset cursor)."""
-        return self._pages("GET", f"/v1/topics/{_segment(topic_key)}/subscribers", {"limit": limit}, "subscribers")
+        return cast(
+            "AsyncIterator[SubscriberOut]",
+            self._pages("GET", f"/v1/topics/{_segment(topic_key)}/subscribers", {"limit": limit}, "subscribers"),
+        )
 
     async def change_topic_subscribers(
         self, topic_key: str | int, body: SubscribersIn, *, idempotency_key: str | None = None
     ) -> SubscribersChanged:
         """POST /v1/topics/{topic_key}/subscribers: Add and remove a topic's followers"""
-        return await self._call(
-            "POST",
-            f"/v1/topics/{_segment(topic_key)}/subscribers",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "SubscribersChanged",
+            await self._call(
+                "POST",
+                f"/v1/topics/{_segment(topic_key)}/subscribers",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     async def create_user_token(self, body: UserTokenIn) -> UserTokenOut:
         """POST /v1/user-tokens: A short-lived token for one member's feed (the embeddable bell)"""
-        return await self._call("POST", "/v1/user-tokens", query=None, body=body)
+        return cast("UserTokenOut", await self._call("POST", "/v1/user-tokens", query=None, body=body))
 
     async def get_user_token_signing_secret(self) -> SigningSecretOut:
         """GET /v1/user-tokens/signing-secret: This key's secret for signing user tokens on the product's
         backend
         """
-        return await self._call("GET", "/v1/user-tokens/signing-secret", query=None)
+        return cast("SigningSecretOut", await self._call("GET", "/v1/user-tokens/signing-secret", query=None))
 
     async def delete_user(self, external_id: str | int, *, idempotency_key: str | None = None) -> None:
         """DELETE /v1/users/{external_id}: Erase a recipient and everything about them"""
-        return await self._call(
+        await self._call(
             "DELETE", f"/v1/users/{_segment(external_id)}", query=None, idempotency_key=idempotency_key, idempotent=True
         )
 
     async def put_user(self, external_id: str | int, body: UserIn, *, idempotency_key: str | None = None) -> UserOut:
         """PUT /v1/users/{external_id}: Create or update a recipient"""
-        return await self._call(
-            "PUT",
-            f"/v1/users/{_segment(external_id)}",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "UserOut",
+            await self._call(
+                "PUT",
+                f"/v1/users/{_segment(external_id)}",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     async def delete_user_channel_data(
@@ -703,7 +835,7 @@ class AsyncOperations:
         """DELETE /v1/users/{external_id}/channel-data/{provider}: Unlink a member's chat account on one
         provider
         """
-        return await self._call(
+        await self._call(
             "DELETE",
             f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}",
             query=None,
@@ -713,8 +845,9 @@ class AsyncOperations:
 
     async def get_user_channel_data(self, external_id: str | int, provider: str | int) -> ChannelDataOut:
         """GET /v1/users/{external_id}/channel-data/{provider}: A member's channel data on one provider"""
-        return await self._call(
-            "GET", f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}", query=None
+        return cast(
+            "ChannelDataOut",
+            await self._call("GET", f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}", query=None),
         )
 
     async def put_user_channel_data(
@@ -723,41 +856,47 @@ class AsyncOperations:
         """PUT /v1/users/{external_id}/channel-data/{provider}: Set where a member's chat messages go on one
         provider
         """
-        return await self._call(
-            "PUT",
-            f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "ChannelDataOut",
+            await self._call(
+                "PUT",
+                f"/v1/users/{_segment(external_id)}/channel-data/{_segment(provider)}",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     async def get_user_counts(self, external_id: str | int) -> CountsOut:
         """GET /v1/users/{external_id}/counts: A member's unread and unseen counts (the inbox badge)"""
-        return await self._call("GET", f"/v1/users/{_segment(external_id)}/counts", query=None)
+        return cast("CountsOut", await self._call("GET", f"/v1/users/{_segment(external_id)}/counts", query=None))
 
     async def list_user_devices(self, external_id: str | int) -> DeviceListOut:
         """GET /v1/users/{external_id}/devices: A member's phones"""
-        return await self._call("GET", f"/v1/users/{_segment(external_id)}/devices", query=None)
+        return cast("DeviceListOut", await self._call("GET", f"/v1/users/{_segment(external_id)}/devices", query=None))
 
     async def put_user_device(
         self, external_id: str | int, body: DeviceIn, *, idempotency_key: str | None = None
     ) -> DeviceOut:
         """PUT /v1/users/{external_id}/devices: Register a member's phone, or refresh it"""
-        return await self._call(
-            "PUT",
-            f"/v1/users/{_segment(external_id)}/devices",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "DeviceOut",
+            await self._call(
+                "PUT",
+                f"/v1/users/{_segment(external_id)}/devices",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     async def delete_user_device(
         self, external_id: str | int, token: str | int, *, idempotency_key: str | None = None
     ) -> None:
         """DELETE /v1/users/{external_id}/devices/{token}: Forget a member's phone"""
-        return await self._call(
+        await self._call(
             "DELETE",
             f"/v1/users/{_segment(external_id)}/devices/{_segment(token)}",
             query=None,
@@ -767,60 +906,75 @@ class AsyncOperations:
 
     async def export_user(self, external_id: str | int) -> ExportOut:
         """GET /v1/users/{external_id}/export: Everything Hato keeps about a member, as one JSON document"""
-        return await self._call("GET", f"/v1/users/{_segment(external_id)}/export", query=None)
+        return cast("ExportOut", await self._call("GET", f"/v1/users/{_segment(external_id)}/export", query=None))
 
     async def create_login_link(self, external_id: str | int, *, idempotency_key: str | None = None) -> LoginLinkOut:
         """POST /v1/users/{external_id}/login-links: A one-time sign-in URL for a member's inbox"""
-        return await self._call(
-            "POST",
-            f"/v1/users/{_segment(external_id)}/login-links",
-            query=None,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "LoginLinkOut",
+            await self._call(
+                "POST",
+                f"/v1/users/{_segment(external_id)}/login-links",
+                query=None,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     async def list_user_topics(
         self, external_id: str | int, *, limit: int | None = None, cursor: str | None = None
     ) -> UserTopicsOut:
         """GET /v1/users/{external_id}/topics: The topics a member follows"""
-        return await self._call(
-            "GET", f"/v1/users/{_segment(external_id)}/topics", query={"cursor": cursor, "limit": limit}
+        return cast(
+            "UserTopicsOut",
+            await self._call(
+                "GET", f"/v1/users/{_segment(external_id)}/topics", query={"cursor": cursor, "limit": limit}
+            ),
         )
 
     def iter_user_topics(self, external_id: str | int, *, limit: int | None = None) -> AsyncIterator[UserTopicOut]:
         """Every item of GET /v1/users/{external_id}/topics (topics), page after page (keyset cursor)."""
-        return self._pages("GET", f"/v1/users/{_segment(external_id)}/topics", {"limit": limit}, "topics")
+        return cast(
+            "AsyncIterator[UserTopicOut]",
+            self._pages("GET", f"/v1/users/{_segment(external_id)}/topics", {"limit": limit}, "topics"),
+        )
 
     async def get_workflow(self, type_key: str | int) -> WorkflowOut:
         """GET /v1/workflows/{type_key}: A notification type's workflow"""
-        return await self._call("GET", f"/v1/workflows/{_segment(type_key)}", query=None)
+        return cast("WorkflowOut", await self._call("GET", f"/v1/workflows/{_segment(type_key)}", query=None))
 
     async def put_workflow(
         self, type_key: str | int, body: WorkflowIn, *, idempotency_key: str | None = None
     ) -> WorkflowOut:
         """PUT /v1/workflows/{type_key}: Save a notification type's workflow draft"""
-        return await self._call(
-            "PUT",
-            f"/v1/workflows/{_segment(type_key)}",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "WorkflowOut",
+            await self._call(
+                "PUT",
+                f"/v1/workflows/{_segment(type_key)}",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     async def publish_workflow(
         self, type_key: str | int, body: PublishIn, *, idempotency_key: str | None = None
     ) -> VersionOut:
         """POST /v1/workflows/{type_key}/publish: Publish a notification type's workflow draft"""
-        return await self._call(
-            "POST",
-            f"/v1/workflows/{_segment(type_key)}/publish",
-            query=None,
-            body=body,
-            idempotency_key=idempotency_key,
-            idempotent=True,
+        return cast(
+            "VersionOut",
+            await self._call(
+                "POST",
+                f"/v1/workflows/{_segment(type_key)}/publish",
+                query=None,
+                body=body,
+                idempotency_key=idempotency_key,
+                idempotent=True,
+            ),
         )
 
     async def list_workflow_versions(self, type_key: str | int) -> VersionsOut:
         """GET /v1/workflows/{type_key}/versions: A notification type's published versions"""
-        return await self._call("GET", f"/v1/workflows/{_segment(type_key)}/versions", query=None)
+        return cast("VersionsOut", await self._call("GET", f"/v1/workflows/{_segment(type_key)}/versions", query=None))

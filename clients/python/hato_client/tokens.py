@@ -31,7 +31,9 @@ def sign_user_token(
     string (base64url) with `kid` (the key's prefix) and `audience` (Hato's BASE_URL) given here.
     """
     if isinstance(secret, Mapping):
-        kid, audience, secret = kid or secret["kid"], audience or secret["audience"], secret["secret"]
+        kid, audience, text = kid or secret["kid"], audience or secret["audience"], str(secret["secret"])
+    else:
+        text = secret
     if not kid or not audience:
         raise ValueError("kid and audience are needed (or pass the signing-secret answer as secret)")
     issued = int(time.time()) if now is None else now
@@ -40,6 +42,6 @@ def sign_user_token(
         claims["tenant"] = tenant
     header = {"alg": "HS256", "typ": "JWT", "kid": kid}
     signing_input = ".".join(_b64url(json.dumps(part, separators=(",", ":")).encode()) for part in (header, claims))
-    key = base64.urlsafe_b64decode(secret + "=" * (-len(secret) % 4))
+    key = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     signature = hmac.new(key, signing_input.encode(), hashlib.sha256).digest()
     return f"{signing_input}.{_b64url(signature)}"

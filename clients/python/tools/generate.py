@@ -164,7 +164,9 @@ def method(op: dict, is_async: bool) -> str:
     lines = [
         f"    {prefix} {op['name']}({signature}) -> {op['answer']}:",
         docstring(f"{op['method']} {op['path']}: {op['summary'] or op['id']}"),
-        f"        return {awaiting}{call}",
+        f"        {awaiting}{call}"
+        if op["answer"] == "None"
+        else f"        return cast({op['answer']!r}, {awaiting}{call})",
     ]
     if op["page"]:
         key, item = op["page"]
@@ -176,7 +178,7 @@ def method(op: dict, is_async: bool) -> str:
             "",
             f"    def {name}({', '.join(args).removesuffix(', *')}) -> {iterator}:",
             docstring(f"Every item of {op['method']} {op['path']} ({key}), page after page (keyset cursor)."),
-            f"        return self._pages({op['method']!r}, {path}, {kept}, {key!r})",
+            f"        return cast({iterator!r}, self._pages({op['method']!r}, {path}, {kept}, {key!r}))",
         ]
     return "\n".join(lines)
 
@@ -193,7 +195,7 @@ def client_operations(spec: dict) -> str:
         "from __future__ import annotations\n\n",
         "from collections.abc import AsyncIterator, Callable, Iterator\n",
     ]
-    out.append("from typing import Any, Literal\n\n")
+    out.append("from typing import Any, Literal, cast\n\n")
     out.append("from hato_client._base import _segment\n")
     out.append("from hato_client.models import " + ", ".join(used) + "\n\n")
     out.append(f"OPERATIONS = {tuple(op['id'] for op in ops)!r}\n")
