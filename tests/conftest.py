@@ -7,6 +7,8 @@ truncated afterwards instead.
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
 import secrets
 import threading
@@ -42,6 +44,32 @@ def _own_stores_per_worker() -> None:
 
 
 _own_stores_per_worker()
+
+
+def _parses_take_turns() -> None:
+    """ast.parse under a lock, for every caller in the test process (werkzeug compiling a route, a traceback's
+    carets, the tests that read the sources).
+
+    CPython 3.11 keeps the AST builder's recursion counter per interpreter, not per call (python/cpython#106905):
+    a parse in one thread while another thread parses (the live servers' threads format tracebacks, and 3.11 parses
+    for their carets) ends with "SystemError: AST constructor recursion depth mismatch", failing whichever test
+    was creating an app or reading a file then. Reentrant: a parse may run a finalizer that parses.
+    """
+    original = ast.parse
+    if getattr(original, "takes_turns", False):
+        return
+    lock = threading.RLock()
+
+    @functools.wraps(original)
+    def parse(*args, **kwargs):
+        with lock:
+            return original(*args, **kwargs)
+
+    parse.takes_turns = True
+    ast.parse = parse
+
+
+_parses_take_turns()
 
 from app import create_app, unitofwork  # noqa: E402
 from app.auth import sessions  # noqa: E402

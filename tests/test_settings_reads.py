@@ -16,7 +16,6 @@ import pytest
 from flask import Flask
 
 from app.config import SETTINGS, Config
-from tests.support import pysource
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = (ROOT / "app", ROOT / "jobs", ROOT / "wsgi.py")
@@ -99,7 +98,7 @@ def findings(source: str, where: str, known: set[str], environ_allowed: bool = F
     """What source does against the rule, one line each (where: the file and line prefix)."""
     found = []
     declared = {s.config_key for s in SETTINGS} | set(vars(Config({})))
-    for node in ast.walk(pysource.parse(source)):
+    for node in ast.walk(ast.parse(source)):
         line = f"{where}:{getattr(node, 'lineno', 0)}"
         key = None
         if isinstance(node, ast.Subscript) and _is_config(node.value):

@@ -19,8 +19,6 @@ from pathlib import Path
 
 from jinja2 import Environment
 
-from tests.support import pysource
-
 ROOT = Path(__file__).resolve().parents[2]
 GAP = "\x00"  # stands for a Jinja expression or tag inside template text
 WORD = re.compile(r"[A-Za-z]{2,}")
@@ -179,7 +177,7 @@ def _wrapped(tokens: list, index: int) -> bool:
 def scan_python(path: Path, refusals: set[str]) -> list[Finding]:
     """English literals handed to message calls or kept in label tables, not wrapped in gettext."""
     relative = str(path.relative_to(ROOT))
-    tree = pysource.parse(path.read_text(encoding="utf-8"))
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     callees = MESSAGE_CALLS | refusals
     findings: list[Finding] = []
     for node in ast.walk(tree):
@@ -221,7 +219,7 @@ def refusal_classes(paths: list[Path]) -> set[str]:
     """Refused and every class derived from it (its messages reach users), across the given modules."""
     parents: dict[str, set[str]] = {}
     for path in paths:
-        for node in ast.walk(pysource.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ClassDef):
                 parents[node.name] = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
     found = {"Refused"}
