@@ -36,7 +36,6 @@ def stack(app, tmp_path):
         return procs[name]
 
     yield {"start": start, "log": log, "procs": procs, "tmp": tmp_path, "env": env}
-    for proc in procs.values():
-        processes.stop(proc)
+    processes.stop_all(procs.values())
     with app.app_context():
         redis.client().flushdb()

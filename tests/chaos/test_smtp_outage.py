@@ -72,8 +72,7 @@ def stack(app, tmp_path):
         "env": base_env,
         "fallback_url": f"smtp://127.0.0.1:{ports['fallback']}",
     }
-    for proc in procs.values():
-        processes.stop(proc)
+    processes.stop_all(procs.values())
     with app.app_context():
         redis.client().flushdb()
 
