@@ -10,7 +10,7 @@ fetched once and kept.
 from __future__ import annotations
 
 import logging
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from authlib.common.errors import AuthlibBaseError
 from authlib.integrations.flask_client import FlaskIntegration
@@ -132,6 +132,11 @@ def logout_url(id_token: str | None, post_logout_redirect_uri: str) -> str | Non
         log.warning("OIDC discovery unavailable at sign-out; the provider's session stays: %s", exc)
         return None
     if not endpoint:
+        return None
+    if urlsplit(endpoint)[:2] != urlsplit(issuer())[:2]:  # the page's form-action allows the issuer's origin only
+        log.warning(
+            "OIDC end_session_endpoint %s is not on the issuer's origin; the provider's session stays", endpoint
+        )
         return None
     params = {"post_logout_redirect_uri": post_logout_redirect_uri, "client_id": current_app.config["OIDC_CLIENT_ID"]}
     if id_token:

@@ -240,3 +240,10 @@ def test_an_unverified_email_of_an_existing_account_is_not_taken_over(app):
 def test_settings_that_cannot_work_are_refused(env, expected):
     problems = check(vars(Config({"SECRET_KEY": "x" * 48, **env})))
     assert any(expected in p for p in problems), problems
+
+
+def test_the_pages_let_the_sign_out_form_go_to_the_issuer_only_when_configured(client, app, monkeypatch):
+    assert "form-action 'self';" in client.get("/login").headers["Content-Security-Policy"]
+    monkeypatch.setitem(app.config, "OIDC_ISSUER", "https://idp.example/realms/staff")
+    policy = client.get("/login").headers["Content-Security-Policy"]
+    assert "form-action 'self' https://idp.example;" in policy
