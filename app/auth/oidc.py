@@ -15,13 +15,14 @@ from urllib.parse import urlencode, urlsplit
 from authlib.common.errors import AuthlibBaseError
 from authlib.integrations.flask_client import FlaskIntegration
 from authlib.integrations.flask_client.apps import FlaskOAuth2App
-from flask import current_app
+from flask import current_app, session
 from joserfc.errors import JoseError
 from requests import RequestException
 
 log = logging.getLogger(__name__)
 
 NAME = "oidc"
+PENDING_PREFIX = f"_state_{NAME}_"  # where Authlib keeps a pending sign-in in the session
 # Clock difference tolerated between the provider and this host when reading exp/iat.
 LEEWAY_SECONDS = 60
 ROLES_BY_RANK = ("member", "operator", "admin")
@@ -64,6 +65,9 @@ def client() -> FlaskOAuth2App:
 
 def start(redirect_uri: str):
     """Return the redirect to the provider's authorization endpoint (state, nonce and PKCE kept in the session)."""
+    # Only the newest sign-in waits: each pending one is ~600 bytes of the session cookie, which holds 4 KB.
+    for key in [key for key in session if key.startswith(PENDING_PREFIX)]:
+        session.pop(key)
     try:
         return client().authorize_redirect(redirect_uri)
     except (RequestException, ValueError, RuntimeError) as exc:

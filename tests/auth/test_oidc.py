@@ -68,6 +68,13 @@ def test_the_redirect_asks_for_code_with_pkce_s256_state_and_nonce(client, oidc_
     assert query["redirect_uri"] == ["http://127.0.0.1:5000/login/oidc/callback"]
 
 
+def test_only_the_newest_pending_sign_in_is_kept_in_the_cookie(client, oidc_on):
+    for _ in range(3):
+        _to_provider(client)
+    with client.session_transaction() as sess:
+        assert len([key for key in sess if key.startswith("_state_oidc_")]) == 1
+
+
 def test_first_sign_in_creates_the_account_with_the_providers_role(client, oidc_on):
     oidc_on.set_account("alice", "alice@corp.example", "Alice Ops", groups=("staff", "hato-operators"))
     response = _sign_in(client, "alice")
