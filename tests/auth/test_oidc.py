@@ -254,3 +254,15 @@ def test_the_pages_let_the_sign_out_form_go_to_the_issuer_only_when_configured(c
     monkeypatch.setitem(app.config, "OIDC_ISSUER", "https://idp.example/realms/staff")
     policy = client.get("/login").headers["Content-Security-Policy"]
     assert "form-action 'self' https://idp.example;" in policy
+
+
+def test_without_settings_the_oidc_routes_lead_back_to_the_sign_in_page(client):
+    assert client.get("/login/oidc").headers["Location"] == "/login"
+    assert client.get("/login/oidc/callback?code=x&state=y").headers["Location"] == "/login"
+
+
+def test_an_error_from_the_provider_is_a_refusal(client, oidc_on, caplog):
+    _to_provider(client)
+    response = client.get("/login/oidc/callback?error=access_denied&error_description=cancelled")
+    assert response.status_code == 401 and "access_denied" in caplog.text
+    assert _signed_in_user_id(client) is None
