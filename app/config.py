@@ -154,6 +154,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("LOGIN_CLIENT_RATE_LIMIT", "25 per 5 minutes", "rate", help="failed sign-ins per client address, across accounts"),
     Setting("LOGIN_ACCOUNT_RATE_LIMIT", "50 per hour", "rate", help="failed sign-ins per account; never holds a client that has not failed"),
     Setting("RATELIMIT_ENABLED", True, "bool", help="switch all rate limits off"),
+    # Console sign-in with OpenID Connect (issue 33): Okta, Entra ID, Google, Keycloak…
+    Setting("OIDC_ISSUER", "", "str", help="the OpenID Connect provider's issuer URL (https; its /.well-known/openid-configuration is read); empty: no SSO"),
+    Setting("OIDC_CLIENT_ID", "", "str", help="Hato's client id at the provider"),
+    Setting("OIDC_CLIENT_SECRET", "", "str", help="Hato's client secret at the provider (a confidential client; PKCE S256 is used as well)"),
+    Setting("OIDC_DISPLAY_NAME", "SSO", "str", help='the provider\'s name on the sign-in button ("Sign in with Okta")'),
+    Setting("OIDC_SCOPES", "openid email profile", "str", help="scopes asked for (add the one that releases the role claim if the provider needs it, e.g. groups)"),
+    Setting("OIDC_ROLE_CLAIM", "groups", "str", help="the ID token (or userinfo) claim whose values give the console role"),
+    Setting("OIDC_OPERATOR_VALUES", "", "str", help="comma-separated values of OIDC_ROLE_CLAIM that make an operator"),
+    Setting("OIDC_ADMIN_VALUES", "", "str", help="comma-separated values of OIDC_ROLE_CLAIM that make an admin (wins over operator)"),
+    Setting("OIDC_ONLY_STAFF", False, "bool", help="operators and admins sign in only through OIDC (their local passwords are refused); members keep theirs"),
+    Setting("OIDC_TIMEOUT", 10.0, "float", 0.5, 60, "seconds for one request to the provider (discovery, JWKS, token, userinfo)"),
     Setting("METRICS_TOKEN", "", "str", help="bearer token /metrics requires; unset: only this host, unproxied"),
     Setting("METRICS_CACHE_SECONDS", 10.0, "float", 0, 3600, "seconds a /metrics body is reused per process"),
     Setting("SMTP_URL", "smtp://127.0.0.1:8025", "str", help="primary e-mail provider"),
@@ -437,6 +448,7 @@ def _value_problems(config: Mapping) -> list[str]:
     if not config["SMS_HELP_TEXT"].strip() or len(config["SMS_HELP_TEXT"]) > SMS_HELP_TEXT_MAX:
         problems.append(f"SMS_HELP_TEXT must be a text of 1 to {SMS_HELP_TEXT_MAX} characters (the answer to HELP)")
     problems += _chat_problems(config)
+    problems += _oidc_problems(config)
     return [p for p in problems if p]
 
 
@@ -590,6 +602,24 @@ def _chat_problems(config: Mapping) -> list[str]:
         problems.append(f"CHAT_WEBHOOK_CA_FILE={config['CHAT_WEBHOOK_CA_FILE']!r} is not a file")
     if not [host for host in str(config["CHAT_ALLOWED_HOSTS"]).split(",") if host.strip()]:
         problems.append("CHAT_ALLOWED_HOSTS is empty: no webhook_url could be set")
+    return problems
+
+
+def _oidc_problems(config: Mapping) -> list[str]:
+    """OIDC: an https issuer (http on loopback only) with its client id and secret; only-staff needs an issuer."""
+    issuer = config["OIDC_ISSUER"]
+    if not issuer:
+        if config["OIDC_ONLY_STAFF"]:
+            return ["OIDC_ONLY_STAFF is on but OIDC_ISSUER is empty: staff could not sign in at all"]
+        return []
+    problems = [_https_problem("OIDC_ISSUER", issuer)]
+    if not (config["OIDC_CLIENT_ID"] and config["OIDC_CLIENT_SECRET"]):
+        problems.append("OIDC_ISSUER is set but OIDC_CLIENT_ID or OIDC_CLIENT_SECRET is not: the provider gives both "
+                        "when Hato is registered as a web application")  # fmt: skip
+    if "openid" not in str(config["OIDC_SCOPES"]).split():
+        problems.append(f"OIDC_SCOPES={config['OIDC_SCOPES']!r} must include openid")
+    if not str(config["OIDC_ROLE_CLAIM"]).strip():
+        problems.append("OIDC_ROLE_CLAIM is empty: name the claim that carries the groups or roles (e.g. groups)")
     return problems
 
 

@@ -300,6 +300,24 @@ def ensure_test_packages() -> str:
     return path
 
 
+# The real OpenID Connect provider the OIDC sign-in tests start (tests/support/oidc: node-oidc-provider, pinned).
+NODE_PACKAGE_DIRS = ("tests/support/oidc",)
+
+
+def ensure_node_packages() -> None:
+    """Install the tests' Node packages (npm ci, from the pinned lock) where node_modules is missing or older."""
+    for folder in NODE_PACKAGE_DIRS:
+        where = ROOT / folder
+        lock, installed = where / "package-lock.json", where / "node_modules" / ".package-lock.json"
+        if installed.exists() and installed.stat().st_mtime >= lock.stat().st_mtime:
+            continue
+        if not shutil.which("npm"):
+            say(f"WARNING: no npm; the tests that need {folder}'s packages will fail (install Debian's nodejs and npm)")
+            continue
+        say(f"installing {folder}'s Node packages (npm ci) …")
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=where, check=False)
+
+
 def parallel_args(pytest_args: list[str]) -> list[str]:
     """pytest-xdist's arguments for the whole suite: HATO_TEST_WORKERS processes (2: this machine's CPUs), each
     test file on one of them (module fixtures such as a Redis Cluster are started once). A run of chosen paths,
@@ -314,6 +332,7 @@ def parallel_args(pytest_args: list[str]) -> list[str]:
 def cmd_test(pytest_args: list[str]) -> int:
     catalogs.compile_all()
     chromium = ensure_test_packages()
+    ensure_node_packages()
     signals = Signals()
     signals.install()
     embedded = Embedded(signals)

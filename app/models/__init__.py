@@ -45,11 +45,12 @@ from app.models.notifications import (
 from app.models.phones import PhoneVerification
 from app.models.tenants import Tenant, TenantMember, TenantPreference
 from app.models.topics import FANOUT_STATUSES, Topic, TopicFanout, TopicSubscription
-from app.models.users import CONSENT_SOURCES, ROLES, SmsConsent, User
+from app.models.users import CONSENT_SOURCES, ROLES, OidcAccount, SmsConsent, User
 from app.models.webhooks import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from app.models.workflows import WorkflowDraft, WorkflowStep, WorkflowVersion
 
 __all__ = [
+    "OidcAccount",
     "FANOUT_STATUSES",
     "Topic",
     "TopicFanout",

@@ -92,3 +92,15 @@ class SmsConsent(db.Model):
     source: Mapped[str] = mapped_column(sa.Text)
     detail: Mapped[str] = mapped_column(sa.Text, server_default="")
     created_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), server_default=sa.func.now())
+
+
+class OidcAccount(db.Model):
+    """The link from an OpenID Connect identity (issuer, subject) to the Hato account it signs in as."""
+
+    __tablename__ = "oidc_accounts"
+
+    issuer: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    subject: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), server_default=sa.func.now())
+    last_sign_in_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), server_default=sa.func.now())

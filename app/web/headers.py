@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from urllib.parse import urlsplit
 
 from flask import Flask, Response, current_app, request
 
 
 def content_security_policy() -> str:
     """Return the CSP: no inline script, nothing framed, websockets only to our own origin."""
-    return _csp(current_app.config["BASE_URL"])
+    return _csp(current_app.config["BASE_URL"], current_app.config["OIDC_ISSUER"])
 
 
-# Built once per BASE_URL (a process has one; tests build apps with others): every response carries it.
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else ""
+
+
+# Built once per BASE_URL and OIDC issuer (a process has one; tests build apps with others): every response
+# carries it. The sign-out form's redirect to the provider's end-session page is a form action (browsers check
+# form-action along the redirects too), so the issuer's origin is allowed there when OIDC sign-in is on.
 @lru_cache(maxsize=16)
-def _csp(base: str) -> str:
+def _csp(base: str, oidc_issuer: str = "") -> str:
     ws_origin = base.replace("https://", "wss://").replace("http://", "ws://")
+    form_action = " ".join(filter(None, ["form-action 'self'", _origin(oidc_issuer)]))
     return "; ".join(
         [
             "default-src 'self'",
@@ -26,7 +35,7 @@ def _csp(base: str) -> str:
             "frame-src 'self'",
             "frame-ancestors 'none'",
             "base-uri 'self'",
-            "form-action 'self'",
+            form_action,
             "object-src 'none'",
         ]
     )
@@ -57,10 +66,10 @@ def sent_content_csp() -> str:
 
 
 @lru_cache(maxsize=16)
-def _security_headers(base: str) -> tuple[tuple[str, str, str], ...]:
+def _security_headers(base: str, oidc_issuer: str = "") -> tuple[tuple[str, str, str], ...]:
     """(lower-case name, name, value) of every header a response carries, for the site at base."""
     pairs = [
-        ("Content-Security-Policy", _csp(base)),
+        ("Content-Security-Policy", _csp(base, oidc_issuer)),
         ("X-Content-Type-Options", "nosniff"),
         ("X-Frame-Options", "DENY"),
         ("Referrer-Policy", "same-origin"),
@@ -77,7 +86,8 @@ def add_security_headers(response: Response) -> Response:
     headers = response.headers
     # One pass over the response's headers instead of one per header set (setdefault scans them all).
     present = {name.lower() for name in headers.keys()}
-    for lower, name, value in _security_headers(current_app.config["BASE_URL"]):
+    config = current_app.config
+    for lower, name, value in _security_headers(config["BASE_URL"], config["OIDC_ISSUER"]):
         if lower not in present:
             headers.add(name, value)
     if request.headers.get("HX-Request"):
