@@ -5,7 +5,7 @@ defaults, branding and scoped feeds apply as to the ingest's rows). No foreign k
 a deleted tenant's fanouts keep its id, never reused.
 
 Revision ID: 0046_topic_fanout_tenant
-Revises: 0040_tenant_last_seen
+Revises: 0045_oidc_accounts
 Create Date: 2026-12-04
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0046_topic_fanout_tenant"
-down_revision = "0040_tenant_last_seen"
+down_revision = "0045_oidc_accounts"
 branch_labels = None
 depends_on = None
 
