@@ -11,6 +11,8 @@ import pytest
 from flask import Flask
 from flask.sessions import SecureCookieSessionInterface
 
+from app.config import Config, check
+
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = "dev-insecure-change-me"
 
@@ -36,8 +38,16 @@ def _forged_admin_cookie(secret: str) -> str:
     "secret",
     [None, "", PUBLISHED, "test-secret", "changeme", "short-but-not-published", " " + PUBLISHED.upper() + " "],
 )
-def test_the_web_app_refuses_to_start_without_a_real_secret(secret):
-    started = _start([sys.executable, "-c", "import wsgi"], SECRET_KEY=secret)
+def test_no_secret_a_published_one_or_a_short_one_is_a_reason_to_refuse(secret):
+    env = _env(SECRET_KEY=secret)
+    problems = check(vars(Config(env)), ())
+    assert [p for p in problems if p.startswith("SECRET_KEY")], problems
+
+
+def test_the_web_app_refuses_to_start_without_a_real_secret():
+    # One process for the whole path (import wsgi → check → refusal, exit code 3); the values above are the
+    # same check in this process (each process costs 3-10 s of the suite).
+    started = _start([sys.executable, "-c", "import wsgi"], SECRET_KEY=" " + PUBLISHED.upper() + " ")
     assert started.returncode == 3, started.stderr
     assert "Hato is refusing to start" in started.stderr
     assert "SECRET_KEY" in started.stderr
