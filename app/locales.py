@@ -52,11 +52,8 @@ def localized(base: Mapping[str, T], variants: Variants | None, chain: Iterable[
 
     Field by field: a Japanese title without a Japanese body shows the base body under the Japanese title.
     """
-    walk = [locale for locale in chain if (variants or {}).get(locale)]
-    return {
-        name: next((variants[locale][name] for locale in walk if variants[locale].get(name)), value)  # type: ignore[index]
-        for name, value in base.items()
-    }
+    along = [(variants or {})[locale] for locale in chain if (variants or {}).get(locale)]
+    return {name: next((v[name] for v in along if v.get(name)), value) for name, value in base.items()}
 
 
 def in_locale(row: Mapping, fields: Iterable[str], chain: Iterable[str]) -> dict:

@@ -55,9 +55,10 @@ VARIANT_LANGUAGES = LANGUAGES[1:]
 def with_variants(form_class: type[FlaskForm], fields: dict) -> type[FlaskForm]:
     """Give form_class a `<field>_<language>` field per VARIANT_LANGUAGES for each of fields.
 
-    fields maps a base field's name to (its field class, its label, its maximum length); every variant is optional.
+    fields maps a base field's name to (its field class, its label, its maximum length, its input's attributes);
+    every variant is optional.
     """
-    for name, (field_class, label, maximum) in fields.items():
+    for name, (field_class, label, maximum, _attrs) in fields.items():
         for language in VARIANT_LANGUAGES:
             variant = field_class(
                 lazy_gettext("%(field)s (%(language)s)", field=label, language=LANGUAGE_NAMES[language]),
@@ -65,6 +66,7 @@ def with_variants(form_class: type[FlaskForm], fields: dict) -> type[FlaskForm]:
             )
             setattr(form_class, f"{name}_{language}", variant)
     form_class.variant_fields = tuple(fields)
+    form_class.variant_attrs = {name: spec[3] for name, spec in fields.items()}
     form_class.variant_languages = VARIANT_LANGUAGES
     form_class.base_language = LANGUAGES[0]
     form_class.language_names = LANGUAGE_NAMES  # for the columns' headings (an imported macro sees no globals)
@@ -118,8 +120,8 @@ class AnnouncementForm(FlaskForm):
 with_variants(
     AnnouncementForm,
     {
-        "title": (StringField, lazy_gettext("Title"), TITLE_MAX),
-        "body": (TextAreaField, lazy_gettext("Body"), OPERATOR_BODY_MAX),
+        "title": (StringField, lazy_gettext("Title"), TITLE_MAX, {"autocomplete": "off", "maxlength": TITLE_MAX}),
+        "body": (TextAreaField, lazy_gettext("Body"), OPERATOR_BODY_MAX, {"rows": 10}),
     },
 )
 
@@ -180,8 +182,8 @@ class TypeForm(FlaskForm):
 with_variants(
     TypeForm,
     {
-        "label": (StringField, lazy_gettext("Label"), TITLE_MAX),
-        "description": (TextAreaField, lazy_gettext("Description"), DESCRIPTION_MAX),
+        "label": (StringField, lazy_gettext("Label"), TITLE_MAX, {"autocomplete": "off"}),
+        "description": (TextAreaField, lazy_gettext("Description"), DESCRIPTION_MAX, {"rows": 2}),
     },
 )
 
