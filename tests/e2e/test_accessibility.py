@@ -201,6 +201,10 @@ def _check_open_parts(page, lang: str, found: list[str]) -> None:
     """What only appears on demand: a row's "More" menu, and the "?" shortcut dialog (both schemes)."""
     page.goto("/inbox")
     page.wait_for_function(READY + " && window.htmx !== undefined")
+    # j walks the rows on show: after the third announcement comes the first notification, not a folded one.
+    for _ in range(4):
+        page.keyboard.press("j")
+    page.wait_for_function("() => !!document.activeElement.closest('#notification-list')", timeout=5000)
     # The announcements past the newest three open from the keyboard, and are checked open with the menu below.
     page.locator("#announcements-more > summary").focus()
     page.keyboard.press("Enter")
