@@ -40,3 +40,55 @@ def locale_chain(locale: str | None, default: str) -> list[str]:
 def pick_for_chain(by_locale: Mapping[str, T], chain: Iterable[str], fallback: T | None = None) -> T | None:
     """The value of the first locale along chain (from locale_chain) that by_locale has, else fallback."""
     return next((by_locale[locale] for locale in chain if locale in by_locale), fallback)
+
+
+# --- operator content per locale (issue 33): type labels and descriptions, announcement titles and bodies ------------
+
+Variants = Mapping[str, Mapping[str, str]]  # {"ja": {"title": "…", "body": "…"}}: a row's `locales` column
+
+
+def localized(base: Mapping[str, T], variants: Variants | None, chain: Iterable[str]) -> dict[str, T]:
+    """base's fields, each from the first locale along chain whose variant has it filled, else base's own.
+
+    Field by field: a Japanese title without a Japanese body shows the base body under the Japanese title.
+    """
+    along = [(variants or {})[locale] for locale in chain if (variants or {}).get(locale)]
+    return {name: next((v[name] for v in along if v.get(name)), value) for name, value in base.items()}
+
+
+def in_locale(row: Mapping, fields: Iterable[str], chain: Iterable[str]) -> dict:
+    """A query row as a dict whose fields are in the reader's locale (localized above); `locales` stays as stored."""
+    values = dict(row)
+    return values | localized({name: values[name] for name in fields}, values.get("locales"), chain)
+
+
+def clean_variants(variants: Variants | None, limits: Mapping[str, tuple[int, str]]) -> dict[str, dict[str, str]]:
+    """The variants as stored: locales normalized, only the named fields, blanks dropped, each length checked.
+
+    limits maps a field to (its maximum length, its name as the error message says it). Raises Refused.
+    """
+    cleaned: dict[str, dict[str, str]] = {}
+    for raw_locale, fields in (variants or {}).items():
+        locale = normalize_locale(raw_locale)
+        kept = {}
+        for name, value in (fields or {}).items():
+            if name not in limits:
+                raise Refused(gettext("A locale variant has no field %(name)s.", name=name))
+            if not isinstance(value, str):
+                raise Refused(gettext("A locale variant's fields are text."))
+            if not value.strip():
+                continue
+            maximum, said = limits[name]
+            if len(value) > maximum:
+                raise Refused(
+                    gettext(
+                        "The %(field)s (%(locale)s) must have at most %(max)s characters.",
+                        field=said,
+                        locale=locale,
+                        max=maximum,
+                    )
+                )
+            kept[name] = value.strip() if name != "body" else value
+        if kept:
+            cleaned.setdefault(locale, {}).update(kept)
+    return cleaned

@@ -27,7 +27,10 @@ EXPIRED_PAGE = 20
 SECTIONS = ("active", "scheduled", "expired")
 BODY_FORMATS = ("plain", "markdown")
 # The console's search: title or body containing the words (wildcards escaped), and the body format.
-SEARCH_SQL = "(a.title ILIKE :contains ESCAPE '\\' OR a.body ILIKE :contains ESCAPE '\\')"
+SEARCH_SQL = (
+    "(a.title ILIKE :contains ESCAPE '\\' OR a.body ILIKE :contains ESCAPE '\\'"
+    " OR CAST(a.locales AS text) ILIKE :contains ESCAPE '\\')"  # the variants' words too
+)
 
 
 def announcement_section(section: str, cursor: str | None = None, q: str = "", body_format: str = "") -> Page:

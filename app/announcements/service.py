@@ -17,10 +17,11 @@ from app.clock import PAST_GRACE, db_now
 from app.extensions import db
 from app.limits import OPERATOR_BODY_MAX, TITLE_MAX
 from app.live.publish import broadcast_after_commit
+from app.locales import Variants, clean_variants
 from app.models import Announcement
 from app.refusal import Refused
 
-ANNOUNCEMENT_FIELDS = ("title", "body", "body_format", "published_at", "expires_at")
+ANNOUNCEMENT_FIELDS = ("title", "body", "body_format", "published_at", "expires_at", "locales")
 
 
 def is_live(announcement: Announcement, now: datetime) -> bool:
@@ -50,6 +51,13 @@ def _check_announcement(
         raise Refused(gettext("The expiry must be in the future."))
 
 
+def _variants(locales: Variants | None) -> dict:
+    """The title and body per locale as stored (blanks dropped; the base text is the fallback), or Refused."""
+    return clean_variants(
+        locales, {"title": (TITLE_MAX, gettext("title")), "body": (OPERATOR_BODY_MAX, gettext("body"))}
+    )
+
+
 def create_announcement(
     actor,
     *,
@@ -58,14 +66,20 @@ def create_announcement(
     body_format: str = "plain",
     published_at: datetime | None = None,
     expires_at: datetime | None = None,
+    locales: Variants | None = None,
 ) -> bool:
-    """Create an announcement (published now when no time is given); return whether it is live."""
+    """Create an announcement (published now when no time is given); return whether it is live.
+
+    locales holds the title and body per locale ({"ja": {"title": …, "body": …}}), in body_format too.
+    """
     now = db_now()
     if published_at is not None and published_at < now - PAST_GRACE:
         raise Refused(gettext("That publication time has passed: choose a future time or publish now."))
     published_at = published_at or now
     _check_announcement(title, body, body_format, published_at, expires_at, now)
+    variants = _variants(locales)
     item = Announcement(
+        locales=variants,
         title=title.strip(),
         body=body,
         body_format=body_format,
@@ -106,8 +120,9 @@ def update_announcement(
     body_format: str,
     published_at: datetime | None,
     expires_at: datetime | None,
+    locales: Variants | None = None,
 ) -> bool:
-    """Edit an announcement; return whether inboxes see a change (it was or is live)."""
+    """Edit an announcement; return whether inboxes see a change (it was or is live); locales=None keeps its own."""
     item = _locked_announcement(announcement_id)
     now = db_now()
     if published_at is None:  # "publish now": keep the original time of one already live
@@ -115,6 +130,7 @@ def update_announcement(
     elif published_at != item.published_at and published_at < now - PAST_GRACE:
         raise Refused(gettext("That publication time has passed: choose a future time or publish now."))
     _check_announcement(title, body, body_format, published_at, expires_at, now)
+    variants = {} if locales is None else {"locales": _variants(locales)}
     return _change_announcement(
         actor,
         item,
@@ -125,6 +141,7 @@ def update_announcement(
         body_format=body_format,
         published_at=published_at,
         expires_at=expires_at,
+        **variants,
     )
 
 

@@ -73,6 +73,14 @@ DEMO_TYPES = [
     ),
 ]
 
+# Their Japanese label and description (issue 33): Alice (ja-jp) reads these on her preference screen.
+DEMO_TYPES_JA = {
+    "reservation_approved": ("予約の承認", "あなたの予約が承認されました。"),
+    "reservation_remind": ("前日のリマインダー", "予約の利用日の前日にお知らせします。"),
+    "comment": ("コメント", "あなたの予約にコメントが付きました。"),
+    "security": ("サインインとパスワードの変更", "アカウントのセキュリティに関するお知らせです。オフにはできません。"),
+}
+
 DEMO_ACCOUNTS = [
     {
         "email": "alice@example.com",
@@ -194,11 +202,19 @@ def seed_types() -> None:
             mandatory=mandatory,
             priority=priority,
             description=description,
+            locales={"ja": dict(zip(("label", "description"), DEMO_TYPES_JA[t], strict=True))},
         )
         for t, label, in_app, email, push, mandatory, priority, description in DEMO_TYPES
     ]
     stmt = insert(NotificationType).values(rows)
-    db.session.execute(stmt.on_conflict_do_nothing(index_elements=["type"]))
+    # An operator's edits are kept; a type seeded before it had variants gets the Japanese ones.
+    db.session.execute(
+        stmt.on_conflict_do_update(
+            index_elements=["type"],
+            set_={"locales": stmt.excluded.locales},
+            where=NotificationType.locales == sa.text("'{}'::jsonb"),
+        )
+    )
     workflows.ensure_versions()  # each type's version 1: in-app, then every channel the member has on
 
 
@@ -311,8 +327,20 @@ def send_phone_push(user_id: int, locale: str | None) -> None:
     )
 
 
+# The demo announcements in Japanese (issue 33), by their English title.
+DEMO_ANNOUNCEMENTS_JA = {
+    "Welcome to Hato": (
+        "Hato へようこそ",
+        "通知とお知らせは **ひとつの受信箱** に届きます。\n\n"
+        "- 既読にしたりアーカイブしたりできます\n- 受け取る方法は *設定* で選べます",
+    ),
+    "Maintenance finished": ("メンテナンスが終わりました", "先週のメンテナンスは終了しました。"),
+    "New rooms next month": ("来月から新しい会議室", "来月から新しい会議室を 2 つ予約できます。"),
+}
+
+
 def seed_announcements(now: datetime) -> None:
-    """Add one active, one expired and one scheduled announcement, once."""
+    """Add one active, one expired and one scheduled announcement (with their Japanese), once."""
     wanted = [
         (
             "Welcome to Hato",
@@ -334,14 +362,22 @@ def seed_announcements(now: datetime) -> None:
             None,
         ),
     ]
-    existing = set(db.session.scalars(sa.select(Announcement.title)))
+    existing = {a.title: a for a in db.session.scalars(sa.select(Announcement))}
     for title, body, published_at, expires_at in wanted:
+        locales = {"ja": dict(zip(("title", "body"), DEMO_ANNOUNCEMENTS_JA[title], strict=True))}
         if title not in existing:
             db.session.add(
                 Announcement(
-                    title=title, body=body, body_format="markdown", published_at=published_at, expires_at=expires_at
+                    title=title,
+                    body=body,
+                    body_format="markdown",
+                    published_at=published_at,
+                    expires_at=expires_at,
+                    locales=locales,
                 )
             )
+        elif not existing[title].locales:  # seeded before it had variants
+            existing[title].locales = locales
 
 
 def seed() -> None:

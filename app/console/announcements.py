@@ -15,7 +15,7 @@ from app.announcements.markdown import render_body
 from app.clock import db_now
 from app.console.actions import run_action
 from app.console.blueprint import bp, operator_zone
-from app.console.forms import AnnouncementForm
+from app.console.forms import AnnouncementForm, fill_variants, variants_of
 from app.console.listing import ListArgs
 from app.limits import OPERATOR_BODY_MAX
 from app.timezones import aware, local_value
@@ -29,6 +29,7 @@ def _values(form: AnnouncementForm) -> dict:
         body_format=form.body_format.data,
         published_at=aware(form.publish_at.data, zone) if form.publish.data == "at" else None,
         expires_at=aware(form.expires_at.data, zone),
+        locales=variants_of(form),
     )
 
 
@@ -77,7 +78,7 @@ def new_announcement():
 
 @bp.route("/announcements/<int:announcement_id>/edit", methods=["GET", "POST"])
 def edit_announcement(announcement_id: int):
-    """Edit an announcement's words and times."""
+    """Edit an announcement's words (the base text beside each language's variant) and times."""
     item = queries.announcement(announcement_id)
     if item is None:
         return render_template("console/missing.html", what="announcement"), 404
@@ -87,6 +88,7 @@ def edit_announcement(announcement_id: int):
         form.publish.data = "now" if live else "at"
         form.publish_at.data = None if live else local_value(item.published_at, operator_zone())
         form.expires_at.data = local_value(item.expires_at, operator_zone())
+        fill_variants(form, item.locales)
     elif form.validate_on_submit():
         done = run_action(
             lambda: service.update_announcement(current_user, announcement_id, **_values(form)),

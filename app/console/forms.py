@@ -23,6 +23,7 @@ from app.api_keys.scopes import DEFAULT_SCOPES, SCOPE_LABELS
 from app.console.labels import PRIORITY_LABELS, ROLE_LABELS
 from app.delivery.channels import member_channels
 from app.delivery.rich_json import MAX_SOURCE_BYTES as RICH_JSON_MAX
+from app.i18n import LANGUAGE_NAMES, LANGUAGES
 from app.limits import (
     API_KEY_NAME_MAX,
     DESCRIPTION_MAX,
@@ -45,6 +46,46 @@ from app.quotas.settings import MAX_BURST, MAX_DAILY, MAX_RATE
 from app.tenants.branding import KEY_MESSAGE as TENANT_KEY_MESSAGE
 from app.tenants.branding import KEY_PATTERN as TENANT_KEY_PATTERN
 from app.timezones import LOCAL_FORMAT
+
+# The console edits operator content (type labels, announcements) in each UI language beside the base text, which
+# is in the source language and stays the fallback for every reader whose locale has no variant.
+VARIANT_LANGUAGES = LANGUAGES[1:]
+
+
+def with_variants(form_class: type[FlaskForm], fields: dict) -> type[FlaskForm]:
+    """Give form_class a `<field>_<language>` field per VARIANT_LANGUAGES for each of fields.
+
+    fields maps a base field's name to (its field class, its label, its maximum length, its input's attributes);
+    every variant is optional.
+    """
+    for name, (field_class, label, maximum, _attrs) in fields.items():
+        for language in VARIANT_LANGUAGES:
+            variant = field_class(
+                lazy_gettext("%(field)s (%(language)s)", field=label, language=LANGUAGE_NAMES[language]),
+                validators=[Optional(), Length(max=maximum)],
+            )
+            setattr(form_class, f"{name}_{language}", variant)
+    form_class.variant_fields = tuple(fields)
+    form_class.variant_attrs = {name: spec[3] for name, spec in fields.items()}
+    form_class.variant_languages = VARIANT_LANGUAGES
+    form_class.base_language = LANGUAGES[0]
+    form_class.language_names = LANGUAGE_NAMES  # for the columns' headings (an imported macro sees no globals)
+    return form_class
+
+
+def variants_of(form: FlaskForm) -> dict[str, dict[str, str]]:
+    """The form's variant fields as a `locales` value ({"ja": {"title": …}}; empty ones are dropped by the service)."""
+    return {
+        language: {name: form[f"{name}_{language}"].data or "" for name in form.variant_fields}
+        for language in VARIANT_LANGUAGES
+    }
+
+
+def fill_variants(form: FlaskForm, locales: dict | None) -> None:
+    """Show a row's stored variants in the form's variant fields (a GET of an edit page)."""
+    for language in VARIANT_LANGUAGES:
+        for name in form.variant_fields:
+            form[f"{name}_{language}"].data = ((locales or {}).get(language) or {}).get(name, "")
 
 
 def choices(labels: dict) -> list[SelectChoice]:
@@ -74,6 +115,15 @@ class AnnouncementForm(FlaskForm):
         """A scheduled publication needs its time (checked here: Optional() ends publish_at's checks)."""
         if field.data == "at" and self.publish_at.data is None:
             raise ValidationError(gettext("Choose when to publish, or publish now."))
+
+
+with_variants(
+    AnnouncementForm,
+    {
+        "title": (StringField, lazy_gettext("Title"), TITLE_MAX, {"autocomplete": "off", "maxlength": TITLE_MAX}),
+        "body": (TextAreaField, lazy_gettext("Body"), OPERATOR_BODY_MAX, {"rows": 10}),
+    },
+)
 
 
 class TypeForm(FlaskForm):
@@ -127,6 +177,15 @@ class TypeForm(FlaskForm):
         self.default_channels.choices = choices(
             {c.name: c.label for c in member_channels() if c.name not in SEED_DEFAULT_COLUMNS}
         )
+
+
+with_variants(
+    TypeForm,
+    {
+        "label": (StringField, lazy_gettext("Label"), TITLE_MAX, {"autocomplete": "off"}),
+        "description": (TextAreaField, lazy_gettext("Description"), DESCRIPTION_MAX, {"rows": 2}),
+    },
+)
 
 
 class TemplateForm(FlaskForm):

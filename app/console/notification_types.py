@@ -10,7 +10,7 @@ from flask_login import current_user
 
 from app.console.actions import run_action
 from app.console.blueprint import bp
-from app.console.forms import TypeForm
+from app.console.forms import TypeForm, fill_variants, variants_of
 from app.console.listing import ListArgs
 from app.console.workflow_diagram import summary as workflow_summary
 from app.delivery.channels import member_channels
@@ -26,6 +26,7 @@ def _settings(form: TypeForm) -> dict:
     return {name: getattr(form, name).data for name in SETTINGS} | {
         "description": form.description.data or "",
         "sms_max_segments": form.sms_max_segments.data,
+        "locales": variants_of(form),
     }
 
 
@@ -79,6 +80,8 @@ def edit_type(key: str):
     if item is None:
         return render_template("console/missing.html", what="notification type"), 404
     form = TypeForm(obj=item, key=item.type)
+    if request.method == "GET":
+        fill_variants(form, item.locales)
     in_use = queries.type_in_use(key)
     overrides = None
     if form.validate_on_submit():

@@ -81,14 +81,29 @@ class FeedNotificationOut(BaseModel):
     muted: bool
 
 
+LOCALES_HELP = (
+    "The operator's own variants per locale tag (lower case: `ja`, `pt-br`), only the fields they filled in. "
+    "The fields above are already in the member's locale: their saved locale, then its language, then the "
+    "request's Accept-Language, then DEFAULT_LOCALE, field by field, else the base text."
+)
+
+
+class AnnouncementTextOut(BaseModel):
+    """An announcement's words in one locale (a field left empty there falls back)."""
+
+    title: str | None = None
+    body: str | None = None
+
+
 class FeedAnnouncementOut(BaseModel):
     id: int
-    title: str
-    body: str
+    title: str = Field(description="In the member's locale (see `locales`).")
+    body: str = Field(description="In the member's locale, in `body_format`.")
     body_format: str
     unread: bool
     seen: bool
     published_at: datetime | None
+    locales: dict[str, AnnouncementTextOut] = Field(description=LOCALES_HELP)
 
 
 class FeedTenantOut(BaseModel):
@@ -116,10 +131,18 @@ class FeedChangeOut(BaseModel):
     changed: bool | None = None
 
 
+class TypeTextOut(BaseModel):
+    """A notification type's words in one locale (a field left empty there falls back)."""
+
+    label: str | None = None
+    description: str | None = None
+
+
 class FeedPreferenceOut(BaseModel):
     type: str
-    label: str
-    description: str | None
+    label: str = Field(description="In the member's locale (see `locales`).")
+    description: str | None = Field(description="In the member's locale (see `locales`).")
+    locales: dict[str, TypeTextOut] = Field(description=LOCALES_HELP)
     mandatory: bool = Field(description="Mandatory types cannot be changed (422).")
     channels: dict[str, bool]
 

@@ -23,6 +23,7 @@ from app.devices import queries as device_queries
 from app.devices import service as device_service
 from app.extensions import csrf, limiter
 from app.feed.schemas import (
+    AnnouncementTextOut,
     FeedAnnouncementOut,
     FeedChangeOut,
     FeedCountsOut,
@@ -34,6 +35,7 @@ from app.feed.schemas import (
     FeedPreferencesOut,
     FeedTenantOut,
     SnoozeIn,
+    TypeTextOut,
 )
 from app.inbox import queries, service
 from app.inbox import snooze as snoozing
@@ -48,6 +50,7 @@ from app.web import bodies
 from app.web.devices import DeviceIn, DeviceOut
 from app.web.documented import documented
 from app.web.errors import problem
+from app.web.i18n import content_chain
 
 bp = Blueprint("feed", __name__, url_prefix="/v1/feed")
 csrf.exempt(bp)
@@ -169,9 +172,17 @@ def _notification(row) -> FeedNotificationOut:
     return FeedNotificationOut(**fields, link=_link(row["link_path"]))
 
 
+def _chain() -> list[str]:
+    """The member's locale chain for operator content (their saved locale, else the request's language)."""
+    user = user_by_id(_user_id())
+    return content_chain(user.locale if user is not None else None)
+
+
 def _announcement(row) -> FeedAnnouncementOut:
-    """One active announcement as the feed shows it."""
-    return FeedAnnouncementOut(**{name: row[name] for name in FeedAnnouncementOut.model_fields})
+    """One active announcement as the feed shows it (row from active_announcements, words along the chain)."""
+    fields = {name: row[name] for name in FeedAnnouncementOut.model_fields if name != "locales"}
+    locales = {tag: AnnouncementTextOut(**text) for tag, text in (row["locales"] or {}).items()}
+    return FeedAnnouncementOut(**fields, locales=locales)
 
 
 def _tenant() -> FeedTenantOut | None:
@@ -234,7 +245,7 @@ def page(query: FeedPageQuery):
     user_id = _user_id()
     result = queries.notification_page(user_id, query.filter, query.cursor, query.limit, _tenant_id())
     first = query.cursor is None and query.filter != "archived"
-    announcements = queries.active_announcements(user_id) if first else []
+    announcements = queries.active_announcements(user_id, chain=_chain()) if first else []
     return _json(
         FeedPageOut(
             notifications=[_notification(row) for row in result.rows],
@@ -358,12 +369,13 @@ def seen():
 
 
 def _preferences() -> Response:
-    rows = preference_queries.matrix(_user_id())
+    rows = preference_queries.matrix(_user_id(), _chain())
     types = [
         FeedPreferenceOut(
             type=row.type,
             label=row.label,
             description=row.description,
+            locales={tag: TypeTextOut(**text) for tag, text in row.locales.items()},
             mandatory=row.mandatory,
             channels={channel: cell.send for channel, cell in row.cells.items()},
         )

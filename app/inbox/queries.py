@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -9,6 +10,7 @@ from flask import current_app
 
 from app.announcements.queries import ACTIVE_ANNOUNCEMENT_SQL
 from app.extensions import db
+from app.locales import in_locale
 from app.pagination import Cursor, Page, time_cursor
 from app.users.queries import by_external_id
 from app.users.service import NotAMember, UserNotFound
@@ -233,7 +235,7 @@ def notification_for(user_id: int, notification_id: int, tenant_id: int | None =
 
 
 ANNOUNCEMENT_COLUMNS = (
-    "a.id, a.title, a.body, a.body_format, a.published_at, r.read_at IS NULL AS unread, "
+    "a.id, a.title, a.body, a.body_format, a.locales, a.published_at, r.read_at IS NULL AS unread, "
     f"a.published_at <= {SEEN_AT_SQL} AS seen"
 )
 
@@ -249,9 +251,16 @@ LIMIT :limit
 )
 
 
-def active_announcements(user_id: int, limit: int = 20) -> list:
-    """Return the published, unexpired announcements with this user's read state."""
-    return list(db.session.execute(ANNOUNCEMENTS_SQL, {"user_id": user_id, "limit": limit}).mappings())
+ANNOUNCEMENT_TEXT = ("title", "body")  # what an announcement has per locale (its `locales` column)
+
+
+def active_announcements(user_id: int, limit: int = 20, chain: Sequence[str] = ()) -> list[dict]:
+    """Return the published, unexpired announcements with this user's read state, newest first.
+
+    Title and body are in the first locale along chain (app/locales.locale_chain) that has them, else the base text.
+    """
+    rows = db.session.execute(ANNOUNCEMENTS_SQL, {"user_id": user_id, "limit": limit}).mappings()
+    return [in_locale(row, ANNOUNCEMENT_TEXT, chain) for row in rows]
 
 
 ANNOUNCEMENT_SQL = sa.text(
@@ -264,7 +273,8 @@ WHERE a.id = :id AND {ACTIVE_ANNOUNCEMENT_SQL}
 )
 
 
-def announcement_for(user_id: int, announcement_id: int):
-    """Return one active announcement with this user's read state, or None."""
+def announcement_for(user_id: int, announcement_id: int, chain: Sequence[str] = ()) -> dict | None:
+    """Return one active announcement with this user's read state (its words along chain), or None."""
     params = {"id": announcement_id, "user_id": user_id}
-    return db.session.execute(ANNOUNCEMENT_SQL, params).mappings().first()
+    row = db.session.execute(ANNOUNCEMENT_SQL, params).mappings().first()
+    return None if row is None else in_locale(row, ANNOUNCEMENT_TEXT, chain)

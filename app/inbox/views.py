@@ -18,6 +18,7 @@ from app.tenants import queries as tenant_queries
 from app.topics import service as topics
 from app.unitofwork import commit
 from app.web.htmx import is_htmx
+from app.web.i18n import content_chain
 from app.web.templating import forget_badge_count, localtime
 
 bp = Blueprint("inbox", __name__)
@@ -74,7 +75,8 @@ def _content_context(filter_name: str, cursor: str | None = None, values=None) -
     tenant_id, tenant_key = (tenant.id, tenant.key) if tenant else (None, None)
     page = queries.notification_page(current_user.id, filter_name, cursor, tenant_id=tenant_id)
     show_announcements = filter_name != "archived" and cursor is None
-    announcements = queries.active_announcements(current_user.id) if show_announcements else []
+    chain = content_chain(current_user.locale)
+    announcements = queries.active_announcements(current_user.id, chain=chain) if show_announcements else []
     return {
         "page": page,
         "filter_name": filter_name,
@@ -211,11 +213,12 @@ def open_notification(notification_id: int):
 @login_required
 def read_announcement(announcement_id: int):
     """Mark one active announcement read (inserts its announcement_reads row once)."""
-    item = queries.announcement_for(current_user.id, announcement_id) or abort(404)
+    chain = content_chain(current_user.locale)
+    item = queries.announcement_for(current_user.id, announcement_id, chain) or abort(404)
     service.read_announcement(current_user.id, announcement_id)
 
     def fragment():
-        fresh = queries.announcement_for(current_user.id, announcement_id)
+        fresh = queries.announcement_for(current_user.id, announcement_id, chain)
         return render_template("inbox/_announcement.html", a=fresh, next_url=_back())
 
     return _finish(gettext("Marked “%(title)s” read.", title=item["title"]), fragment)

@@ -57,6 +57,8 @@ class NotificationType(db.Model):
     mandatory: Mapped[bool] = mapped_column(server_default=sa.false())
     priority: Mapped[str] = mapped_column(sa.Text, server_default="default")
     description: Mapped[str] = mapped_column(sa.Text, server_default="")
+    # The label and description per locale ({"ja": {"label": …, "description": …}}); the columns above are the fallback.
+    locales: Mapped[dict] = mapped_column(JSONB, server_default=sa.text("'{}'::jsonb"))
     # Escalation: e-mail/push wait escalate_after seconds and go only if the row is still unread (or unseen).
     escalate_after: Mapped[int | None] = mapped_column(sa.Integer)
     escalate_unless: Mapped[str] = mapped_column(sa.Text, server_default="read")  # read | seen
@@ -257,6 +259,8 @@ class Announcement(db.Model):
     published_at: Mapped[datetime] = mapped_column(_tz)
     expires_at: Mapped[datetime | None] = mapped_column(_tz)
     body_format: Mapped[str] = mapped_column(sa.Text, server_default="plain")  # plain | markdown
+    # The title and body per locale ({"ja": {"title": …, "body": …}}); title and body above are the fallback.
+    locales: Mapped[dict] = mapped_column(JSONB, server_default=sa.text("'{}'::jsonb"))
     created_by: Mapped[int | None] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())
     updated_at: Mapped[datetime] = mapped_column(_tz, server_default=sa.func.now())

@@ -34,7 +34,9 @@ def notification_types(q: str = "", channel: str = "", mandatory: str = "", prio
     if q.strip():
         conditions.append(
             "(t.type ILIKE :contains ESCAPE '\\' OR t.label ILIKE :contains ESCAPE '\\'"
-            " OR t.description ILIKE :contains ESCAPE '\\')"
+            " OR t.description ILIKE :contains ESCAPE '\\'"
+            # The variants' words too (a Japanese label finds its type); the keys and quotes only cost false hits.
+            " OR CAST(t.locales AS text) ILIKE :contains ESCAPE '\\')"
         )
         params["contains"] = "%" + like_prefix(q.strip())
     if channel in CHANNEL_DEFAULTS:

@@ -12,7 +12,8 @@ from flask_babel import format_number, gettext, lazy_gettext
 from app.audit import service as audit
 from app.delivery.channels import member_channels, routable_names
 from app.extensions import db
-from app.limits import TITLE_MAX
+from app.limits import DESCRIPTION_MAX, TITLE_MAX
+from app.locales import Variants, clean_variants
 from app.models import CHANNEL_MODES, PRIORITIES, NotificationType
 from app.notification_types import queries
 from app.notification_types.builtin import BUILTIN_TYPES
@@ -43,6 +44,7 @@ TYPE_FIELDS = (
     "bypass_quiet_hours",
     "push_when_offline",
     "sms_max_segments",
+    "locales",
 )
 # What an escalation waits for, and how the console says it.
 ESCALATE_UNLESS = {"read": "unread", "seen": "unseen"}
@@ -164,13 +166,18 @@ def create_type(
     priority: str = "default",
     timing: Timing = Timing(),
     sms_max_segments: int | None = None,
+    locales: Variants | None = None,
 ) -> NotificationType:
-    """Create a notification type (a new key has no preferences, so mandatory needs no confirmation)."""
+    """Create a notification type (a new key has no preferences, so mandatory needs no confirmation).
+
+    locales holds the label and description per locale ({"ja": {"label": …}}); label and description are the fallback.
+    """
     _check_key(key)
     _check_type(label, priority)
+    variants = _variants(locales)
     _check_timing(timing)
     _check_sms_segments(sms_max_segments)
-    item = NotificationType(type=key)
+    item = NotificationType(type=key, locales=variants)
     _set_fields(item, label, description, default_in_app, default_email, default_push, mandatory, priority)
     _set_timing(item, timing)
     if sms_max_segments is not None:
@@ -180,6 +187,13 @@ def create_type(
     audit.record(actor, "type.create", "notification_type", key, after=audit.snapshot(item, TYPE_FIELDS))
     workflows.publish_columns(actor, key)  # its first version: what the timing above means
     return item
+
+
+def _variants(locales: Variants | None) -> dict:
+    """The label and description per locale as stored (blanks dropped), or Refused."""
+    return clean_variants(
+        locales, {"label": (TITLE_MAX, gettext("label")), "description": (DESCRIPTION_MAX, gettext("description"))}
+    )
 
 
 def _check_sms_segments(value: int | None) -> None:
@@ -247,11 +261,13 @@ def update_type(
     timing: Timing | None = None,
     sms_max_segments: int | None = None,
     routing: Routing | None = None,
+    locales: Variants | None = None,
 ) -> str:
     """Edit a type (rename only while unused); raise NeedsConfirmation before overriding users' choices.
 
     timing=None keeps the type's timing and routing as they are (its workflow, edited on its own page, too),
-    sms_max_segments=None its SMS part limit; routing (with timing=None) sets what the type form still edits.
+    sms_max_segments=None its SMS part limit; routing (with timing=None) sets what the type form still edits;
+    locales=None its label and description per locale (else they are replaced by these).
     """
     if timing is None and routing is not None:
         _check_routing(Timing(**asdict(routing)))
@@ -270,6 +286,7 @@ def update_type(
     if timing is not None:
         _check_timing(timing)
     _check_sms_segments(sms_max_segments)
+    variants = None if locales is None else _variants(locales)
     if new_key != key:
         _check_key(new_key)
         # The row lock above conflicts with the KEY SHARE lock a new notification's foreign key
@@ -288,6 +305,8 @@ def update_type(
         _set_timing(item, routing)
     if sms_max_segments is not None:
         item.sms_max_segments = sms_max_segments
+    if variants is not None:
+        item.locales = variants
     db.session.flush()
     if new_key != key:
         _rename_type(key, new_key)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 from flask_babel import lazy_gettext
@@ -11,6 +11,7 @@ from flask_babel import lazy_gettext
 from app.delivery.channels import member_channels
 from app.digests.queries import DEFAULT_DIGEST_TIME, frequencies
 from app.extensions import db
+from app.locales import in_locale
 from app.notification_types.builtin import BUILTIN_TYPES
 from app.preferences.rules import EFFECTIVE_SEND_SQL, SOURCE_SQL, TYPE_DEFAULT_SQL
 
@@ -73,7 +74,7 @@ SOURCE_LABELS = {
 
 TYPES_SQL = sa.text(
     """
-SELECT type, label, description, mandatory, default_in_app, default_email, default_push, default_channels,
+SELECT type, label, description, locales, mandatory, default_in_app, default_email, default_push, default_channels,
        email_frequency
 FROM notification_types
 WHERE (CAST(:type AS text) IS NULL OR type = CAST(:type AS text))
@@ -91,21 +92,30 @@ class MatrixRow:
     description: str
     mandatory: bool
     cells: dict[str, Resolved]
+    locales: dict = field(default_factory=dict)  # the label and description per locale, as stored
 
 
-def notification_type(type_: str):
-    """Return one type's label, defaults and mandatory flag, or None if there is no such type."""
-    return db.session.execute(TYPES_SQL, {"type": type_}).mappings().first()
+TYPE_TEXT = ("label", "description")  # what a type has per locale (its `locales` column)
 
 
-def matrix(user_id: int) -> list[MatrixRow]:
-    """Return every type × channel for the user, resolved by resolve() (the statement delivery uses)."""
+def notification_type(type_: str, chain: Sequence[str] = ()) -> dict | None:
+    """Return one type's label (along chain, see app/locales.py), defaults and mandatory flag, or None if there is no
+    such type."""
+    row = db.session.execute(TYPES_SQL, {"type": type_}).mappings().first()
+    return None if row is None else in_locale(row, TYPE_TEXT, chain)
+
+
+def matrix(user_id: int, chain: Sequence[str] = ()) -> list[MatrixRow]:
+    """Return every type × channel for the user, resolved by resolve() (the statement delivery uses).
+
+    Each type's label and description are in the first locale along chain that has them, else the base text.
+    """
     cells: dict[str, dict[str, Resolved]] = {}
     for cell in resolve([user_id]):
         cells.setdefault(cell.type, {})[cell.channel] = cell
-    types = db.session.execute(TYPES_SQL, {"type": None}).mappings()
+    types = [in_locale(t, TYPE_TEXT, chain) for t in db.session.execute(TYPES_SQL, {"type": None}).mappings()]
     # Hato's own types (a phone verification code) are sent on request, not chosen: the matrix leaves them out.
-    return [MatrixRow(t["type"], t["label"], t["description"], t["mandatory"], cells[t["type"]])
+    return [MatrixRow(t["type"], t["label"], t["description"], t["mandatory"], cells[t["type"]], t["locales"])
             for t in types if t["type"] not in BUILTIN_TYPES]  # fmt: skip
 
 
@@ -159,11 +169,12 @@ class EmailChoice:
     default: str
 
 
-def email_choices(user_id: int) -> list[EmailChoice]:
-    """Every type's e-mail frequency for the user: off when e-mail is off, mandatory types always immediate."""
+def email_choices(user_id: int, chain: Sequence[str] = ()) -> list[EmailChoice]:
+    """Every type's e-mail frequency for the user (labels along chain): off when e-mail is off, mandatory types always
+    immediate."""
     freq = frequencies(user_id)
     result = []
-    for row in matrix(user_id):
+    for row in matrix(user_id, chain):
         cell = row.cells["email"]
         effective, type_default = freq[row.type]
         choice = effective if cell.send else "off"

@@ -23,6 +23,7 @@ from app.topics import service as topic_service
 from app.unitofwork import commit
 from app.users import chat_accounts, phone_verification
 from app.web.htmx import is_htmx
+from app.web.i18n import content_chain
 
 bp = Blueprint("preferences", __name__)
 
@@ -57,12 +58,12 @@ def _page(status: int = 200, **schedule):
     context.update(schedule)
     return render_template(
         "preferences/index.html",
-        rows=queries.matrix(current_user.id),
+        rows=queries.matrix(current_user.id, content_chain(current_user.locale)),
         tenant_defaults=tenant_queries.member_defaults(current_user.id),
         mutes=queries.muted_threads(current_user.id),
         topics=topic_queries.user_topics(current_user.id).rows,
         receivers=device_queries.receivers(current_user.id),
-        email_choices=queries.email_choices(current_user.id),
+        email_choices=queries.email_choices(current_user.id, content_chain(current_user.locale)),
         digest_time=queries.digest_time(current_user),
         frequency_labels=queries.FREQUENCY_LABELS,
         timezones=timezones.choices(),
@@ -113,7 +114,7 @@ def update():
     commit()
     if not is_htmx():
         return redirect(url_for("preferences.index", _anchor=f"type-{type_}"), 303)
-    kind = queries.notification_type(type_)
+    kind = queries.notification_type(type_, content_chain(current_user.locale))
     return render_template(
         "preferences/_toggled.html",
         c=queries.cell(current_user.id, type_, channel),

@@ -12,6 +12,7 @@ from flask_login import current_user
 
 from app.extensions import babel
 from app.i18n import LANGUAGE_NAMES, LANGUAGES, TRANSLATIONS_DIR, language_or_default, ui_language
+from app.locales import locale_chain
 from app.timezones import user_zone
 
 
@@ -36,6 +37,12 @@ def current_language() -> str:
     """The language being rendered now (a request's, or the one force_locale chose)."""
     locale = get_locale()
     return locale.language if locale is not None else language_or_default(None, current_app.config["DEFAULT_LOCALE"])
+
+
+def content_chain(locale: str | None) -> list[str]:
+    """Where a reader's operator content (type labels, announcements) is looked up: their saved locale (ja-jp, then
+    ja), else the language this answer is in, then DEFAULT_LOCALE; the base text is the last fallback."""
+    return locale_chain(locale or current_language(), current_app.config["DEFAULT_LOCALE"])
 
 
 def language_globals() -> dict:

@@ -259,7 +259,10 @@
   });
 
   function rows() {
-    return Array.prototype.slice.call(document.querySelectorAll("#inbox-content li.item"));
+    // Rows folded away (the announcements behind a closed "N more announcements") cannot take focus: j/k skip them.
+    return Array.prototype.slice.call(document.querySelectorAll("#inbox-content li.item")).filter(function (row) {
+      return !row.closest("details:not([open])");
+    });
   }
 
   function currentRow() {

@@ -50,9 +50,9 @@ def test_a_published_announcement_reaches_a_member_live(page, browser, live_serv
 
     _sign_in(page, operator)
     page.goto("/console/announcements/new")
-    page.get_by_label("Title").fill("Library closed on Friday")
+    page.get_by_label("Title", exact=True).fill("Library closed on Friday")
     page.get_by_label("Markdown").check()
-    _type(page.get_by_label("Body"), "The **library** is closed.\n\n<script>alert(1)</script>")
+    _type(page.get_by_label("Body", exact=True), "The **library** is closed.\n\n<script>alert(1)</script>")
     expect(page.locator("#announcement-preview strong")).to_have_text("library")
     expect(page.locator("#announcement-preview")).to_contain_text("<script>alert(1)</script>")  # shown as text
     page.get_by_role("button", name="Create").click()
