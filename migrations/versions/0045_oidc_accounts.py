@@ -5,7 +5,7 @@ An account is created on a person's first sign-in through the provider and found
 links along.
 
 Revision ID: 0045_oidc_accounts
-Revises: 0040_tenant_last_seen
+Revises: 0044_operator_content_locales
 Create Date: 2026-12-04
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0045_oidc_accounts"
-down_revision = "0040_tenant_last_seen"
+down_revision = "0044_operator_content_locales"
 branch_labels = None
 depends_on = None
 
