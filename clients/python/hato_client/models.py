@@ -14,6 +14,13 @@ class Actor(TypedDict, total=False):
     name: Required[str]
 
 
+class AnnouncementTextOut(TypedDict, total=False):
+    """An announcement's words in one locale (a field left empty there falls back)."""
+
+    body: str | None
+    title: str | None
+
+
 class CancellationOut(TypedDict, total=False):
     """The CancellationOut object."""
 
@@ -866,6 +873,7 @@ class FeedAnnouncementOut(TypedDict, total=False):
     body: Required[str]
     body_format: Required[str]
     id: Required[int]
+    locales: Required[dict[str, AnnouncementTextOut]]
     published_at: Required[str | None]
     seen: Required[bool]
     title: Required[str]
@@ -930,6 +938,7 @@ class FeedPreferenceOut(TypedDict, total=False):
     channels: Required[dict[str, bool]]
     description: Required[str | None]
     label: Required[str]
+    locales: Required[dict[str, TypeTextOut]]
     mandatory: Required[bool]
     type: Required[str]
 
@@ -1240,6 +1249,13 @@ class TraceStepOut(TypedDict, total=False):
     position: Required[int]
     reason: Required[str | None]
     state: Required[str]
+
+
+class TypeTextOut(TypedDict, total=False):
+    """A notification type's words in one locale (a field left empty there falls back)."""
+
+    description: str | None
+    label: str | None
 
 
 class UserIn(TypedDict, total=False):
