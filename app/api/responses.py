@@ -94,6 +94,14 @@ class CancellationOut(BaseModel):
     escalations: int = Field(description="Waiting escalations now skipped (reason `cancelled`).")
 
 
+class ActionStateOut(BaseModel):
+    notification_id: int
+    name: str = Field(description="The named action.")
+    state: str = Field(description="What its button shows now.")
+    clicked_at: datetime | None = Field(description="When the member clicked it (null: not yet; it stays closed).")
+    via: Literal["inbox", "feed", "email", "push"] | None = Field(description="Where they clicked it.")
+
+
 class ProviderEventOut(BaseModel):
     provider: str = Field(description="The e-mail provider that reported it: sendgrid, mailgun or postmark.")
     event: Literal[PROVIDER_EVENTS] = Field(
