@@ -157,3 +157,24 @@ def test_the_answered_state_replaces_the_button(client, login_as):
     html = client.get(f"/inbox/notifications/{row.id}/actions").get_data(as_text=True)
     assert "Approved &lt;b&gt;" in html and 'data-action="approve"' not in html and "hx-trigger" not in html
     assert json.loads(json.dumps(row.actions)) == [APPROVE, VIEW]
+
+
+def test_the_bell_shows_and_clicks_the_buttons(app, client):
+    from tests.feed.test_feed_api import _feed, _key, _token
+
+    member, other = UserFactory(external_id="bell-user", locale="ja"), UserFactory()
+    row, foreign = _row(member), _row(other)
+    token = _token(_key(client, "feed:issue"))
+    (shown,) = _feed(client, token).get_json()["notifications"]
+    assert shown["actions"] == [
+        {"label": "承認", "url": None, "name": "approve", "state": None, "clicked": False},
+        {"label": "View order", "url": app.config["BASE_URL"].rstrip("/") + "/orders/42", "name": None,
+         "state": None, "clicked": False},
+    ]  # fmt: skip
+    first = _feed(client, token, "POST", f"/notifications/{row.id}/actions/approve").get_json()
+    again = _feed(client, token, "POST", f"/notifications/{row.id}/actions/approve").get_json()
+    assert (first["changed"], again["changed"]) == (True, False)
+    assert again["notification"]["actions"][0]["clicked"] and not again["notification"]["unread"]
+    assert _feed(client, token, "POST", f"/notifications/{foreign.id}/actions/approve").status_code == 404
+    assert _feed(client, token, "POST", f"/notifications/{row.id}/actions/view").status_code == 404
+    assert _clicks() == [(member.id, row.id, "approve", "feed")]
