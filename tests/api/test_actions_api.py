@@ -72,6 +72,12 @@ def test_the_product_answers_an_action(api, comment_type, recipient):
     assert response.status_code == 200, response.get_json()
     body = response.get_json()
     assert (body["state"], body["via"], body["clicked_at"] is not None) == ("Approved", "inbox", True)
+    shown = api.get(f"/v1/notifications/{notification_id}").get_json()["actions"]
+    assert [(a["action"], a["state"], a["via"]) for a in shown] == [
+        ("approve", "Approved", "inbox"),
+        (None, None, None),
+    ]
+    assert shown[1]["url"] == "/orders/42" and shown[0]["labels"] == {"ja": "承認", "pt-br": "Aprovar"}
     # a link button, an unknown name, a bad name, an empty state
     assert api.call("PATCH", f"/v1/notifications/{notification_id}/actions/view", {"state": "x"}).status_code == 404
     assert api.call("PATCH", f"/v1/notifications/{notification_id}/actions/nope", {"state": "x"}).status_code == 404
