@@ -9,11 +9,15 @@ import sqlalchemy as sa
 from app.extensions import db
 from app.locales import locale_chain, pick_for_chain
 
+# How long a clicked, unanswered button keeps asking for the product's answer (an open inbox polls meanwhile).
+WAIT_MINUTES = 10
+
 # Columns for a notifications row list (app/inbox/queries.py ROW_COLUMNS): the buttons, their states and the
 # member's locale, looked up only for a row that has buttons (a primary-key probe each), so others cost nothing.
-ROW_COLUMNS = """actions,
+ROW_COLUMNS = f"""actions,
   CASE WHEN actions IS NOT NULL THEN (
-    SELECT jsonb_object_agg(c.name, jsonb_build_array(c.state, c.clicked_at IS NOT NULL))
+    SELECT jsonb_object_agg(c.name, jsonb_build_array(c.state, c.clicked_at IS NOT NULL,
+                                                      c.clicked_at > now() - make_interval(mins => {WAIT_MINUTES})))
     FROM notification_action_clicks c
     WHERE c.user_id = notifications.user_id AND c.notification_id = notifications.id) END AS action_states,
   CASE WHEN actions IS NOT NULL THEN (SELECT u.locale FROM users u WHERE u.id = notifications.user_id) END
@@ -43,6 +47,7 @@ class Button:
     name: str | None = None
     state: str | None = None  # the product's answer, such as "Approved"
     clicked: bool = False  # sent, the product has not answered yet
+    waiting: bool = False  # clicked in the last WAIT_MINUTES without an answer: the inbox asks again
 
     @property
     def done(self) -> bool:
@@ -65,8 +70,9 @@ def buttons(actions: list | None, states: dict | None, locale: str | None, defau
         if name is None:
             shown.append(Button(label=label, url=button.get("url")))
         else:
-            state, clicked = states.get(name, (None, False))
-            shown.append(Button(label=label, name=name, state=state, clicked=bool(clicked)))
+            state, clicked, recent = (list(states.get(name, ())) + [None, False, False])[:3]
+            shown.append(Button(label=label, name=name, state=state, clicked=bool(clicked),
+                                waiting=bool(recent) and state is None))  # fmt: skip
     return shown
 
 

@@ -156,6 +156,13 @@ def test_the_answered_state_replaces_the_button(client, login_as):
         "VALUES (:u, :n, 'approve', now(), 'inbox', 'Approved <b>')"), {"u": member.id, "n": row.id})  # fmt: skip
     html = client.get(f"/inbox/notifications/{row.id}/actions").get_data(as_text=True)
     assert "Approved &lt;b&gt;" in html and 'data-action="approve"' not in html and "hx-trigger" not in html
+    # clicked, unanswered: "Sent", asking for the answer for WAIT_MINUTES only
+    sql = "UPDATE notification_action_clicks SET state = NULL, clicked_at = now() - make_interval(mins => :m)"
+    db.session.execute(sa.text(sql), {"m": 1})
+    assert 'hx-trigger="every 2s"' in client.get(f"/inbox/notifications/{row.id}/actions").get_data(as_text=True)
+    db.session.execute(sa.text(sql), {"m": 11})
+    html = client.get(f"/inbox/notifications/{row.id}/actions").get_data(as_text=True)
+    assert 'data-action-state="approve"' in html and "hx-trigger" not in html
     assert json.loads(json.dumps(row.actions)) == [APPROVE, VIEW]
 
 
