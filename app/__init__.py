@@ -22,6 +22,7 @@ def create_app(test_config: dict | None = None) -> Flask:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]
 
     from app import cli, extensions, telemetry, unitofwork
+    from app.actions.views import bp as actions_bp
     from app.api.views import bp as api_bp
     from app.auth.views import bp as auth_bp
     from app.console import bp as console_bp
@@ -47,7 +48,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     errors.init_app(app)
     cli.init_app(app)
     blueprints = (auth_bp, inbox_bp, health_bp, realtime_bp, delivery_bp, metrics_bp, preferences_bp, api_bp,
-                  console_bp, push_bp, hooks_bp, feed_bp, feed_socket_bp)  # fmt: skip
+                  console_bp, push_bp, hooks_bp, feed_bp, feed_socket_bp, actions_bp)  # fmt: skip
     for blueprint in blueprints:
         app.register_blueprint(blueprint)
     return app

@@ -143,6 +143,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WEB_GRACEFUL_TIMEOUT", 10, "int", 0, 3600, "seconds in-flight requests get after SIGTERM (sockets close with 1001 first)"),
     Setting("FEED_ALLOWED_ORIGINS", "", "str", help="comma-separated origins of the product's pages that may call /v1/feed and open its socket with a user token"),
     Setting("FEED_CONNECT_RATE_LIMIT", "600 per minute", "rate", help="feed socket handshakes per client address (before the token is read)"),
+    Setting("ACTION_LINK_MAX_AGE_SECONDS", 7 * 86400, "int", 60, 90 * 86400, "how long an action button's signed link in an e-mail or push works (issue 33)"),
     Setting("USER_TOKEN_MAX_TTL", 86400, "int", 60, 7 * 86400, "longest lifetime, in seconds, of a user token from POST /v1/user-tokens"),
     Setting("BADGE_COUNTS", "unread", "str", help="what the inbox badge counts: unread, or unseen (unread and newer than the user's last visit)"),
     Setting("SESSION_MAX_AGE_HOURS", 720.0, "float", 0.1, 24 * 366, "absolute session lifetime, however active"),

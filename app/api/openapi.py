@@ -83,6 +83,11 @@ def _path_parameters() -> dict[str, dict]:
             "example": "user-42",
         },
         "notification_id": {"schema": row_id},
+        "action_name": {
+            "schema": TypeAdapter(schemas.ActionName).json_schema(),
+            "description": "The `action` of one of the notification's action buttons.",
+            "example": "approve",
+        },
         "fanout_id": {"schema": row_id, "description": "The `fanout.id` of POST /v1/notifications with `topic`."},
         "topic_key": {
             "schema": TypeAdapter(schemas.TopicKey).json_schema(),

@@ -94,6 +94,14 @@ class CancellationOut(BaseModel):
     escalations: int = Field(description="Waiting escalations now skipped (reason `cancelled`).")
 
 
+class ActionStateOut(BaseModel):
+    notification_id: int
+    name: str = Field(description="The named action.")
+    state: str = Field(description="What its button shows now.")
+    clicked_at: datetime | None = Field(description="When the member clicked it (null: not yet; it stays closed).")
+    via: Literal["inbox", "feed", "email", "push"] | None = Field(description="Where they clicked it.")
+
+
 class ProviderEventOut(BaseModel):
     provider: str = Field(description="The e-mail provider that reported it: sendgrid, mailgun or postmark.")
     event: Literal[PROVIDER_EVENTS] = Field(
@@ -159,6 +167,16 @@ class WorkflowTraceOut(BaseModel):
     steps: list[TraceStepOut]
 
 
+class NotificationActionOut(BaseModel):
+    label: str
+    labels: dict[str, str] | None = None
+    url: str | None = Field(None, description="A link button's path.")
+    action: str | None = Field(None, description="A named action's name.")
+    state: str | None = Field(None, description="What you answered (PATCH …/actions/{name}).")
+    clicked_at: datetime | None = Field(None, description="When the member clicked it (null: not yet).")
+    via: Literal["inbox", "feed", "email", "push"] | None = Field(None, description="Where they clicked it.")
+
+
 class NotificationOut(BaseModel):
     id: int
     recipient: str | None
@@ -181,6 +199,9 @@ class NotificationOut(BaseModel):
     events: list[EventOut] = Field(description="The events an aggregated notification holds, oldest first.")
     workflow: WorkflowTraceOut | None = Field(
         description="Its run through its type's workflow, step by step (null: accepted before workflows)."
+    )
+    actions: list[NotificationActionOut] = Field(
+        default_factory=list, description="Its action buttons, each named action with its click and your answer."
     )
 
 

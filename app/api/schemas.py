@@ -67,6 +67,12 @@ RECIPIENTS_MESSAGE = lazy_gettext("send either recipients (a list) or recipient 
 AUDIENCE_MESSAGE = lazy_gettext("send exactly one of recipients (a list), recipient (one id) or topic (a topic key)")
 TOPIC_SEND_AT_MESSAGE = lazy_gettext("a notification to a topic is sent now: leave send_at out")
 CHANNELS_REPEAT_MESSAGE = lazy_gettext("name each channel once")
+ACTION_KIND_MESSAGE = lazy_gettext("give each action either a url or an action name, not both")
+ACTION_REPEAT_MESSAGE = lazy_gettext("name each action once")
+ACTIONS_NOW_MESSAGE = lazy_gettext(
+    "action buttons go with notifications sent now to recipients: leave send_at and topic out"
+)
+ACTION_NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]*$"
 PROPERTIES_MESSAGE = lazy_gettext("must be at most %(max)s bytes as JSON", max=limits.PROPERTIES_MAX_BYTES)
 
 # Field messages are in the reader's language (Accept-Language); the field names they are filed under never
@@ -86,6 +92,10 @@ MESSAGES = {
     "audience": AUDIENCE_MESSAGE,
     "topic_send_at": TOPIC_SEND_AT_MESSAGE,
     "channels": CHANNELS_REPEAT_MESSAGE,
+    "action_kind": ACTION_KIND_MESSAGE,
+    ACTION_NAME_PATTERN: lazy_gettext(
+        "must be a short name of lower-case letters, digits, '.', '_' or '-', such as approve"
+    ),
 }
 
 MAX_RECIPIENTS = 1000
@@ -170,6 +180,70 @@ class Actor(_In):
     name: _text(1, limits.TITLE_MAX) = Field(description="The name shown in the notification.")
 
 
+ActionLabel = _text(1, limits.ACTION_LABEL_MAX)
+ActionName = _text(1, limits.ACTION_NAME_MAX, ACTION_NAME_PATTERN)
+
+
+class ActionIn(_In):
+    """An action button: a link on the product's site ({label, url}) or a named action ({label, action})."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [{"required": ["url"]}, {"required": ["action"]}],
+            "examples": [{"label": "Approve", "labels": {"ja": "承認"}, "action": "approve"}],
+        }
+    )
+
+    label: ActionLabel = Field(description="The button's text in the default locale.")
+    labels: Annotated[dict[Locale, ActionLabel], Field(max_length=20)] = Field(
+        None,
+        description='The label per locale, such as {"ja": "承認"}: each member sees the one of their locale, '
+        "else of its language, else `label` (the fallback message templates follow).",
+        json_schema_extra=absent_by_default,
+    )
+    url: Link = Field(
+        None,
+        description="A relative path in the product, such as /orders/42 (the same rule as `link`).",
+        json_schema_extra=absent_by_default,
+    )
+    action: ActionName = Field(
+        None,
+        description="A named action, such as approve: a click (in the inbox, the bell, an e-mail or a push) sends "
+        "the webhook event `notification.action` once, marks the notification read, and the button shows the "
+        "state the product answers with PATCH /v1/notifications/{id}/actions/{name}.",
+        json_schema_extra=absent_by_default,
+    )
+
+    @model_validator(mode="after")
+    def _url_or_action(self) -> ActionIn:
+        if (self.url is None) == (self.action is None):
+            raise PydanticCustomError("action_kind", str(ACTION_KIND_MESSAGE), {"field": "action"})
+        return self
+
+    def stored(self) -> dict:
+        """The button as notifications.actions keeps it (locale tags lower-case with '-', as templates')."""
+        button = self.model_dump(exclude_none=True)
+        if self.labels:
+            button["labels"] = {tag.replace("_", "-").lower(): text for tag, text in self.labels.items()}
+        return button
+
+
+class ActionStateIn(_In):
+    """PATCH /v1/notifications/{id}/actions/{name}: the product's answer to a named action."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"state": "Approved"}]})
+
+    state: _text(1, limits.ACTION_STATE_MAX) = Field(
+        description="What the button shows from now on, such as Approved (in the member's language: the "
+        "`notification.action` event names their `locale`)."
+    )
+
+
+def validate_action_name(value: str) -> str:
+    """Check an action name taken from the URL with the body's rules (422 otherwise)."""
+    return _path_value("action_name", ActionName, value, lazy_gettext("The action name in the URL is invalid."))
+
+
 class NotificationIn(_In):
     """POST /v1/notifications: one notification for each recipient."""
 
@@ -177,6 +251,8 @@ class NotificationIn(_In):
         json_schema_extra={
             "oneOf": [{"required": ["recipients"]}, {"required": ["recipient"]}, {"required": ["topic"]}],
             "not": {"required": ["topic", "send_at"]},  # a topic's fanout starts now
+            # action buttons go with a notification sent now to recipients
+            "allOf": [{"not": {"required": ["actions", "topic"]}}, {"not": {"required": ["actions", "send_at"]}}],
             "examples": [
                 {
                     "type": "comment",
@@ -264,6 +340,14 @@ class NotificationIn(_In):
         json_schema_extra=absent_by_default,
     )
 
+    actions: Annotated[list[ActionIn], Field(min_length=1, max_length=limits.ACTIONS_MAX)] = Field(
+        None,
+        description=f"Up to {limits.ACTIONS_MAX} action buttons, shown in the inbox, the bell, e-mails and pushes "
+        "(Web Push `actions`, an APNs category HATO_ACTIONS_1 or HATO_ACTIONS_2, FCM `click_action`). Only for a "
+        "notification sent now to `recipient(s)` (not with `send_at` or `topic`).",
+        json_schema_extra=absent_by_default,
+    )
+
     @model_validator(mode="after")
     def _one_recipient_field(self) -> NotificationIn:
         named = sum(value is not None for value in (self.recipients, self.recipient, self.topic))
@@ -276,6 +360,22 @@ class NotificationIn(_In):
         if self.channels is not None and len(set(self.channels)) != len(self.channels):
             raise PydanticCustomError("channels", str(CHANNELS_REPEAT_MESSAGE), {"field": "channels"})
         return self
+
+    def stored_actions(self) -> list[dict] | None:
+        """The buttons as notifications.actions keeps them (None: none); a business 422 for what the schema
+        cannot say (a name twice) or only says as `not` (with a topic or send_at)."""
+        if self.actions is None:
+            return None
+        names = [a.action for a in self.actions if a.action is not None]
+        message = None
+        if len(set(names)) != len(names):
+            message = ACTION_REPEAT_MESSAGE
+        elif self.topic is not None or self.send_at is not None:
+            message = ACTIONS_NOW_MESSAGE
+        if message is not None:
+            errors = [{"field": "actions", "message": str(message)}]
+            raise ApiError(422, gettext("These action buttons cannot be sent."), errors=errors)
+        return [a.stored() for a in self.actions]
 
     tenant: _text(1, limits.TENANT_KEY_MAX) = Field(
         None,
@@ -315,6 +415,7 @@ class NotificationIn(_In):
         fields = {"type", "title", "body", "link", "data"} | ({"actor"} if self.actor is not None else set())
         fields |= {"tenant"} if self.tenant is not None else set()  # likewise
         fields |= {"topic"} if self.topic is not None else set()
+        fields |= {"actions"} if self.actions is not None else set()
         content = self.model_dump_json(include=fields)
         return "auto:" + hashlib.sha256(content.encode()).hexdigest()[:32]
 

@@ -18,6 +18,7 @@ from flask import Blueprint, Response, current_app, jsonify, request, stream_wit
 from flask_babel import gettext, lazy_gettext, ngettext
 
 from app import user_tokens
+from app.actions import service as actions
 from app.api import auth, channel_data, openapi, quotas, ratelimit, responses, schemas, tenants, topics, workflows
 from app.api.idempotency import Withheld, idempotent, json_response, store
 from app.api.schemas import ApiError
@@ -224,6 +225,7 @@ def create_notifications(payload: schemas.NotificationIn):
     """Write one notification per recipient, or record a topic's fanout; deliveries and badge events follow the
     commit."""
     tenant = _sending_tenant(payload.tenant)
+    actions = payload.stored_actions()  # a 422 before the quota is charged or anything written
     recipients = payload.recipient_ids() if payload.topic is None else []
     if payload.topic is None:
         quotas.charge(len(recipients), tenant.quota if tenant else None)  # before any write: over a quota, none
@@ -251,7 +253,8 @@ def create_notifications(payload: schemas.NotificationIn):
         scheduled = schedule(recipients, send_at=send_at, **content, tenant_id=tenant and tenant.id)
         body = responses.NotificationScheduled.of(payload.type, dedupe_key, send_at, scheduled)
     else:
-        result = notify(recipients, **content, actor=payload.aggregation_actor(), tenant_id=tenant and tenant.id)
+        result = notify(recipients, **content, actor=payload.aggregation_actor(), tenant_id=tenant and tenant.id,
+                        actions=actions)  # fmt: skip
         body = responses.NotificationAccepted.of(payload.type, dedupe_key, result)
     response = store(json_response(202, body))
     commit()
@@ -311,6 +314,29 @@ def get_notification(notification_id: int):
     if row is None:
         raise ApiError(404, gettext("There is no notification with this id."))
     return json_response(200, responses.NotificationOut.model_validate(row))
+
+
+@bp.patch("/notifications/<int:notification_id>/actions/<action_name>")
+@documented(
+    "answerAction",
+    "Answer a member's named action with the state its button shows",
+    {200: responses.ActionStateOut},
+    errors=(404,),
+    description="After a `notification.action` event (or before, to close the button unsent), set what the "
+    "button shows, such as Approved; the member's inbox and bell show it instead of the button. A repeat "
+    "replaces the state. Only the API key that created the notification may answer; for any other key, or a "
+    "notification without that action, the answer is 404.",
+)
+@auth.requires("notifications:write")
+@bodies.takes_json(schemas.ActionStateIn)
+def answer_action(notification_id: int, action_name: str, payload: schemas.ActionStateIn):
+    """Record the product's state for one named action of a notification this key created."""
+    name = schemas.validate_action_name(action_name)
+    row = actions.answer(auth.current_key().id, notification_id, name, payload.state)
+    if row is None:
+        raise ApiError(404, gettext("There is no notification with this id and action."))
+    commit()
+    return json_response(200, responses.ActionStateOut.model_validate(dict(row)))
 
 
 @bp.put("/users/<external_id>")

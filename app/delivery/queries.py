@@ -21,7 +21,7 @@ DIGEST_TARGET = "digest:"
 BATCH_SQL = sa.text(
     f"""
 SELECT d.id, d.channel, d.attempts, d.locked_until, d.route_rank, d.created_at, d.reached,
-       n.id AS notification_id, n.type, n.title, n.body, n.link_path, n.data, n.group_key, n.traceparent,
+       n.id AS notification_id, n.type, n.title, n.body, n.link_path, n.data, n.group_key, n.traceparent, n.actions,
        u.id AS user_id, u.email, u.display_name, u.locale, u.timezone, u.phone,
        (u.phone_verified_at IS NOT NULL AND u.phone_invalidated_at IS NULL) AS phone_usable, u.sms_opt_in,
        EXISTS (SELECT 1 FROM sms_suppressions ss WHERE ss.phone = u.phone) AS sms_suppressed,
@@ -123,6 +123,7 @@ class BatchRow:
     tenant_color: str | None = None
     tenant_sender_name: str | None = None
     tenant_reply_to: str | None = None
+    actions: list | None = None  # the notification's action buttons (issue 33, app/actions/outbound.py)
 
 
 @dataclass(frozen=True)

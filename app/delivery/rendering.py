@@ -19,6 +19,7 @@ from jinja2 import TemplateError
 from jinja2.sandbox import SecurityError
 from markupsafe import Markup, escape
 
+from app.actions.outbound import outbound
 from app.config import default_of
 from app.delivery.queries import BatchRow, Template
 from app.delivery.sandbox import make_environment, time_budget
@@ -155,6 +156,7 @@ def _render_email(row: BatchRow, template: Template | None, base_url: str, unsub
         elif template.body_text.strip():
             content = _paragraphs(text)
     subject = " ".join(subject.split()) or row.type_label
+    text, content = _with_buttons(row, base_url, text, content)
     footer = gettext("Unsubscribe from %(type)s e-mails: %(url)s", type=row.type_label, url=unsubscribe_url)
     text = f"{text.rstrip()}\n\n--\n{footer}\n"
     lang = recipient_language(row.locale)
@@ -216,6 +218,18 @@ def _layout(lang: str, has_link: bool, type_label: str, base_url: str) -> str:
             base_url=base_url,
             lang=lang,
         )
+
+
+def _with_buttons(row: BatchRow, base_url: str, text: str, content: Markup) -> tuple[str, Markup]:
+    """The text and HTML with the notification's action buttons (issue 33) after them: a named action's link
+    opens its confirm page (a mail scanner fetching it acts on nothing)."""
+    default = current_app.config["DEFAULT_LOCALE"] if has_app_context() else default_of("DEFAULT_LOCALE")
+    buttons = outbound(getattr(row, "actions", None), row.user_id, row.notification_id, row.locale, default, base_url)
+    if not buttons:
+        return text, content
+    text = text.rstrip() + "\n\n" + "\n".join(f"{b['title']}: {b['url']}" for b in buttons)
+    links = Markup(" ").join(Markup('<a class="button" href="{}">{}</a>').format(b["url"], b["title"]) for b in buttons)
+    return text, content + Markup("<p>{}</p>").format(links)
 
 
 def _paragraphs(text: str) -> Markup:

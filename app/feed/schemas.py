@@ -65,6 +65,16 @@ class FeedCountsOut(BaseModel):
     badge: int = Field(description="The one the server's BADGE_COUNTS shows.")
 
 
+class FeedActionOut(BaseModel):
+    """An action button (issue 33): a link (url) or a named action (name), closed once clicked or answered."""
+
+    label: str = Field(description="In the member's locale.")
+    url: str | None = Field(None, description="A link button's absolute URL on the product's site.")
+    name: str | None = Field(None, description="A named action: POST /v1/feed/notifications/{id}/actions/{name}.")
+    state: str | None = Field(None, description="What the product answered (PATCH …/actions/{name}), such as Approved.")
+    clicked: bool = Field(False, description="Sent; the product has not answered yet.")
+
+
 class FeedNotificationOut(BaseModel):
     id: int
     type: str
@@ -79,6 +89,7 @@ class FeedNotificationOut(BaseModel):
     created_at: datetime
     mutable: bool
     muted: bool
+    actions: list[FeedActionOut] = Field(default_factory=list, description="Its action buttons (at most two).")
 
 
 LOCALES_HELP = (

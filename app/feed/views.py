@@ -18,12 +18,15 @@ from pydantic import BaseModel
 from werkzeug.exceptions import HTTPException
 
 from app import timezones, user_tokens
+from app.actions import queries as action_queries
+from app.actions import service as actions
 from app.clock import db_now
 from app.devices import queries as device_queries
 from app.devices import service as device_service
 from app.extensions import csrf, limiter
 from app.feed.schemas import (
     AnnouncementTextOut,
+    FeedActionOut,
     FeedAnnouncementOut,
     FeedChangeOut,
     FeedCountsOut,
@@ -167,9 +170,11 @@ def _link(path: str | None) -> str | None:
 
 
 def _notification(row) -> FeedNotificationOut:
-    """One notification as the feed shows it (its link made absolute)."""
-    fields = {name: row[name] for name in FeedNotificationOut.model_fields if name != "link"}
-    return FeedNotificationOut(**fields, link=_link(row["link_path"]))
+    """One notification as the feed shows it (its link and its link buttons' made absolute)."""
+    fields = {name: row[name] for name in FeedNotificationOut.model_fields if name not in ("link", "actions")}
+    buttons = [FeedActionOut(label=b.label, url=_link(b.url), name=b.name, state=b.state, clicked=b.clicked)
+               for b in action_queries.row_buttons(row, current_app.config["DEFAULT_LOCALE"])]  # fmt: skip
+    return FeedNotificationOut(**fields, link=_link(row["link_path"]), actions=buttons)
 
 
 def _chain() -> list[str]:
@@ -293,6 +298,27 @@ def archive(notification_id: int):
 def unarchive(notification_id: int):
     """Move an archived notification back to the inbox."""
     return _act("unarchive", notification_id)
+
+
+@bp.post("/notifications/<int:notification_id>/actions/<action_name>")
+@_documented(
+    "feedAct",
+    "Click a named action button (once: a repeat sends nothing)",
+    FeedChangeOut,
+    404,
+    description="The first click sends the product the webhook event `notification.action`; every click marks "
+    "the notification read. `changed` is false for a repeat. The button shows the product's answer once it "
+    "comes (the notification's `actions[].state`).",
+)
+def act(notification_id: int, action_name: str):
+    """Act on one of the member's named actions (the inbox's one service)."""
+    _own_notification(notification_id)  # 404 for a row outside this feed's scope (another tenant's)
+    done = actions.click(_user_id(), notification_id, action_name, "feed")
+    if done is None:
+        _refuse(404, gettext("There is no notification with this id and action."))
+    commit()
+    row = queries.notification_for(_user_id(), notification_id, _tenant_id())
+    return _json(FeedChangeOut(counts=_counts(), notification=_notification(row), changed=done.first))
 
 
 @bp.post("/notifications/<int:notification_id>/snooze")

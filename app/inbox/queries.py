@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from flask import current_app
 
+from app.actions.queries import ROW_COLUMNS as ACTION_COLUMNS
 from app.announcements.queries import ACTIVE_ANNOUNCEMENT_SQL
 from app.extensions import db
 from app.locales import in_locale
@@ -183,6 +184,8 @@ ROW_COLUMNS = """id, type, title, body, link_path, read_at IS NULL AS unread, re
 # followed_topic: [key, name] of the topic the row came from while the user still follows it (the row's Unfollow).
 # seen: created before the user's last visit; the others get the "new" marker (an InitPlan, read once).
 ROW_COLUMNS += f",\n  created_at <= {SEEN_AT_SQL} AS seen"
+# The row's action buttons (issue 33): their states and the member's locale are read only for a row with some.
+ROW_COLUMNS += f",\n  {ACTION_COLUMNS}"
 
 
 def _page_sql(filter_name: str, keyset: bool, scoped: bool = False) -> sa.TextClause:

@@ -9,6 +9,7 @@ from flask_babel import gettext, lazy_gettext
 from flask_login import current_user, login_required
 
 from app import timezones
+from app.actions import service as actions
 from app.clock import db_now
 from app.inbox import queries, service
 from app.inbox import snooze as snoozing
@@ -172,6 +173,10 @@ ACTION_STATUS = {
 }
 
 
+ACTION_SENT = lazy_gettext("Sent “%(label)s”.")
+ACTION_ALREADY = lazy_gettext("“%(label)s” was already sent.")
+
+
 def _act(action: str, notification_id: int):
     """Read, archive or unarchive one of the user's notifications (the feed's one handler for them too)."""
     row = service.act_on(current_user.id, notification_id, action) or abort(404)
@@ -207,6 +212,22 @@ def open_notification(notification_id: int):
     commit()
     target = same_site_path(row["link_path"]) or url_for("inbox.index", _anchor=f"notification-{notification_id}")
     return redirect(target, 303)
+
+
+@bp.post("/inbox/notifications/<int:notification_id>/actions/<name>")
+@login_required
+def act(notification_id: int, name: str):
+    """Click a named action button (issue 33): the product hears of the first click only; the row is read."""
+    done = actions.click(current_user.id, notification_id, name, "inbox") or abort(404)
+    status = ACTION_SENT if done.first else ACTION_ALREADY
+    return _finish(status % {"label": done.label}, _row(notification_id))
+
+
+@bp.get("/inbox/notifications/<int:notification_id>/actions")
+@login_required
+def action_buttons(notification_id: int):
+    """The row's buttons alone: a clicked one asks for them until the product's answer shows."""
+    return render_template("actions/_buttons.html", n=_own_notification(notification_id), next_url=_back())
 
 
 @bp.post("/inbox/announcements/<int:announcement_id>/read")

@@ -1,5 +1,6 @@
 """Tables, one module per area; import them from here."""
 
+from app.models.actions import NotificationActionClick
 from app.models.aggregation import NotificationEvent
 from app.models.api import ApiKey, IdempotencyKey, LoginLink
 from app.models.chat import CHAT_PROVIDERS, ChatAccount
@@ -51,6 +52,7 @@ from app.models.workflows import WorkflowDraft, WorkflowStep, WorkflowVersion
 
 __all__ = [
     "OidcAccount",
+    "NotificationActionClick",
     "FANOUT_STATUSES",
     "Topic",
     "TopicFanout",

@@ -176,6 +176,8 @@ class Notification(db.Model):
     # The tenant the product sent it for (0037, issue 32). No foreign key: a deleted tenant's rows keep its id,
     # which no other tenant gets again (an identity), and the ingest's insert pays for no key check.
     tenant_id: Mapped[int | None] = mapped_column(sa.BigInteger)
+    # Its action buttons as the request sent them (0043, issue 33; app/actions): NULL without any.
+    actions: Mapped[list | None] = mapped_column(JSONB)
 
 
 class ScheduledNotification(db.Model):

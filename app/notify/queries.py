@@ -21,7 +21,10 @@ NOTIFICATION_SQL = sa.text(
     """
 SELECT n.id, u.external_id AS recipient, n.type, n.title, n.body, n.link_path AS link, n.data,
        n.dedupe_key, n.in_app, n.read_at, n.archived_at, n.created_at, n.event_count, n.actor_count,
-       n.window_ends_at, n.workflow_version_id, u.timezone
+       n.window_ends_at, n.workflow_version_id, u.timezone, n.actions AS buttons,
+       CASE WHEN n.actions IS NOT NULL THEN (
+         SELECT jsonb_object_agg(c.name, jsonb_build_object('state', c.state, 'clicked_at', c.clicked_at, 'via', c.via))
+         FROM notification_action_clicks c WHERE c.user_id = n.user_id AND c.notification_id = n.id) END AS clicks
 FROM notifications n
 JOIN users u ON u.id = n.user_id
 WHERE n.id = :id AND n.api_key_id = :api_key_id
@@ -100,4 +103,7 @@ def notification_with_deliveries(notification_id: int, *, api_key_id: int) -> di
     for delivery in deliveries:
         delivery["provider_events"] = reported[delivery["id"]]
     workflow = notification_trace(row, deliveries)
-    return {**row, "deliveries": deliveries, "events": notification_events(notification_id), "workflow": workflow}
+    clicks = row["clicks"] or {}
+    actions = [{**button, **clicks.get(button.get("action"), {})} for button in row["buttons"] or ()]
+    return {**row, "deliveries": deliveries, "events": notification_events(notification_id), "workflow": workflow,
+            "actions": actions}  # fmt: skip

@@ -236,6 +236,16 @@ TRACE_SQL = driversql.compiled(
 )
 
 
+# Action buttons (issue 33, app/actions) ride in a statement of their own, sent only with buttons, for the same
+# reason as TRACE_SQL: the ingest statement stays within psycopg's parse cache.
+ACTIONS_SQL = driversql.compiled(
+    sa.text(
+        "UPDATE notifications SET actions = CAST(:actions AS jsonb) "
+        "WHERE id = ANY(CAST(:ids AS bigint[])) AND user_id = ANY(CAST(:user_ids AS bigint[]))"
+    )
+)
+
+
 class OutsideTenant(ValueError):
     """Some recipients are not members of the request's tenant; nothing was written."""
 
@@ -318,6 +328,7 @@ def notify(
     channels: Sequence[str] | None = None,
     channel_mode: str | None = None,
     tenant_id: int | None = None,
+    actions: list[dict] | None = None,
 ) -> NotifyResult:
     """Write one notification per recipient and its deliveries, in the caller's transaction.
 
@@ -331,6 +342,7 @@ def notify(
     of its type's defaults; in-app is recorded as the type and the member's preference say, whatever the order.
     tenant_id (issue 32): every recipient must be the tenant's member (else OutsideTenant, nothing written); the rows
     carry it, and its default preferences apply between the type's and the member's.
+    actions (issue 33): the new rows' buttons, as app/api/schemas.py ActionIn.stored() gives them.
     Raises NotifyError for an unknown type or (strict) unknown recipients.
     """
     refs = unique(refs)
@@ -371,6 +383,9 @@ def notify(
     if created and traceparent:
         ids, user_ids = [r.notification_id for r in created], [r.user_id for r in created]
         driversql.fetchone(TRACE_SQL, {"traceparent": traceparent, "ids": ids, "user_ids": user_ids})
+    if created and actions:  # before the commit, so every delivery job reads them
+        ids, user_ids = [r.notification_id for r in created], [r.user_id for r in created]
+        driversql.fetchone(ACTIONS_SQL, {"actions": json.dumps(actions), "ids": ids, "user_ids": user_ids})
     if created:  # the product hears of them in this transaction's outbox (app/webhooks)
         webhooks.emit_many("notification.created", [
             {"notification_id": r.notification_id, "user_id": r.user_id, "type": type_, "dedupe_key": dedupe_key}

@@ -7,6 +7,8 @@ from dataclasses import replace
 
 from app.providers.mobile import MobileAlert, MobilePush
 
+# The category an app registers for n action buttons (issue 33; app/actions/outbound.py builds the buttons).
+APNS_CATEGORY = "HATO_ACTIONS_{}"
 PAYLOAD_LIMIT = 4096  # bytes of JSON APNs takes for any push type but VoIP
 COLLAPSE_ID_LIMIT = 64  # bytes of apns-collapse-id
 ELLIPSIS = "…"
@@ -31,7 +33,11 @@ def _alert_payload(push: MobilePush, alert: MobileAlert, body: str, link: str) -
     if push.thread_id:
         aps["thread-id"] = push.thread_id
     aps["sound"] = "default"
+    if push.actions:  # the app registered the category: its buttons, in order, are `actions` below
+        aps["category"] = APNS_CATEGORY.format(len(push.actions))
     payload: dict = {"aps": aps}
+    if push.actions:
+        payload["actions"] = list(push.actions)
     if push.notification_id is not None:
         payload["notification_id"] = push.notification_id
     if link:

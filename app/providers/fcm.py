@@ -24,6 +24,7 @@ Tokens are secrets of the member's phone: they are never logged whole (token_hin
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -52,6 +53,9 @@ log = logging.getLogger(__name__)
 
 FCM_ERROR = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
 BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
+# The Android app's intent filter for a notification with action buttons (issue 33): its activity shows them
+# from data.actions (a JSON list of {action, title, url[, post]}).
+FCM_CLICK_ACTION = "HATO_NOTIFICATION_ACTIONS"
 MAX_TTL_SECONDS = 28 * 86_400  # FCM keeps a message four weeks at most and refuses a longer ttl
 # Error codes that say the project's setup is wrong (key, sender, APNs/web credentials), not the device.
 MISCONFIGURED = ("SENDER_ID_MISMATCH", "THIRD_PARTY_AUTH_ERROR", "PERMISSION_DENIED", "UNAUTHENTICATED")
@@ -128,11 +132,15 @@ def fcm_message(target: DeviceTarget, push: MobilePush, alert: MobileAlert | Non
     message: dict = {"token": target.token, "android": android}
     if alert is not None:
         message["notification"] = {"title": alert.title, "body": alert.body}
+    if alert is not None and push.actions:  # the app's activity for a notification with buttons shows them
+        android["notification"] = {"click_action": FCM_CLICK_ACTION}
     data = {}  # FCM data values are strings, always
     if push.notification_id is not None:
         data["notification_id"] = str(push.notification_id)
     if push.link:
         data["link"] = push.link
+    if push.actions:
+        data["actions"] = json.dumps(list(push.actions), ensure_ascii=False, separators=(",", ":"))
     if data:
         message["data"] = data
     return {"message": message}

@@ -51,6 +51,9 @@ class MobilePush:
     ttl: int = 86_400  # seconds the push service keeps it for an offline device
     badge: int | None = None  # the member's unread count at send time (iOS)
     background: bool = False
+    # The notification's buttons (issue 33): {action, title, url[, post]} each (app/actions/outbound.py); APNs
+    # names their category (aps.category HATO_ACTIONS_<n>), FCM the activity that shows them (click_action).
+    actions: tuple = ()
 
     def alert_for(self, locale: str) -> MobileAlert | None:
         """The alert in locale, else its language without region, else the fallback."""

@@ -11,6 +11,7 @@ EVENT_TYPES = (
     "notification.seen",
     "notification.read",
     "notification.archived",
+    "notification.action",
     "delivery.sent",
     "delivery.delivered",
     "delivery.failed",

@@ -7,7 +7,7 @@ Both tables are small (one row per type, one per broadcast), so a column beats a
 join, and the API's `locales` object is the column as stored.
 
 Revision ID: 0044_operator_content_locales
-Revises: 0040_tenant_last_seen
+Revises: 0043_notification_actions
 Create Date: 2026-12-04
 """
 
@@ -16,7 +16,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0044_operator_content_locales"
-down_revision = "0040_tenant_last_seen"
+down_revision = "0043_notification_actions"
 branch_labels = None
 depends_on = None
 

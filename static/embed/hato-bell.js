@@ -45,6 +45,8 @@ const STRINGS = {
     didAll: "Everything is marked read.",
     unread: "Unread",
     arrived: (t) => `New notification: ${t}`,
+    sent: "Sent",
+    didAction: (l) => `Sent “${l}”.`,
   },
   ja: {
     title: "お知らせ",
@@ -62,6 +64,8 @@ const STRINGS = {
     didAll: "すべて既読にしました。",
     unread: "未読",
     arrived: (t) => `新しいお知らせ: ${t}`,
+    sent: "送信済み",
+    didAction: (l) => `「${l}」を送信しました。`,
   },
 };
 
@@ -507,10 +511,32 @@ class HatoBell extends HTMLElement {
           { class: n.unread ? "unread" : false, "data-id": n.id },
           title,
           n.body ? el("p", { class: "b", text: n.body }) : "",
+          this._buttons(n),
           meta,
         );
       }),
     );
+  }
+
+  // The notification's action buttons (issue 33): links open the product's page; a named action posts once and
+  // then shows the product's answer (its state), or "Sent" until the answer comes.
+  _buttons(n) {
+    const t = this._t;
+    const buttons = (n.actions || []).map((b) => {
+      if (b.url) return el("a", { class: "act", href: b.url, target: "_blank", rel: "noopener", text: b.label });
+      if (b.state || b.clicked) {
+        return el("span", { class: "m", "data-action-state": b.name }, el("span", { class: "sr", text: `${b.label}: ` }), b.state || t.sent);
+      }
+      return el("button", {
+        class: "act",
+        type: "button",
+        text: b.label,
+        "data-action": b.name,
+        "aria-label": `${b.label}: ${n.title}`,
+        onclick: () => this._act(n, `actions/${encodeURIComponent(b.name)}`, t.didAction(b.label)),
+      });
+    });
+    return buttons.length ? el("p", { class: "b" }, ...buttons) : "";
   }
 
   async _act(n, action, message) {

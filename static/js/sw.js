@@ -1,5 +1,8 @@
 /* Hato service worker: shows Web Push messages and opens their link on click.
-   The payload is JSON {title, body, url, tag} (app/push/payload.py). */
+   The payload is JSON {title, body, url, tag[, actions]} (app/push/payload.py). actions (issue 33) are the
+   notification's buttons {action, title, url[, post]}: a link button opens its url; a named action (post)
+   posts to url + "/push" with the member's session (app/actions/views.py) and, when that is refused (signed
+   out, another member), opens url, the action's confirm page. */
 "use strict";
 
 self.addEventListener("install", function () {
@@ -19,18 +22,37 @@ self.addEventListener("push", function (event) {
       data = { body: event.data.text() };  // not JSON: still show what came
     }
   }
-  var options = { body: data.body || "", data: { url: data.url || "/inbox" } };
+  var buttons = Array.isArray(data.actions) ? data.actions : [];
+  var options = { body: data.body || "", data: { url: data.url || "/inbox", actions: buttons } };
+  if (buttons.length) {
+    options.actions = buttons.map(function (b) { return { action: b.action, title: b.title }; });
+  }
   if (data.tag) {
     options.tag = data.tag;  // a resend of the same notification replaces it instead of stacking
   }
   event.waitUntil(self.registration.showNotification(data.title || "Hato", options));
 });
 
+function sameOrigin(url) {
+  return new URL(url, self.location.origin).origin === self.location.origin;
+}
+
 self.addEventListener("notificationclick", function (event) {
   event.notification.close();
-  var url = (event.notification.data && event.notification.data.url) || "/inbox";
+  var data = event.notification.data || {};
+  var button = event.action && (data.actions || []).find(function (b) { return b.action === event.action; });
+  if (button && button.post && sameOrigin(button.url)) {
+    event.waitUntil(fetch(button.url + "/push", { method: "POST", credentials: "same-origin" }).then(function (r) {
+      return r.ok ? null : openUrl(button.url);
+    }, function () { return openUrl(button.url); }));
+    return;
+  }
+  event.waitUntil(openUrl((button && button.url) || data.url || "/inbox"));
+});
+
+function openUrl(url) {
   var target = new URL(url, self.location.origin).href;
-  event.waitUntil(self.clients.matchAll({ type: "window", includeUncontrolled: true }).then(function (windows) {
+  return self.clients.matchAll({ type: "window", includeUncontrolled: true }).then(function (windows) {
     var exact = windows.find(function (client) { return client.url === target; });
     if (exact) {
       return exact.focus();
@@ -41,5 +63,5 @@ self.addEventListener("notificationclick", function (event) {
       return ours.focus().then(function (client) { return client.navigate(target); });
     }
     return self.clients.openWindow(target);
-  }));
-});
+  });
+}

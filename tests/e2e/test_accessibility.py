@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from app.actions.signing import make_token as action_token
 from app.campaigns.service import create_campaign
 from app.delivery.unsubscribe import make_token
 from app.devices import service as devices
@@ -49,7 +50,10 @@ def _world(live_server, lang: str) -> dict:
         now = datetime.now(UTC)
         rows = [
             NotificationFactory(
-                user_id=member.id, title="New reply on your post", created_at=now - timedelta(minutes=3)
+                user_id=member.id,
+                title="New reply on your post",
+                created_at=now - timedelta(minutes=3),
+                actions=[{"label": "Approve", "action": "approve"}, {"label": "View post", "url": "/posts/7"}],
             ),
             NotificationFactory(
                 user_id=member.id, title="Room booked", read_at=now, created_at=now - timedelta(hours=2)
@@ -103,6 +107,7 @@ def _world(live_server, lang: str) -> dict:
             "campaign": campaign.id,
             "delivery": db.session.scalar(db.text("SELECT max(id) FROM notification_deliveries")),
             "unsubscribe": make_token(member.id, "comment"),
+            "action": action_token(member.id, rows[0].id, "approve"),  # an e-mail's action button (issue 33)
             "webhook": webhook,
             "topic_fanout": fanout,
         }
@@ -125,7 +130,7 @@ def _member_pages(w: dict) -> list[str]:
 
 
 def _anonymous_pages(w: dict) -> list[str]:
-    return ["/login", f"/unsubscribe/{w['unsubscribe']}", "/no-such-page"]
+    return ["/login", f"/unsubscribe/{w['unsubscribe']}", f"/actions/{w['action']}", "/no-such-page"]
 
 
 def _console_pages(w: dict, lang: str) -> list[str]:

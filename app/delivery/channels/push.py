@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 
 from flask_babel import lazy_pgettext
 
+from app.actions.outbound import outbound
 from app.delivery import rendering
 from app.delivery.channels.base import Channel
 from app.delivery.ledger import LEDGER
@@ -85,15 +86,17 @@ class PushChannel(Channel):
         tag = f"{row.type}:{row.notification_id}"  # the console preview uses the same tag
         urgency, ttl = payload.urgency(row.priority)
         link = context["notification"]["link"]
-        text = payload.fit_payload(title, body, link, tag)
+        buttons = outbound(row.actions, row.user_id, row.notification_id, row.locale, config["DEFAULT_LOCALE"],
+                           base_url)  # fmt: skip
+        text = payload.fit_payload(title, body, link, tag, actions=buttons)
         headers = {"TTL": str(ttl), "Urgency": urgency, "Topic": payload.topic(tag)}
         phones = [target for target in targets if isinstance(target, DeviceTarget)]
-        mobile = self._mobile(row, templates, config, context, phones, (title, body), ttl) if phones else None
+        mobile = self._mobile(row, templates, config, context, phones, (title, body), ttl, buttons) if phones else None
         return Message(delivery_id=row.id, channel=row.channel, to=f"user:{row.user_id}", subject=title, text=text,
                        headers=headers, targets=tuple(targets), mobile=mobile)  # fmt: skip
 
     def _mobile(self, row: BatchRow, templates, config: Mapping, context: dict, phones: list[DeviceTarget],
-                default: tuple[str, str], ttl: int) -> MobilePush:  # fmt: skip
+                default: tuple[str, str], ttl: int, buttons: list[dict]) -> MobilePush:  # fmt: skip
         """The phones' part: the alert in each language they speak (the user's for a phone that names none)."""
         alerts = {}
         for locale in sorted({phone.locale for phone in phones}):
@@ -113,7 +116,7 @@ class PushChannel(Channel):
         badge = badge_count(row.user_id) if any(phone.platform == "ios" for phone in phones) else None
         return MobilePush(alerts=alerts, notification_id=row.notification_id, link=context["notification"]["link"],
                           group_key=row.group_key, thread_id=row.type, ttl=ttl, badge=badge,
-                          priority="high" if row.priority == "high" else "normal")  # fmt: skip
+                          priority="high" if row.priority == "high" else "normal", actions=tuple(buttons))  # fmt: skip
 
     def record_outcome(self, conn, result) -> None:
         """Invalidate the browsers and phones whose push service says they are gone (at once: never again)."""
