@@ -33,6 +33,7 @@ from app.models.notifications import (
     PRIORITIES,
     Announcement,
     AnnouncementRead,
+    InboxUndo,
     Notification,
     NotificationDelivery,
     NotificationLastSeen,
@@ -50,6 +51,7 @@ from app.models.webhooks import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from app.models.workflows import WorkflowDraft, WorkflowStep, WorkflowVersion
 
 __all__ = [
+    "InboxUndo",
     "FANOUT_STATUSES",
     "Topic",
     "TopicFanout",
