@@ -105,6 +105,7 @@ SET in_app = true,
     snoozed_until = CASE WHEN u.action = 'delete' THEN u.snoozed_until ELSE n.snoozed_until END
 FROM used u
 WHERE n.id = u.notification_id AND n.user_id = :user_id
+  AND (CAST(:tenant_id AS bigint) IS NULL OR n.tenant_id = :tenant_id)
   AND CASE u.action WHEN 'read' THEN n.read_at IS NOT NULL AND n.archived_at IS NULL AND n.in_app
                     WHEN 'archive' THEN n.archived_at IS NOT NULL AND n.in_app
                     ELSE NOT n.in_app END
@@ -209,9 +210,13 @@ def act_on_all(user_id: int, action: str, filter_name: str = "all", tenant_id: i
     return _apply(user_id, action, statement, {"tenant_id": tenant_id}, whole_list=True)
 
 
-def undo(user_id: int, token: str) -> int:
-    """Put back the rows of the member's own token (used once, until it expires); return how many came back."""
-    restored = db.session.execute(UNDO_SQL, {"user_id": user_id, "token": token}).rowcount
+def undo(user_id: int, token: str, tenant_id: int | None = None) -> int:
+    """Put back the rows of the member's own token (used once, until it expires); return how many came back.
+
+    With tenant_id (a tenant-scoped feed token) only that tenant's rows come back.
+    """
+    params = {"user_id": user_id, "token": token, "tenant_id": tenant_id}
+    restored = db.session.execute(UNDO_SQL, params).rowcount
     if restored:
         badge_after_commit([user_id])
         phone_badge.after_change(user_id)
