@@ -23,7 +23,7 @@ def _in_app(notification_id: int) -> bool:
 def test_rows_have_checkboxes_in_the_bulk_form_and_the_page_says_what_delete_does(client, member):
     row = NotificationFactory(user_id=member.id, title="Hello")
     html = client.get("/inbox").get_data(as_text=True)
-    box = one(html, f"#notification-{row.id} input[data-bulk-select]")
+    box = one(html, f"#notification-{row.id} .item__select input[data-bulk-select]")
     assert (box["form"], box["name"], box["value"], box["aria-label"]) == (
         "inbox-bulk",
         "ids",
