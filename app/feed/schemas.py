@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from flask_babel import lazy_gettext
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
@@ -63,7 +63,7 @@ class BulkIn(JsonBody):
     )
 
     action: Literal[tuple(ACTIONS)] = Field(description="`delete` hides the rows from the member at once (see Undo).")
-    ids: list[StrictInt] = Field(
+    ids: list[Annotated[StrictInt, Field(ge=1, le=2**63 - 1)]] = Field(
         None,
         description="The member's notification ids (at most INBOX_BULK_MAX_IDS, 200 by default: more is a 422). "
         "Ids that are not the member's (or, with a tenant-scoped token, not that tenant's) are ignored.",

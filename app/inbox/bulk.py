@@ -73,6 +73,7 @@ WITH picked AS (
 SELECT id FROM changed ORDER BY id
 """
 
+BIGINT_MAX = 2**63 - 1
 SELECTED_ROWS = "n.id = ANY (CAST(:ids AS bigint[]))"
 TENANT_SCOPE = " AND n.tenant_id = :tenant_id"
 
@@ -195,9 +196,9 @@ def _apply(user_id: int, action: str, statement: sa.TextClause, params: dict, wh
 
 def act_on_ids(user_id: int, action: str, ids: list[int], tenant_id: int | None = None) -> BulkResult:
     """Apply action to the member's rows among ids (others' and unknown ids are ignored); TooManyIds past the cap."""
-    unique = sorted(set(ids))
-    if len(unique) > max_ids():
+    if len(set(ids)) > max_ids():
         raise TooManyIds(max_ids())
+    unique = sorted({i for i in ids if 0 < i <= BIGINT_MAX})  # no row has another id: ignored like unknown ones
     statement = _action_sql(action, SELECTED_ROWS, GUARDS[action], tenant_id is not None)
     return _apply(user_id, action, statement, {"ids": unique, "tenant_id": tenant_id}, whole_list=False)
 

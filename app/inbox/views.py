@@ -348,15 +348,11 @@ def _bulk_answer(status: str, filter_name: str, undo_token: str | None = None):
     forget_badge_count()
     context = _content_context(filter_name, values=request.form)
     content = render_template("inbox/_content.html", **context)
-    toast = render_template(
-        "inbox/_undo_toast.html", **context, status=status, token=undo_token, seconds=bulk.undo_seconds()
-    )
-    return (
-        content
-        + render_template("inbox/_status.html", status=status)
-        + render_template("_badge.html", oob=True)
-        + (toast if undo_token else "")
-    )
+    answer = content + render_template("inbox/_status.html", status=status) + render_template("_badge.html", oob=True)
+    if undo_token:
+        seconds = bulk.undo_seconds()
+        answer += render_template("inbox/_undo_toast.html", **context, status=status, token=undo_token, seconds=seconds)
+    return answer
 
 
 @bp.post("/inbox/bulk")

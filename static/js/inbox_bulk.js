@@ -81,7 +81,7 @@
     return !!(el && el.closest && (el.isContentEditable || el.closest("input, textarea, select, [contenteditable]")));
   }
 
-  // x toggles the focused row's checkbox; Escape with a selection clears it.
+  // x toggles the focused row's checkbox; z undoes; Escape with a selection clears it.
   document.addEventListener("keydown", function (evt) {
     if (evt.defaultPrevented || evt.isComposing || evt.ctrlKey || evt.metaKey || evt.altKey) { return; }
     if (typing(evt.target)) { return; }
@@ -92,6 +92,10 @@
     if (evt.key === "x" && !evt.shiftKey && row) {
       var box = row.querySelector("input[data-bulk-select]");
       if (box) { toggle(box, !box.checked); evt.preventDefault(); }
+    } else if (evt.key === "z" && !evt.shiftKey) {
+      // z undoes the newest bulk action while its toast is shown (as in Gmail).
+      var undos = document.querySelectorAll("[data-undo-toast] button[data-undo]:not([disabled])");
+      if (undos.length) { undos[undos.length - 1].click(); evt.preventDefault(); }
     } else if (evt.key === "Escape" && selected().length && !(active && active.closest && active.closest("details[open], [data-toast]"))) {
       selected().forEach(function (b) { b.checked = false; });
       refresh();

@@ -38,7 +38,7 @@ def test_other_members_and_unknown_ids_are_ignored(member):
     mine = NotificationFactory(user_id=member.id)
     theirs = NotificationFactory(user_id=UserFactory().id)
     for action in bulk.ACTIONS:
-        result = bulk.act_on_ids(member.id, action, [theirs.id, 999_999_999])
+        result = bulk.act_on_ids(member.id, action, [theirs.id, 999_999_999, 2**70, -1])
         assert result.count == 0 and result.token is None
     assert _row(theirs.id) == (None, None, True, None)
     assert bulk.act_on_ids(member.id, "read", [mine.id, theirs.id]).ids == [mine.id]
