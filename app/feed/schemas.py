@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
+from flask import current_app
 from flask_babel import lazy_gettext
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
+from pydantic_core import PydanticCustomError
 
 from app.delivery.channels import member_channels
 from app.inbox.bulk import ACTIONS, ALL_FILTERS
@@ -52,6 +54,27 @@ class SnoozeIn(JsonBody):
     )
 
 
+def _json_integer(value):
+    """A JSON integer as JSON Schema has it (5 and 5.0, never "5" or true); pydantic's lax int does the rest."""
+    if isinstance(value, (str, bool)):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+JsonId = Annotated[int, Field(ge=1, le=2**63 - 1), BeforeValidator(_json_integer)]
+
+
+class StatedMaxItems:
+    """A list's longest length as a setting, stated by the OpenAPI document (the view refuses more, with a 422 that
+    names the setting's value)."""
+
+    def __init__(self, setting: str) -> None:
+        self.setting = setting
+
+    def __get_pydantic_json_schema__(self, schema, handler):
+        return {**handler(schema), "maxItems": current_app.config[self.setting]}
+
+
 class BulkIn(JsonBody):
     """POST /v1/feed/bulk: one action on the member's rows among `ids`, or on a whole list (`all`)."""
 
@@ -63,7 +86,7 @@ class BulkIn(JsonBody):
     )
 
     action: Literal[tuple(ACTIONS)] = Field(description="`delete` hides the rows from the member at once (see Undo).")
-    ids: list[Annotated[StrictInt, Field(ge=1, le=2**63 - 1)]] = Field(
+    ids: Annotated[list[JsonId], StatedMaxItems("INBOX_BULK_MAX_IDS")] = Field(
         None,
         description="The member's notification ids (at most INBOX_BULK_MAX_IDS, 200 by default: more is a 422). "
         "Ids that are not the member's (or, with a tenant-scoped token, not that tenant's) are ignored.",

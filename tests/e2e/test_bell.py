@@ -3,8 +3,8 @@
 The host page and its token endpoint are app/devstack/demo_host.py, served on a free port of its own;
 Hato is the live server. The bell must show the count, list a new notification live, keep the host page
 and an open Hato inbox tab in step on mark read / delete (and its undo) / mark all read / archive all, refresh
-its token without a reload, pass
-axe with its popover open, and never open more than 5 sockets a minute however its tokens fail.
+its token without a reload, pass axe with its popover open, and never open more than 5 sockets a minute however
+its tokens fail.
 """
 
 from __future__ import annotations

@@ -90,6 +90,8 @@ def test_a_tenant_scoped_token_touches_and_undoes_only_its_tenants_rows(client, 
         {"action": "archive", "ids": []},
         {"action": "burn", "ids": [1]},
         {"action": "archive", "ids": ["1"]},
+        {"action": "archive", "ids": [1.5]},
+        {"action": "archive", "ids": [True]},
         {"action": "archive", "all": True, "filter": "snoozed"},
     ],
 )
@@ -100,6 +102,8 @@ def test_bad_bodies_are_422(client, issuer, member, body):
 
 def test_an_oversized_id_list_is_a_clear_422_that_changes_nothing(app, client, issuer, member, monkeypatch):
     monkeypatch.setitem(app.config, "INBOX_BULK_MAX_IDS", 2)
+    spec = client.get("/v1/openapi.json").get_json()
+    assert spec["components"]["schemas"]["BulkIn"]["properties"]["ids"]["maxItems"] == 2  # the document states it
     rows = NotificationFactory.create_batch(3, user_id=member.id)
     response = _bulk(client, _token(issuer), {"action": "read", "ids": [r.id for r in rows]})
     body = response.get_json()
