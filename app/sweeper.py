@@ -7,8 +7,9 @@ pending; rows held back by a breaker, a bucket or a pause longer than DELIVERY_M
 (`expired`); due pending rows nobody has enqueued (retries and deferrals that fell due, rows released
 from a pause, and rows whose job Redis lost) are enqueued in batches on their queue; coalesced live
 ids whose drain job died get a new one; idempotency keys older than 24 h are pruned; snoozed
-notifications whose time has come are woken; a type written straight into the table gets its first workflow
-version from its columns (app/workflows); due scheduled notifications are released
+notifications whose time has come are woken; bulk inbox actions whose undo time has passed
+are finished (a deleted row removed for good, app/inbox/bulk.py); a type written straight into
+the table gets its first workflow version from its columns (app/workflows); due scheduled notifications are released
 (release_scheduled, which the CLI loop also runs every SCHEDULER_INTERVAL_SECONDS); open badges move
 when a scheduled announcement goes live or expires; due and running campaigns, and unfinished bulk
 DLQ operations, get a job if theirs was lost; due e-mail digests are opened and enqueued
@@ -45,6 +46,7 @@ from app.delivery.dlq import resume_bulk_operations
 from app.digests import service as digest_runs
 from app.digests.sweep import sweep as sweep_digests
 from app.extensions import db
+from app.inbox.bulk import finish_expired
 from app.inbox.service import wake_due
 from app.notify import schedule
 from app.queueing import QUEUE_NAMES, coalesced_waiting, get_queue, wake_orphaned_drains
@@ -180,6 +182,7 @@ def _pass(config: Mapping) -> dict:
         due = due_rows.take_due(config["SWEEP_REQUEUE_AFTER_SECONDS"], config["SWEEP_LIMIT"], idle, DUE_CURSOR)
         pruned = service.prune_idempotency_keys()
         woken = wake_due(config["SWEEP_LIMIT"])  # snoozes that ended: back on top, unread, badge + toast
+        finished = finish_expired(config["SWEEP_LIMIT"])  # bulk undo times that ended: deleted rows removed for good
         webhook_counts = webhooks.sweep(config)  # the webhook outbox: leases, held too long, due rows re-enqueued
         enqueued = commit().wait().get("enqueued", 0)
     except BaseException:
@@ -206,6 +209,7 @@ def _pass(config: Mapping) -> dict:
         "enqueued": enqueued,
         "pruned": pruned,
         "woken": woken,
+        "inbox_deleted": finished.removed,
         "drains": drains,
         "scheduled": scheduled,
         "workflow_versions": versions,

@@ -42,6 +42,7 @@ DISTRIBUTED = {
     "tenant_members",  # a member's tenants (issue 32), keyed (user_id, tenant_id): the ingest's check stays local
     "topic_subscriptions",  # who follows a topic (issue 32), keyed (user_id, topic_id): a topic's fanout co-located
     "tenant_last_seen",  # a member's last look at a tenant-scoped feed (issue 32), keyed (user_id, tenant_id)
+    "inbox_undo",  # a bulk inbox action's rows before it (issue 33), keyed (user_id, token, notification_id)
 }
 
 REFERENCE = {

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
+from flask import current_app
 from flask_babel import lazy_gettext
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
+from pydantic_core import PydanticCustomError
 
 from app.delivery.channels import member_channels
+from app.inbox.bulk import ACTIONS, ALL_FILTERS
 from app.inbox.queries import FILTERS
 from app.inbox.snooze import CHOICES, MAX_DAYS
 from app.web.bodies import JsonBody, absent_by_default, text
@@ -49,6 +52,58 @@ class SnoozeIn(JsonBody):
         description=f"A date-time in the member's time zone, in the future and at most {MAX_DAYS} days ahead.",
         json_schema_extra=absent_by_default,
     )
+
+
+def _json_integer(value):
+    """A JSON integer as JSON Schema has it (5 and 5.0, never "5" or true); pydantic's lax int does the rest."""
+    if isinstance(value, (str, bool)):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+JsonId = Annotated[int, Field(ge=1, le=2**63 - 1), BeforeValidator(_json_integer)]
+
+
+class StatedMaxItems:
+    """A list's longest length as a setting, stated by the OpenAPI document (the view refuses more, with a 422 that
+    names the setting's value)."""
+
+    def __init__(self, setting: str) -> None:
+        self.setting = setting
+
+    def __get_pydantic_json_schema__(self, schema, handler):
+        return {**handler(schema), "maxItems": current_app.config[self.setting]}
+
+
+class BulkIn(JsonBody):
+    """POST /v1/feed/bulk: one action on the member's rows among `ids`, or on a whole list (`all`)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [{"required": ["ids"]}, {"required": ["all"]}],
+            "examples": [{"action": "archive", "ids": [12, 15]}, {"action": "delete", "all": True}],
+        }
+    )
+
+    action: Literal[tuple(ACTIONS)] = Field(description="`delete` hides the rows from the member at once (see Undo).")
+    ids: Annotated[list[JsonId], StatedMaxItems("INBOX_BULK_MAX_IDS")] = Field(
+        None,
+        description="The member's notification ids (at most INBOX_BULK_MAX_IDS, 200 by default: more is a 422). "
+        "Ids that are not the member's (or, with a tenant-scoped token, not that tenant's) are ignored.",
+        json_schema_extra=absent_by_default,
+    )
+    all: Literal[True] = Field(
+        None,
+        description="Every row of `filter`: read all, archive all, or delete all *read* rows.",
+        json_schema_extra=absent_by_default,
+    )
+    filter: Literal[tuple(ALL_FILTERS)] = Field("all", description="The list `all` acts on.")
+
+
+class UndoIn(JsonBody):
+    """POST /v1/feed/undo: the token a bulk answer gave."""
+
+    token: text(1, 64)
 
 
 class FeedPreferenceIn(JsonBody):
@@ -147,6 +202,24 @@ class TypeTextOut(BaseModel):
 
     label: str | None = None
     description: str | None = None
+
+
+class FeedUndoOut(BaseModel):
+    token: str = Field(description="POST it to /v1/feed/undo within `expires_in` seconds to put the rows back.")
+    expires_in: int
+
+
+class FeedBulkOut(BaseModel):
+    action: str
+    changed: int = Field(description="How many rows changed (rows already in that state are left alone).")
+    ids: list[int] = Field(description="The ids that changed.")
+    undo: FeedUndoOut | None = Field(description="null when nothing changed.")
+    counts: FeedCountsOut
+
+
+class FeedUndoneOut(BaseModel):
+    restored: int = Field(description="How many rows came back (those changed since stay as they are).")
+    counts: FeedCountsOut
 
 
 class FeedPreferenceOut(BaseModel):

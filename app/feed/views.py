@@ -27,7 +27,9 @@ from app.extensions import csrf, limiter
 from app.feed.schemas import (
     AnnouncementTextOut,
     FeedActionOut,
+    BulkIn,
     FeedAnnouncementOut,
+    FeedBulkOut,
     FeedChangeOut,
     FeedCountsOut,
     FeedNotificationOut,
@@ -37,10 +39,13 @@ from app.feed.schemas import (
     FeedPreferenceOut,
     FeedPreferencesOut,
     FeedTenantOut,
+    FeedUndoneOut,
+    FeedUndoOut,
     SnoozeIn,
     TypeTextOut,
+    UndoIn,
 )
-from app.inbox import queries, service
+from app.inbox import bulk, queries, service
 from app.inbox import snooze as snoozing
 from app.pagination import Cursor
 from app.preferences import queries as preference_queries
@@ -380,6 +385,61 @@ def read_all():
     result = service.read_all(_user_id(), _tenant_id())
     commit()
     return _json(FeedChangeOut(changed=result.changed, counts=_counts()))
+
+
+def _too_many_ids() -> str:
+    return gettext("Send at most %(max)d ids in one bulk request, or use `all` for a whole list.", max=bulk.max_ids())
+
+
+@bp.post("/bulk")
+@_documented(
+    "feedBulk",
+    "Mark read, archive or delete many notifications at once (by ids, or a whole list)",
+    FeedBulkOut,
+    422,
+    description="One statement over the set. Ids that are not the member's are ignored (as if they did not exist). "
+    "`delete` with `all` deletes only read rows. The answer's `undo.token` puts exactly the changed rows back "
+    "(POST /v1/feed/undo) within `undo.expires_in` seconds; a deleted row is then removed for good unless the "
+    "operator keeps deleted rows for the retention rules (INBOX_DELETE_KEEPS_FOR_RETENTION).",
+)
+@bodies.takes_json(BulkIn)
+def bulk_action(payload: BulkIn):
+    """One action on the member's rows among ids, or on a whole list (delete: its read rows)."""
+    if (payload.ids is None) == (payload.all is None):
+        _refuse(422, gettext("Send either `ids` or `all`, not both."), field="ids")
+    if payload.ids is not None and not payload.ids:
+        _refuse(422, gettext("Send at least one id."), field="ids")
+    if payload.ids is not None and len(payload.ids) > bulk.max_ids():
+        _refuse(422, _too_many_ids(), field="ids")
+    try:
+        if payload.all:
+            result = bulk.act_on_all(_user_id(), payload.action, payload.filter, _tenant_id())
+        else:
+            result = bulk.act_on_ids(_user_id(), payload.action, payload.ids, _tenant_id())
+    except bulk.TooManyIds:
+        _refuse(422, _too_many_ids(), field="ids")
+    commit()
+    undo = FeedUndoOut(token=result.token, expires_in=bulk.undo_seconds()) if result.token else None
+    return _json(FeedBulkOut(action=result.action, changed=result.count, ids=result.ids, undo=undo, counts=_counts()))
+
+
+@bp.post("/undo")
+@_documented(
+    "feedUndo",
+    "Undo one bulk action (its token, once, in time)",
+    FeedUndoneOut,
+    404,
+    422,
+    description="A token that is unknown, used, expired or another member's is a 404 and changes nothing.",
+)
+@bodies.takes_json(UndoIn)
+def undo(payload: UndoIn):
+    """Put back exactly the rows of one bulk action."""
+    restored = bulk.undo(_user_id(), payload.token, _tenant_id())
+    if not restored:
+        _refuse(404, gettext("There is nothing to undo with this token (it was used, or its time has passed)."))
+    commit()
+    return _json(FeedUndoneOut(restored=restored, counts=_counts()))
 
 
 @bp.post("/seen")

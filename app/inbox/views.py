@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from flask import Blueprint, abort, redirect, render_template, request, url_for
-from flask_babel import gettext, lazy_gettext
+from flask_babel import gettext, lazy_gettext, ngettext
 from flask_login import current_user, login_required
 
 from app import timezones
 from app.actions import service as actions
 from app.clock import db_now
-from app.inbox import queries, service
+from app.inbox import bulk, queries, service
 from app.inbox import snooze as snoozing
 from app.links import same_site_path
 from app.pagination import Cursor
@@ -334,3 +334,90 @@ def mute(notification_id: int):
     return _finish(
         gettext("Muted the thread of “%(title)s”. Unmute it in Preferences.", title=row["title"]), _row(notification_id)
     )
+
+
+# --- bulk actions (issue 33) ----------------------------------------------------------------------
+
+
+def _bulk_status(action: str, count: int) -> str:
+    """What a bulk action did, for the live region (and the toast): "3 notifications archived"."""
+    if action == "read":
+        return ngettext("%(num)d notification marked read", "%(num)d notifications marked read", count)
+    if action == "archive":
+        return ngettext("%(num)d notification archived", "%(num)d notifications archived", count)
+    return ngettext("%(num)d notification deleted", "%(num)d notifications deleted", count)
+
+
+def _bulk_ids(values) -> list[int]:
+    raw = values.getlist("ids")
+    if len(raw) > bulk.max_ids():
+        abort(422, _too_many())
+    try:
+        return [int(v) for v in raw]
+    except ValueError:
+        abort(400, gettext("A selected notification id is not a number. Reload the page and try again."))
+
+
+def _too_many() -> str:
+    return gettext(
+        "Select at most %(max)d notifications at once, or use “Archive all” or “Delete all read”.", max=bulk.max_ids()
+    )
+
+
+def _bulk_answer(status: str, filter_name: str, undo_token: str | None = None):
+    """Commit once, then answer HTMX with the refreshed list, the status, the badge and (if any) the undo toast."""
+    commit()
+    if not is_htmx():
+        return redirect(_back(), 303)
+    forget_badge_count()
+    context = _content_context(filter_name, values=request.form)
+    content = render_template("inbox/_content.html", **context)
+    answer = content + render_template("inbox/_status.html", status=status) + render_template("_badge.html", oob=True)
+    if undo_token:
+        seconds = bulk.undo_seconds()
+        answer += render_template("inbox/_undo_toast.html", **context, status=status, token=undo_token, seconds=seconds)
+    return answer
+
+
+@bp.post("/inbox/bulk")
+@login_required
+def bulk_action():
+    """Mark read, archive or delete the selected rows (ids), or with all=1 the whole list (delete: its read rows)."""
+    action = request.form.get("action")
+    if action not in bulk.ACTIONS:
+        abort(400, gettext("Unknown action: use read, archive or delete."))
+    filter_name = request.form.get("filter", "all")
+    if filter_name not in queries.FILTERS:
+        abort(400, gettext("Unknown filter: use all, unread, archived or snoozed."))
+    _, tenant = _tenant(request.form)  # narrowed to a tenant: only its notifications
+    tenant_id = tenant.id if tenant else None
+    if request.form.get("all") == "1":
+        if filter_name not in bulk.ALL_FILTERS:
+            abort(422, gettext("Snoozed notifications cannot be changed all at once."))
+        result = bulk.act_on_all(current_user.id, action, filter_name, tenant_id)
+    else:
+        ids = _bulk_ids(request.form)
+        if not ids:
+            abort(422, gettext("Select at least one notification first."))
+        try:
+            result = bulk.act_on_ids(current_user.id, action, ids, tenant_id)
+        except bulk.TooManyIds:
+            abort(422, _too_many())
+    status = _bulk_status(action, result.count) if result.count else gettext("Nothing needed changing.")
+    return _bulk_answer(status, filter_name, result.token)
+
+
+@bp.post("/inbox/undo")
+@login_required
+def undo():
+    """Put back exactly the rows one bulk action changed (the member's own token, within its time)."""
+    filter_name = request.form.get("filter", "all")
+    if filter_name not in queries.FILTERS:
+        abort(400, gettext("Unknown filter: use all, unread, archived or snoozed."))
+    token = request.form.get("token", "")
+    restored = bulk.undo(current_user.id, token) if 0 < len(token) <= 64 else 0
+    if restored:
+        status = ngettext("Undone: %(num)d notification is back.", "Undone: %(num)d notifications are back.", restored)
+    else:
+        status = gettext("Too late to undo: that change is final now.")
+    return _bulk_answer(status, filter_name)

@@ -34,6 +34,7 @@ from app.models.notifications import (
     PRIORITIES,
     Announcement,
     AnnouncementRead,
+    InboxUndo,
     Notification,
     NotificationDelivery,
     NotificationLastSeen,
@@ -53,6 +54,7 @@ from app.models.workflows import WorkflowDraft, WorkflowStep, WorkflowVersion
 __all__ = [
     "OidcAccount",
     "NotificationActionClick",
+    "InboxUndo",
     "FANOUT_STATUSES",
     "Topic",
     "TopicFanout",

@@ -236,6 +236,32 @@ class TenantLastSeen(db.Model):
     seen_at: Mapped[datetime] = mapped_column(_tz)
 
 
+class InboxUndo(db.Model):
+    """One row a member's bulk inbox action changed, with its state before, so Undo can put exactly it back.
+
+    A token names one action's rows; the rows live until expires_at (the undo toast's time), then the sweeper
+    drops them (and, for a delete, removes the hidden notification unless INBOX_DELETE_KEEPS_FOR_RETENTION).
+    """
+
+    __tablename__ = "inbox_undo"
+    __table_args__ = (
+        sa.ForeignKeyConstraint(
+            ["notification_id", "user_id"], ["notifications.id", "notifications.user_id"], ondelete="CASCADE"
+        ),
+        sa.CheckConstraint("action IN ('read', 'archive', 'delete')", name="inbox_undo_action"),
+        sa.Index("inbox_undo_expires_idx", "expires_at"),
+    )
+
+    user_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    token: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    notification_id: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True)
+    action: Mapped[str] = mapped_column(sa.Text)
+    read_at: Mapped[datetime | None] = mapped_column(_tz)
+    archived_at: Mapped[datetime | None] = mapped_column(_tz)
+    snoozed_until: Mapped[datetime | None] = mapped_column(_tz)
+    expires_at: Mapped[datetime] = mapped_column(_tz)
+
+
 class NotificationMute(db.Model):
     """A thread (group key) one user muted: its later notifications arrive read, hidden and unsent."""
 

@@ -6,7 +6,7 @@ name) makes a second click send nothing, and `state` is what the product answere
 /v1/notifications/<id>/actions/<name>). user_id first, the distribution key (0016); it cascades with its row.
 
 Revision ID: 0043_notification_actions
-Revises: 0040_tenant_last_seen
+Revises: 0042_inbox_deletes
 Create Date: 2026-12-04
 """
 
@@ -15,7 +15,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0043_notification_actions"
-down_revision = "0040_tenant_last_seen"
+down_revision = "0042_inbox_deletes"
 branch_labels = None
 depends_on = None
 

@@ -7,6 +7,8 @@
  * POST with {"token": "<user token>", "expires_at": <epoch seconds or ISO 8601>} for the signed-in user.
  * Optional attributes: lang (ja | en; default: the page's <html lang>), theme (light | dark; default: the
  * reader's colour scheme), inbox-url (default: base-url + "/inbox").
+ * Bulk actions (issue 33): per row Mark read, Archive and Delete; Mark all read and Archive all in the header. A
+ * delete or an "Archive all" offers Undo in the footer for as long as Hato's answer says (POST /v1/feed/undo).
  * Events (bubbling, composed): "hato-count" with detail {unread, unseen, badge} on every count.
  * A token scoped to a tenant (issue 32) gets that tenant's branding with each page: its logo beside the title
  * (https only; the host page's CSP img-src must allow the logo's host, else it is left out) and its colour on the
@@ -47,6 +49,12 @@ const STRINGS = {
     arrived: (t) => `New notification: ${t}`,
     sent: "Sent",
     didAction: (l) => `Sent “${l}”.`,
+    del: "Delete",
+    archiveAll: "Archive all",
+    undo: "Undo",
+    didDelete: (t) => `Deleted “${t}”.`,
+    didArchiveAll: (n) => `${n} notification${n === 1 ? "" : "s"} archived.`,
+    undone: "Undone.",
   },
   ja: {
     title: "お知らせ",
@@ -66,6 +74,12 @@ const STRINGS = {
     arrived: (t) => `新しいお知らせ: ${t}`,
     sent: "送信済み",
     didAction: (l) => `「${l}」を送信しました。`,
+    del: "削除",
+    archiveAll: "すべてアーカイブ",
+    undo: "元に戻す",
+    didDelete: (t) => `「${t}」を削除しました。`,
+    didArchiveAll: (n) => `${n} 件のお知らせをアーカイブしました。`,
+    undone: "元に戻しました。",
   },
 };
 
@@ -104,7 +118,8 @@ li.unread{border-left:4px solid var(--accent);padding-left:8px}
 a.t{color:var(--accent)}
 .b{margin:2px 0 0;color:var(--muted);overflow-wrap:anywhere}
 .m{display:flex;align-items:center;justify-content:space-between;gap:6px;margin-top:6px;color:var(--muted);font-size:12px}
-.m span:last-child{display:flex;gap:6px}
+.m span:last-child{display:flex;flex-wrap:wrap;justify-content:flex-end;gap:6px}
+header>span:last-child{display:flex;flex-wrap:wrap;justify-content:flex-end}
 .note{padding:16px 12px;margin:0;color:var(--muted)}
 .sr{position:absolute;width:1px;height:1px;margin:-1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
 `;
@@ -169,6 +184,12 @@ class HatoBell extends HTMLElement {
       },
     });
     this._allButton = el("button", { class: "link", type: "button", onclick: () => this._readAll() });
+    this._archiveAll = el("button", {
+      class: "link",
+      type: "button",
+      onclick: () => this._bulk({ action: "archive", all: true }, (n) => this._t.didArchiveAll(n)),
+    });
+    this._undo = el("button", { class: "link", type: "button", hidden: true, onclick: () => this._undoLast() });
     this._list = el("ul", { "aria-labelledby": "heading" });
     this._note = el("p", { class: "note", role: "status" });
     this._inbox = el("a", { class: "link", target: "_blank", rel: "noopener" });
@@ -176,10 +197,10 @@ class HatoBell extends HTMLElement {
     this._panel = el(
       "div",
       { class: "panel", id: "panel", role: "dialog", "aria-labelledby": "heading", hidden: true, part: "panel" },
-      el("header", {}, el("span", { class: "who" }, this._logo, this._heading), this._allButton),
+      el("header", {}, el("span", { class: "who" }, this._logo, this._heading), el("span", {}, this._allButton, this._archiveAll)),
       this._note,
       this._list,
-      el("footer", {}, this._inbox, this._closeButton),
+      el("footer", {}, this._inbox, this._undo, this._closeButton),
     );
     this._status = el("div", { class: "sr", role: "status", "aria-live": "polite" });
     root.append(this._button, this._panel, this._status);
@@ -231,6 +252,8 @@ class HatoBell extends HTMLElement {
     const t = this._t;
     this._heading.textContent = t.title;
     this._allButton.textContent = t.markAll;
+    this._archiveAll.textContent = t.archiveAll;
+    this._undo.textContent = t.undo;
     this._inbox.textContent = t.open;
     this._inbox.href = this.getAttribute("inbox-url") || `${this._base}/inbox`;
     this._closeButton.textContent = t.close;
@@ -429,7 +452,7 @@ class HatoBell extends HTMLElement {
       this.close(true);
     } else if (event.key === "Tab") {
       // Keep Tab inside the open popover (its last control wraps to the first and back).
-      const focusable = [...this._panel.querySelectorAll("a[href],button:not([disabled])")];
+      const focusable = [...this._panel.querySelectorAll("a[href],button:not([disabled]):not([hidden])")];
       const first = focusable[0];
       const last = focusable[focusable.length - 1];
       const active = this.shadowRoot.activeElement;
@@ -499,6 +522,13 @@ class HatoBell extends HTMLElement {
             "aria-label": `${t.archive}: ${n.title}`,
             onclick: () => this._act(n, "archive", t.didArchive(n.title)),
           }),
+          el("button", {
+            class: "act",
+            type: "button",
+            text: t.del,
+            "aria-label": `${t.del}: ${n.title}`,
+            onclick: () => this._bulk({ action: "delete", ids: [n.id] }, () => t.didDelete(n.title)),
+          }),
         );
         const meta = el(
           "span",
@@ -548,6 +578,34 @@ class HatoBell extends HTMLElement {
     } catch (e) {
       this._say(this._t.failed);
     }
+  }
+
+  // One bulk call; its answer's undo token stays on the footer's Undo button until it expires.
+  async _bulk(body, message) {
+    try {
+      const done = await this._fetch("/bulk", "POST", body);
+      this._say(message(done.changed));
+      clearTimeout(this._undoTimer);
+      this._undoToken = done.undo && done.undo.token;
+      this._undo.hidden = !this._undoToken;
+      if (this._undoToken) this._undoTimer = this._later(() => (this._undo.hidden = true), done.undo.expires_in * 1000);
+      await this._load();
+      if (!this._panel.contains(this.shadowRoot.activeElement)) this._heading.focus();
+    } catch (e) {
+      this._say(this._t.failed);
+    }
+  }
+
+  async _undoLast() {
+    this._undo.hidden = true;
+    try {
+      await this._fetch("/undo", "POST", { token: this._undoToken });
+      this._say(this._t.undone);
+      await this._load();
+    } catch (e) {
+      this._say(this._t.failed);
+    }
+    this._heading.focus();
   }
 
   async _readAll() {

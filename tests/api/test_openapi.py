@@ -97,7 +97,7 @@ def test_the_document_states_the_configured_limits(app, client, monkeypatch):
     subscribers = spec["paths"]["/v1/topics/{topic_key}/subscribers"]["post"]["requestBody"]
     assert subscribers["x-max-bytes"] == app.config["TOPIC_SUBSCRIBERS_MAX_BODY_BYTES"]
     bodies.remove(subscribers)
-    assert len(bodies) == 14 and all(body["x-max-bytes"] == 4096 for body in bodies)
+    assert len(bodies) == 16 and all(body["x-max-bytes"] == 4096 for body in bodies)
     assert spec["paths"]["/v1/notifications"]["post"]["responses"]["413"]["description"] == (
         "The body is larger than 4096 bytes."
     )

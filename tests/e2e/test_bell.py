@@ -2,8 +2,9 @@
 
 The host page and its token endpoint are app/devstack/demo_host.py, served on a free port of its own;
 Hato is the live server. The bell must show the count, list a new notification live, keep the host page
-and an open Hato inbox tab in step on mark read / mark all read, refresh its token without a reload, pass
-axe with its popover open, and never open more than 5 sockets a minute however its tokens fail.
+and an open Hato inbox tab in step on mark read / delete (and its undo) / mark all read / archive all, refresh
+its token without a reload, pass axe with its popover open, and never open more than 5 sockets a minute however
+its tokens fail.
 """
 
 from __future__ import annotations
@@ -110,11 +111,21 @@ def test_count_live_popover_and_both_pages_in_step(page, live_server, member, ho
     expect(page.locator("#host-count")).to_have_text("2")
     expect(inbox.locator("#inbox-badge")).to_have_text("2", timeout=3000)
 
+    # Bulk actions (issue 33): Delete a row, Undo it in the footer; Archive all (after Mark all read) empties the list.
+    dialog.get_by_role("button", name="Delete: Bell news 1").click()
+    expect(bell(page)).to_have_attribute("count", "1", timeout=3000)
+    expect(dialog.get_by_text("Bell news 1")).to_have_count(0)
+    dialog.get_by_role("button", name="Undo").click()
+    expect(bell(page)).to_have_attribute("count", "2", timeout=3000)
+    expect(dialog.get_by_text("Bell news 1")).to_be_visible()
+
     dialog.get_by_role("button", name="Mark all read").click()
     expect(bell(page)).to_have_attribute("count", "0", timeout=3000)
     expect(page.locator("#host-count")).to_have_text("0")
     expect(inbox.locator("#inbox-badge")).to_have_attribute("data-count", "0", timeout=3000)
     expect(page.get_by_role("button", name="Notifications, none unread")).to_be_visible()
+    dialog.get_by_role("button", name="Archive all").click()
+    expect(dialog.get_by_text("You're all caught up.")).to_be_visible(timeout=3000)
 
     page.keyboard.press("Escape")
     expect(button.or_(page.get_by_role("button", name="Notifications, none unread"))).to_be_focused()

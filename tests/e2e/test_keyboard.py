@@ -86,7 +86,10 @@ def test_the_inbox_works_with_the_keyboard_alone(page, live_server):
     # The focused row is visibly marked (a :focus-visible outline, not the browser's nothing).
     assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") != "none"
 
-    # Read with the row's own button (Tab, Tab, Enter): the row is redrawn read and keeps the focus.
+    # Read with the row's own button (Tab past its checkbox and title, Enter): the row is redrawn read and keeps
+    # the focus.
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == "Select: Beta"
     page.keyboard.press("Tab")
     _focus_is(page, f"in:{beta}")
     page.keyboard.press("Tab")
@@ -108,6 +111,7 @@ def test_the_inbox_works_with_the_keyboard_alone(page, live_server):
     expect(page.locator(f"#{gamma}")).not_to_have_class(re.compile(r"item--archived"))
 
     # In a field, letters are letters: open the row's "More" menu and type into the snooze picker.
+    page.keyboard.press("Tab")  # the row's checkbox (bulk actions)
     page.keyboard.press("Tab")  # the title's button
     page.keyboard.press("Tab")  # Mark read
     page.keyboard.press("Tab")  # Archive
