@@ -26,8 +26,8 @@ from app.devices import service as device_service
 from app.extensions import csrf, limiter
 from app.feed.schemas import (
     AnnouncementTextOut,
-    FeedActionOut,
     BulkIn,
+    FeedActionOut,
     FeedAnnouncementOut,
     FeedBulkOut,
     FeedChangeOut,

@@ -7,6 +7,9 @@ from typing import Any, Literal, cast
 
 from hato_client._base import _segment
 from hato_client.models import (
+    ActionStateIn,
+    ActionStateOut,
+    BulkIn,
     CancellationOut,
     ChannelDataIn,
     ChannelDataOut,
@@ -16,12 +19,14 @@ from hato_client.models import (
     DeviceOut,
     ExportOut,
     FanoutOut,
+    FeedBulkOut,
     FeedChangeOut,
     FeedCountsOut,
     FeedNotificationOut,
     FeedPageOut,
     FeedPreferenceIn,
     FeedPreferencesOut,
+    FeedUndoneOut,
     LoginLinkOut,
     NotificationAccepted,
     NotificationIn,
@@ -43,6 +48,7 @@ from hato_client.models import (
     TopicIn,
     TopicNotificationAccepted,
     TopicOut,
+    UndoIn,
     UserIn,
     UserOut,
     UserTokenIn,
@@ -60,9 +66,11 @@ OPERATIONS = (
     "getFanout",
     "getFeed",
     "feedReadAnnouncement",
+    "feedBulk",
     "getFeedCounts",
     "feedRegisterDevice",
     "feedForgetDevice",
+    "feedAct",
     "feedArchive",
     "feedMute",
     "feedMarkRead",
@@ -73,8 +81,10 @@ OPERATIONS = (
     "putFeedPreference",
     "feedReadAll",
     "feedSeen",
+    "feedUndo",
     "createNotifications",
     "getNotification",
+    "answerAction",
     "getOpenApiDocument",
     "ping",
     "deleteTenant",
@@ -162,6 +172,12 @@ class SyncOperations:
             "FeedChangeOut", self._call("POST", f"/v1/feed/announcements/{_segment(announcement_id)}/read", query=None)
         )
 
+    def feed_bulk(self, body: BulkIn) -> FeedBulkOut:
+        """POST /v1/feed/bulk: Mark read, archive or delete many notifications at once (by ids, or a whole
+        list)
+        """
+        return cast("FeedBulkOut", self._call("POST", "/v1/feed/bulk", query=None, body=body))
+
     def get_feed_counts(self) -> FeedCountsOut:
         """GET /v1/feed/counts: The member's unread and unseen counts"""
         return cast("FeedCountsOut", self._call("GET", "/v1/feed/counts", query=None))
@@ -175,6 +191,19 @@ class SyncOperations:
     def feed_forget_device(self, token: str | int) -> None:
         """DELETE /v1/feed/devices/{token}: Forget this phone (when the member signs out in the app)"""
         self._call("DELETE", f"/v1/feed/devices/{_segment(token)}", query=None)
+
+    def feed_act(self, notification_id: str | int, action_name: str | int) -> FeedChangeOut:
+        """POST /v1/feed/notifications/{notification_id}/actions/{action_name}: Click a named action button
+        (once: a repeat sends nothing)
+        """
+        return cast(
+            "FeedChangeOut",
+            self._call(
+                "POST",
+                f"/v1/feed/notifications/{_segment(notification_id)}/actions/{_segment(action_name)}",
+                query=None,
+            ),
+        )
 
     def feed_archive(self, notification_id: str | int) -> FeedChangeOut:
         """POST /v1/feed/notifications/{notification_id}/archive: Archive a notification (idempotent)"""
@@ -234,6 +263,10 @@ class SyncOperations:
         """POST /v1/feed/seen: Record that the member looked (unseen back to 0)"""
         return cast("FeedChangeOut", self._call("POST", "/v1/feed/seen", query=None))
 
+    def feed_undo(self, body: UndoIn) -> FeedUndoneOut:
+        """POST /v1/feed/undo: Undo one bulk action (its token, once, in time)"""
+        return cast("FeedUndoneOut", self._call("POST", "/v1/feed/undo", query=None, body=body))
+
     def create_notifications(
         self, body: NotificationIn, *, idempotency_key: str | None = None
     ) -> NotificationAccepted | NotificationScheduled | TopicNotificationAccepted:
@@ -248,6 +281,20 @@ class SyncOperations:
     def get_notification(self, notification_id: str | int) -> NotificationOut:
         """GET /v1/notifications/{notification_id}: A notification and its per-channel delivery state"""
         return cast("NotificationOut", self._call("GET", f"/v1/notifications/{_segment(notification_id)}", query=None))
+
+    def answer_action(self, notification_id: str | int, action_name: str | int, body: ActionStateIn) -> ActionStateOut:
+        """PATCH /v1/notifications/{notification_id}/actions/{action_name}: Answer a member's named action with
+        the state its button shows
+        """
+        return cast(
+            "ActionStateOut",
+            self._call(
+                "PATCH",
+                f"/v1/notifications/{_segment(notification_id)}/actions/{_segment(action_name)}",
+                query=None,
+                body=body,
+            ),
+        )
 
     def get_open_api_document(self) -> OpenApiOut:
         """GET /v1/openapi.json: This document: every /v1 operation, its models and this server's limits"""
@@ -592,6 +639,12 @@ class AsyncOperations:
             await self._call("POST", f"/v1/feed/announcements/{_segment(announcement_id)}/read", query=None),
         )
 
+    async def feed_bulk(self, body: BulkIn) -> FeedBulkOut:
+        """POST /v1/feed/bulk: Mark read, archive or delete many notifications at once (by ids, or a whole
+        list)
+        """
+        return cast("FeedBulkOut", await self._call("POST", "/v1/feed/bulk", query=None, body=body))
+
     async def get_feed_counts(self) -> FeedCountsOut:
         """GET /v1/feed/counts: The member's unread and unseen counts"""
         return cast("FeedCountsOut", await self._call("GET", "/v1/feed/counts", query=None))
@@ -605,6 +658,19 @@ class AsyncOperations:
     async def feed_forget_device(self, token: str | int) -> None:
         """DELETE /v1/feed/devices/{token}: Forget this phone (when the member signs out in the app)"""
         await self._call("DELETE", f"/v1/feed/devices/{_segment(token)}", query=None)
+
+    async def feed_act(self, notification_id: str | int, action_name: str | int) -> FeedChangeOut:
+        """POST /v1/feed/notifications/{notification_id}/actions/{action_name}: Click a named action button
+        (once: a repeat sends nothing)
+        """
+        return cast(
+            "FeedChangeOut",
+            await self._call(
+                "POST",
+                f"/v1/feed/notifications/{_segment(notification_id)}/actions/{_segment(action_name)}",
+                query=None,
+            ),
+        )
 
     async def feed_archive(self, notification_id: str | int) -> FeedChangeOut:
         """POST /v1/feed/notifications/{notification_id}/archive: Archive a notification (idempotent)"""
@@ -668,6 +734,10 @@ class AsyncOperations:
         """POST /v1/feed/seen: Record that the member looked (unseen back to 0)"""
         return cast("FeedChangeOut", await self._call("POST", "/v1/feed/seen", query=None))
 
+    async def feed_undo(self, body: UndoIn) -> FeedUndoneOut:
+        """POST /v1/feed/undo: Undo one bulk action (its token, once, in time)"""
+        return cast("FeedUndoneOut", await self._call("POST", "/v1/feed/undo", query=None, body=body))
+
     async def create_notifications(
         self, body: NotificationIn, *, idempotency_key: str | None = None
     ) -> NotificationAccepted | NotificationScheduled | TopicNotificationAccepted:
@@ -683,6 +753,22 @@ class AsyncOperations:
         """GET /v1/notifications/{notification_id}: A notification and its per-channel delivery state"""
         return cast(
             "NotificationOut", await self._call("GET", f"/v1/notifications/{_segment(notification_id)}", query=None)
+        )
+
+    async def answer_action(
+        self, notification_id: str | int, action_name: str | int, body: ActionStateIn
+    ) -> ActionStateOut:
+        """PATCH /v1/notifications/{notification_id}/actions/{action_name}: Answer a member's named action with
+        the state its button shows
+        """
+        return cast(
+            "ActionStateOut",
+            await self._call(
+                "PATCH",
+                f"/v1/notifications/{_segment(notification_id)}/actions/{_segment(action_name)}",
+                query=None,
+                body=body,
+            ),
         )
 
     async def get_open_api_document(self) -> OpenApiOut:

@@ -7,6 +7,31 @@ from typing import Any, Literal, Required, TypedDict
 JsonValue = Any
 
 
+class ActionIn(TypedDict, total=False):
+    """An action button: a link on the product's site ({label, url}) or a named action ({label, action})."""
+
+    action: str
+    label: Required[str]
+    labels: dict[str, str]
+    url: str
+
+
+class ActionStateIn(TypedDict, total=False):
+    """PATCH /v1/notifications/{id}/actions/{name}: the product's answer to a named action."""
+
+    state: Required[str]
+
+
+class ActionStateOut(TypedDict, total=False):
+    """The ActionStateOut object."""
+
+    clicked_at: Required[str | None]
+    name: Required[str]
+    notification_id: Required[int]
+    state: Required[str]
+    via: Required[Literal["inbox", "feed", "email", "push"] | None]
+
+
 class Actor(TypedDict, total=False):
     """Who caused an event (aggregated rows list the distinct actors: "Alice and 3 others")."""
 
@@ -19,6 +44,15 @@ class AnnouncementTextOut(TypedDict, total=False):
 
     body: str | None
     title: str | None
+
+
+class BulkIn(TypedDict, total=False):
+    """POST /v1/feed/bulk: one action on the member's rows among `ids`, or on a whole list (`all`)."""
+
+    action: Required[Literal["read", "archive", "delete"]]
+    all: Literal[True]
+    filter: Literal["all", "unread", "archived"]
+    ids: list[int]
 
 
 class CancellationOut(TypedDict, total=False):
@@ -867,6 +901,16 @@ class FanoutOut(TypedDict, total=False):
     url: Required[str]
 
 
+class FeedActionOut(TypedDict, total=False):
+    """An action button (issue 33): a link (url) or a named action (name), closed once clicked or answered."""
+
+    clicked: bool
+    label: Required[str]
+    name: str | None
+    state: str | None
+    url: str | None
+
+
 class FeedAnnouncementOut(TypedDict, total=False):
     """The FeedAnnouncementOut object."""
 
@@ -878,6 +922,16 @@ class FeedAnnouncementOut(TypedDict, total=False):
     seen: Required[bool]
     title: Required[str]
     unread: Required[bool]
+
+
+class FeedBulkOut(TypedDict, total=False):
+    """The FeedBulkOut object."""
+
+    action: Required[str]
+    changed: Required[int]
+    counts: Required[FeedCountsOut]
+    ids: Required[list[int]]
+    undo: Required[FeedUndoOut | None]
 
 
 class FeedChangeOut(TypedDict, total=False):
@@ -899,6 +953,7 @@ class FeedCountsOut(TypedDict, total=False):
 class FeedNotificationOut(TypedDict, total=False):
     """The FeedNotificationOut object."""
 
+    actions: list[FeedActionOut]
     archived_at: Required[str | None]
     body: Required[str | None]
     created_at: Required[str]
@@ -958,6 +1013,20 @@ class FeedTenantOut(TypedDict, total=False):
     primary_color: Required[str | None]
 
 
+class FeedUndoOut(TypedDict, total=False):
+    """The FeedUndoOut object."""
+
+    expires_in: Required[int]
+    token: Required[str]
+
+
+class FeedUndoneOut(TypedDict, total=False):
+    """The FeedUndoneOut object."""
+
+    counts: Required[FeedCountsOut]
+    restored: Required[int]
+
+
 class FieldError(TypedDict, total=False):
     """The FieldError object."""
 
@@ -983,9 +1052,22 @@ class NotificationAccepted(TypedDict, total=False):
     type: Required[str]
 
 
+class NotificationActionOut(TypedDict, total=False):
+    """The NotificationActionOut object."""
+
+    action: str | None
+    clicked_at: str | None
+    label: Required[str]
+    labels: dict[str, str] | None
+    state: str | None
+    url: str | None
+    via: Literal["inbox", "feed", "email", "push"] | None
+
+
 class NotificationIn(TypedDict, total=False):
     """POST /v1/notifications: one notification for each recipient."""
 
+    actions: list[ActionIn]
     actor: Actor
     body: str
     cancellation_key: str
@@ -1008,6 +1090,7 @@ class NotificationIn(TypedDict, total=False):
 class NotificationOut(TypedDict, total=False):
     """The NotificationOut object."""
 
+    actions: list[NotificationActionOut]
     actor_count: Required[int]
     archived_at: Required[str | None]
     body: Required[str]
@@ -1256,6 +1339,12 @@ class TypeTextOut(TypedDict, total=False):
 
     description: str | None
     label: str | None
+
+
+class UndoIn(TypedDict, total=False):
+    """POST /v1/feed/undo: the token a bulk answer gave."""
+
+    token: Required[str]
 
 
 class UserIn(TypedDict, total=False):
