@@ -43,6 +43,7 @@ DISTRIBUTED = {
     "topic_subscriptions",  # who follows a topic (issue 32), keyed (user_id, topic_id): a topic's fanout co-located
     "tenant_last_seen",  # a member's last look at a tenant-scoped feed (issue 32), keyed (user_id, tenant_id)
     "inbox_undo",  # a bulk inbox action's rows before it (issue 33), keyed (user_id, token, notification_id)
+    "notification_action_clicks",  # a member's action button clicks (issue 33), keyed (user_id, notification_id, name)
 }
 
 REFERENCE = {
@@ -67,6 +68,7 @@ REFERENCE = {
     "tenant_preferences",  # a tenant's defaults per (type, channel): joined by the ingest's preference rule
     "topics",  # what members follow (issue 32): joined with each subscription
     "topic_fanouts",  # one row per notification sent to a topic, like campaigns
+    "oidc_accounts",  # a staff account's (issuer, subject) at the OpenID Connect provider (issue 33): read at sign-in
 }
 
 LOCAL = {
@@ -134,6 +136,7 @@ def test_per_user_tables_are_distributed_or_named_as_lookups():
     # push_receivers and sms_receivers are views (migrations 0022, 0025), not tables.
     assert with_user - DISTRIBUTED <= {
         "login_links",
+        "oidc_accounts",
         "push_subscriptions",
         "push_receivers",
         "sms_receivers",

@@ -61,7 +61,8 @@ def test_inbox_and_email_clicks_reach_the_receiver_once(app, client, login_as, l
     with app.test_request_context():
         link = signing.action_url("", member.id, row.id, "approve")
     page = client.get(link).get_data(as_text=True)
-    assert "already sent" in client.post(link, data={"csrf_token": _form_token(page)}).get_data(as_text=True)
+    again = client.post(link, data={"csrf_token": _form_token(page)}).get_data(as_text=True)
+    assert "すでに送信済みです" in again  # the member reads Japanese: "This was already sent."
     drain()
     assert sum(receiver.wire.values()) == 1 and len(receiver.store) == 1
     (event,) = receiver.store.values()
