@@ -1,6 +1,7 @@
 """Tables, one module per area; import them from here."""
 
 from app.models.aggregation import NotificationEvent
+from app.models.analytics import ROLLUP_GRAINS, DeliveryRollup, DeliveryRollupChange
 from app.models.api import ApiKey, IdempotencyKey, LoginLink
 from app.models.chat import CHAT_PROVIDERS, ChatAccount
 from app.models.console import (
@@ -50,6 +51,9 @@ from app.models.webhooks import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from app.models.workflows import WorkflowDraft, WorkflowStep, WorkflowVersion
 
 __all__ = [
+    "ROLLUP_GRAINS",
+    "DeliveryRollup",
+    "DeliveryRollupChange",
     "FANOUT_STATUSES",
     "Topic",
     "TopicFanout",
