@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -13,10 +13,9 @@ from app.analytics import histogram, queries, service
 from app.analytics import sweep as analytics_sweep
 from app.analytics.histogram import BUCKETS, FACTS
 from app.extensions import db
-from tests.factories import NotificationFactory, NotificationTypeFactory, UserFactory
 from tests.support import load
+from tests.support.rollup_ledger import HOUR, event, make_ledger, update
 
-HOUR = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=6)
 SQL = sa.text
 
 LEDGER_SQL = SQL(
@@ -98,49 +97,6 @@ def fold_all(limit: int = 1_000) -> int:
     while folded := service.roll_up(limit):
         total += folded
     return total
-
-
-def make_ledger() -> list[int]:
-    """Twelve deliveries over three hours, two types, a tenant, e-mail and SMS, all pending."""
-    db.session.execute(SQL("INSERT INTO tenants (key, name) VALUES ('acme', 'Acme')"))
-    tenant = db.session.execute(SQL("SELECT id FROM tenants WHERE key = 'acme'")).scalar_one()
-    NotificationTypeFactory(type="comment")
-    NotificationTypeFactory(type="invoice")
-    user = UserFactory()
-    ids = []
-    for i in range(12):
-        n = NotificationFactory(user_id=user.id, type="comment" if i % 3 else "invoice",
-                                tenant_id=tenant if i % 4 == 0 else None)  # fmt: skip
-        ids.append(
-            db.session.execute(
-                SQL(
-                    "INSERT INTO notification_deliveries (notification_id, user_id, channel, created_at) "
-                    "VALUES (:n, :u, :c, :at) RETURNING id"
-                ),
-                {
-                    "n": n.id,
-                    "u": user.id,
-                    "c": "sms" if i % 5 == 4 else "email",
-                    "at": HOUR + timedelta(minutes=17 * i),
-                },
-            ).scalar_one()
-        )
-    return ids
-
-
-def update(ids, **values) -> None:
-    sets = ", ".join(f"{k} = {v}" for k, v in values.items())
-    db.session.execute(SQL(f"UPDATE notification_deliveries SET {sets} WHERE id = ANY(:ids)"), {"ids": list(ids)})
-
-
-def event(delivery_id: int, kind: str, name: str) -> None:
-    db.session.execute(
-        SQL(
-            "INSERT INTO provider_events (delivery_id, user_id, provider, provider_event_id, event, occurred_at) "
-            "SELECT id, user_id, 'smtp', :name, :kind, now() FROM notification_deliveries WHERE id = :id"
-        ),
-        {"id": delivery_id, "kind": kind, "name": name},
-    )
 
 
 def test_rollups_match_the_ledger_through_every_change():
