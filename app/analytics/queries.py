@@ -1,8 +1,10 @@
 """Reading the rollups for the analytics page and its CSV: totals per group, a series over time, skip reasons.
 
 Only delivery_rollups is read, never the ledger: the range picks hour rows (up to two days) or day rows,
-found by the primary key's leading (grain, bucket). Histograms are summed bucket by bucket with one
-aggregate per bucket (h[1] … h[40]), which is far cheaper than unnesting every row's array.
+found by the primary key's leading (grain, bucket). Two statements: the counts per group, per bucket and per
+skip reason in one scan (GROUPING SETS); then the histograms per group, summed bucket by bucket with one
+aggregate per bucket (h[1] … h[40], about 3 times cheaper than unnesting every row's array), over the rows that
+can hold a time only.
 """
 
 from __future__ import annotations
@@ -115,46 +117,49 @@ def _figures(row) -> Figures:
     data = row._mapping
     return Figures(
         key=data["key"],
-        counts={name: int(data[name] or 0) for name in FACTS},
         sent_hist=[int(data[f"sent_hist_{i}"] or 0) for i in range(1, BUCKETS + 1)],
         delivered_hist=[int(data[f"delivered_hist_{i}"] or 0) for i in range(1, BUCKETS + 1)],
     )
 
 
+# One scan for every count: per group, per bucket and per skip reason (GROUPING SETS).
+COUNTS_SQL = """
+SELECT GROUPING({column}) AS by_group, GROUPING(bucket) AS by_bucket, {column} AS key, bucket, skip_reason, {sums}
+FROM delivery_rollups WHERE {where}
+GROUP BY GROUPING SETS (({column}), (bucket), (skip_reason))
+"""
+# The histograms per group, from the rows that can hold a time: a skipped row was never sent (no histogram), so
+# the rows of skip reasons (most of the keys) are left out of the 80 sums.
+TIMES_SQL = """
+SELECT {column} AS key, {hist_sums} FROM delivery_rollups WHERE {where} AND skip_reason = '' GROUP BY {column}
+"""
+
+
 def report(query: Query) -> Report:
-    """Read the figures of a query from the rollups (three statements over the range's rows)."""
+    """Read the figures of a query from the rollups (two statements over the range's rows)."""
     where, params = query.where()
     column = GROUP_COLUMN[query.group]
-    rows = db.session.execute(
-        sa.text(
-            f"SELECT {column} AS key, {_sums}, {_hist_sums} FROM delivery_rollups WHERE {where} "
-            f"GROUP BY {column} ORDER BY sum(accepted) DESC, {column}"
-        ),
-        params,
-    )
-    groups = [_figures(row) for row in rows]
+    groups: dict = {}
+    series, skips = [], []
+    for row in db.session.execute(sa.text(COUNTS_SQL.format(column=column, sums=_sums, where=where)), params):
+        counts = {name: int(row._mapping[name] or 0) for name in FACTS}
+        if row.by_group == 0:
+            groups[row.key] = Figures(key=row.key, counts=counts)
+        elif row.by_bucket == 0:
+            series.append((row.bucket, counts))
+        elif row.skip_reason and counts["skipped"]:
+            skips.append((row.skip_reason, counts["skipped"]))
+    for row in db.session.execute(sa.text(TIMES_SQL.format(column=column, hist_sums=_hist_sums, where=where)), params):
+        timed = _figures(row)
+        if row.key in groups:
+            groups[row.key].sent_hist, groups[row.key].delivered_hist = timed.sent_hist, timed.delivered_hist
+    ordered = sorted(groups.values(), key=lambda f: (-f.counts["accepted"], str(f.key)))
     total = Figures(key=None)
-    for group in groups:
+    for group in ordered:
         total.add(group)
-    series = [
-        (row.bucket, {name: int(row._mapping[name]) for name in FACTS})
-        for row in db.session.execute(
-            sa.text(f"SELECT bucket, {_sums} FROM delivery_rollups WHERE {where} GROUP BY bucket ORDER BY bucket"),
-            params,
-        )
-    ]
-    skips = [
-        (row.skip_reason, int(row.skipped))
-        for row in db.session.execute(
-            sa.text(
-                f"SELECT skip_reason, sum(skipped)::bigint AS skipped FROM delivery_rollups "
-                f"WHERE {where} AND skip_reason <> '' GROUP BY skip_reason HAVING sum(skipped) <> 0 "
-                "ORDER BY sum(skipped) DESC, skip_reason"
-            ),
-            params,
-        )
-    ]
-    return Report(query, groups, total, series, skips)
+    series.sort(key=lambda item: item[0])
+    skips.sort(key=lambda item: (-item[1], item[0]))
+    return Report(query, ordered, total, series, skips)
 
 
 def tenant_keys() -> dict[int, str]:
