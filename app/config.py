@@ -208,6 +208,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("RETENTION_BATCH_SIZE", 1000, "int", 10, 100_000, "rows the retention sweep looks at per transaction"),
     Setting("RETENTION_BATCH_PAUSE_SECONDS", 0.1, "float", 0, 10, "pause after each retention batch, so the deletion leaves the database to the inbox"),
     Setting("RETENTION_PASS_SECONDS", 2.0, "float", 0.05, 600, "time the retention step may take per sweeper pass; the walk resumes at the next pass"),
+    Setting("ANALYTICS_ROLLUP_BATCH", 10_000, "int", 10, 1_000_000, "ledger changes the sweeper folds into the analytics rollups per transaction"),
+    Setting("ANALYTICS_ROLLUP_PASS_SECONDS", 2.0, "float", 0.05, 600, "time the analytics rollup step may take per sweeper pass; what is left waits for the next pass"),
     Setting("RETENTION_INTERVAL_SECONDS", 3600.0, "float", 0, 30 * DAY, "rest between two complete retention walks"),
     Setting("EMAIL_PROVIDER", "smtp", "str", help="e-mail provider by registry name"),
     Setting("PUSH_PROVIDER", "webpush", "str", help="push provider by registry name"),

@@ -15,7 +15,8 @@ when a scheduled announcement goes live or expires; due and running campaigns, a
 DLQ operations, get a job if theirs was lost; due e-mail digests are opened and enqueued
 (app/digests/sweep.py); the webhook outbox gets the same lease, expiry and re-enqueue steps
 (app/webhooks/service.py sweep); old notifications, ledger rows and expired announcements' reads are
-deleted in small keyset batches for up to RETENTION_PASS_SECONDS (app/retention).
+deleted in small keyset batches for up to RETENTION_PASS_SECONDS (app/retention); the ledger's changes are
+folded into the analytics rollups for up to ANALYTICS_ROLLUP_PASS_SECONDS (app/analytics).
 
 Two sweepers may run at once (high availability): a pass runs only while its process holds a
 PostgreSQL session advisory lock, taken without waiting on a connection of its own, so at most one
@@ -38,6 +39,7 @@ import sqlalchemy as sa
 from flask import current_app
 from redis.exceptions import RedisError
 
+from app.analytics import sweep as analytics
 from app.announcements.live import announce_due
 from app.campaigns.fanout import start_due
 from app.delivery import due as due_rows
@@ -200,6 +202,7 @@ def _pass(config: Mapping) -> dict:
     resume_bulk_operations()
     digests = sweep_digests(config)  # due digest runs opened (exactly once per user and period) and enqueued
     kept = retention.sweep(config)  # old rows deleted, one short transaction a batch, resumed next pass
+    rolled = analytics.sweep(config)  # ledger changes folded into the hourly and daily rollups (issue 33)
     return {
         "digests": digests["enqueued"],
         "released": released,
@@ -213,6 +216,7 @@ def _pass(config: Mapping) -> dict:
         "drains": drains,
         "scheduled": scheduled,
         "workflow_versions": versions,
+        "rolled_up": rolled,
         **webhook_counts,
         **kept.as_counts(),
     }

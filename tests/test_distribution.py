@@ -41,6 +41,8 @@ DISTRIBUTED = {
     "chat_accounts",  # a member's channel data per chat provider (issue 29), keyed (user_id, provider)
     "tenant_members",  # a member's tenants (issue 32), keyed (user_id, tenant_id): the ingest's check stays local
     "topic_subscriptions",  # who follows a topic (issue 32), keyed (user_id, topic_id): a topic's fanout co-located
+    # Analytics (issue 33): the ledger's changes waiting to be folded, written by its triggers on the row's shard.
+    "delivery_rollup_changes",
     "tenant_last_seen",  # a member's last look at a tenant-scoped feed (issue 32), keyed (user_id, tenant_id)
     "inbox_undo",  # a bulk inbox action's rows before it (issue 33), keyed (user_id, token, notification_id)
     "notification_action_clicks",  # a member's action button clicks (issue 33), keyed (user_id, notification_id, name)
@@ -77,6 +79,7 @@ LOCAL = {
     "idempotency_keys",  # one per API request, which may name many users
     "webhook_deliveries",  # the outbox to operators' endpoints: one event may concern no user or many
     "webhook_attempts",
+    "delivery_rollups",  # analytics per hour and day (issue 33): sums over every user, read by the console
 }
 
 TABLES_SQL = sa.text(

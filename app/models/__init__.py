@@ -2,6 +2,7 @@
 
 from app.models.actions import NotificationActionClick
 from app.models.aggregation import NotificationEvent
+from app.models.analytics import ROLLUP_GRAINS, DeliveryRollup, DeliveryRollupChange
 from app.models.api import ApiKey, IdempotencyKey, LoginLink
 from app.models.chat import CHAT_PROVIDERS, ChatAccount
 from app.models.console import (
@@ -55,6 +56,9 @@ __all__ = [
     "OidcAccount",
     "NotificationActionClick",
     "InboxUndo",
+    "ROLLUP_GRAINS",
+    "DeliveryRollup",
+    "DeliveryRollupChange",
     "FANOUT_STATUSES",
     "Topic",
     "TopicFanout",

@@ -6,7 +6,7 @@ user_id leads the key (the distribution rule, 0016); the notification's key casc
 undo row along.
 
 Revision ID: 0042_inbox_deletes
-Revises: 0040_tenant_last_seen
+Revises: 0041_delivery_rollups
 Create Date: 2026-12-04
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0042_inbox_deletes"
-down_revision = "0040_tenant_last_seen"
+down_revision = "0041_delivery_rollups"
 branch_labels = None
 depends_on = None
 

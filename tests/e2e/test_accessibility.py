@@ -137,6 +137,7 @@ def _console_pages(w: dict, lang: str) -> list[str]:
     return [
         "/console/",
         "/console/dashboard",
+        "/console/analytics",
         "/console/announcements",
         "/console/announcements/new",
         f"/console/announcements/{w['announcement']}/edit",
