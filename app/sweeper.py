@@ -5,7 +5,8 @@ RQ scheduled job: it must keep working when Redis has lost everything). One pass
 held on a channel resumed since are made due (app/delivery/switches.py); expired leases go back to
 pending; rows held back by a breaker, a bucket or a pause longer than DELIVERY_MAX_AGE go to the DLQ
 (`expired`); due pending rows nobody has enqueued (retries and deferrals that fell due, rows released
-from a pause, and rows whose job Redis lost) are enqueued in batches on their queue; coalesced live
+from a pause, and rows whose job Redis lost) are enqueued in batches on their queue, a backlog in up
+to SWEEP_DUE_PASSES passes of SWEEP_LIMIT (take_due_backlog); coalesced live
 ids whose drain job died get a new one; idempotency keys older than 24 h are pruned; snoozed
 notifications whose time has come are woken; bulk inbox actions whose undo time has passed
 are finished (a deleted row removed for good, app/inbox/bulk.py); a type written straight into
