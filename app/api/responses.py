@@ -378,6 +378,17 @@ class ExportChatAccountOut(BaseModel):
     invalid_reason: str | None
 
 
+class ExportTopicOut(BaseModel):
+    key: str
+    name: str
+    followed_at: datetime
+
+
+class ExportTenantOut(BaseModel):
+    key: str
+    name: str
+
+
 class ExportOut(BaseModel):
     format: Literal[1] = Field(description="The document's version; fields are only ever added.")
     user: ExportProfileOut
@@ -393,4 +404,6 @@ class ExportOut(BaseModel):
     chat_accounts: list[ExportChatAccountOut] = Field(
         default_factory=list, description="The member's chat accounts (channel data), without webhook URLs."
     )
+    topics: list[ExportTopicOut] = Field(default_factory=list, description="The topics the member follows.")
+    tenants: list[ExportTenantOut] = Field(default_factory=list, description="The tenants the member belongs to.")
     notifications: list[ExportNotificationOut] = Field(description="Newest first, each with its deliveries.")

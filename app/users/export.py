@@ -44,6 +44,14 @@ CHAT_ACCOUNTS_SQL = sa.text(
               created_at, updated_at, invalidated_at, invalid_reason
        FROM chat_accounts WHERE user_id = :user_id ORDER BY provider"""
 )
+TOPICS_SQL = sa.text(
+    """SELECT t.key, t.name, s.created_at AS followed_at FROM topic_subscriptions s JOIN topics t ON t.id = s.topic_id
+       WHERE s.user_id = :user_id ORDER BY t.key"""
+)
+TENANTS_SQL = sa.text(
+    """SELECT t.key, t.name FROM tenant_members m JOIN tenants t ON t.id = m.tenant_id
+       WHERE m.user_id = :user_id ORDER BY t.key"""
+)
 PREFERENCES_SQL = sa.text(
     "SELECT type, channel, enabled FROM notification_preferences WHERE user_id = :user_id ORDER BY type, channel"
 )
@@ -137,6 +145,8 @@ def stream(user_id: int, page_size: int | None = None) -> Iterator[str]:
         yield f',"sms_consents":{_dumps(_rows(CONSENTS_SQL, params))}'
         yield f',"devices":{_dumps(_rows(DEVICES_SQL, params))}'
         yield f',"chat_accounts":{_dumps(_rows(CHAT_ACCOUNTS_SQL, params))}'
+        yield f',"topics":{_dumps(_rows(TOPICS_SQL, params))}'
+        yield f',"tenants":{_dumps(_rows(TENANTS_SQL, params))}'
         yield ',"notifications":['
         first = True
         for page in notification_pages(user_id, page_size):

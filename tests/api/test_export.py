@@ -86,6 +86,23 @@ def test_the_export_holds_the_profile_preferences_and_every_notification_with_it
     assert "someone-else" not in response.get_data(as_text=True)
 
 
+def test_the_export_names_the_topics_the_member_follows_and_their_tenants(client, member):
+    from app.tenants import service as tenants
+    from app.topics import service as topics
+
+    topics.put_topic("project:42", "Project Apollo", "")
+    topics.put_topic("project:7", "Someone else's", "")
+    topics.change_subscribers("project:42", add=["export-me"], remove=[])
+    tenants.put_tenant(None, "acme", {"name": "Acme"})
+    tenants.set_member_tenants(None, member.id, ["acme"])
+
+    document = api_with(client, "users:read").get("/v1/users/export-me/export").get_json()
+
+    [topic] = document["topics"]
+    assert (topic["key"], topic["name"], bool(topic["followed_at"])) == ("project:42", "Project Apollo", True)
+    assert document["tenants"] == [{"key": "acme", "name": "Acme"}]
+
+
 def test_the_export_holds_the_phone_its_consent_history_and_the_phones_without_their_tokens(client, member):
     from app.devices import service as devices
 

@@ -855,6 +855,8 @@ class ExportOut(TypedDict, total=False):
     notifications: Required[list[ExportNotificationOut]]
     preferences: Required[list[ExportPreferenceOut]]
     sms_consents: list[ExportConsentOut]
+    tenants: list[ExportTenantOut]
+    topics: list[ExportTopicOut]
     user: Required[ExportProfileOut]
 
 
@@ -883,6 +885,21 @@ class ExportProfileOut(TypedDict, total=False):
     sms_opt_in: bool
     sms_opt_in_at: str | None
     timezone: Required[str]
+
+
+class ExportTenantOut(TypedDict, total=False):
+    """The ExportTenantOut object."""
+
+    key: Required[str]
+    name: Required[str]
+
+
+class ExportTopicOut(TypedDict, total=False):
+    """The ExportTopicOut object."""
+
+    followed_at: Required[str]
+    key: Required[str]
+    name: Required[str]
 
 
 class FanoutOut(TypedDict, total=False):
