@@ -132,3 +132,20 @@ SELECT count(*) AS deleted FROM gone
 )
 
 WALKS = {"notifications": NOTIFICATIONS_SQL, "deliveries": DELIVERIES_SQL}
+
+# A topic notification's fanout record, once done or failed, is the progress the API answered with
+# (GET /v1/fanouts/<id>); its notifications carry the topic, not the fanout, so it goes with the ledger's age.
+TOPIC_FANOUTS_SQL = sa.text(
+    """
+WITH doomed AS (
+  SELECT id FROM topic_fanouts
+  WHERE status <> 'running' AND coalesce(finished_at, created_at) < :cutoff
+  ORDER BY id
+  LIMIT :limit
+  FOR UPDATE SKIP LOCKED
+), gone AS (
+  DELETE FROM topic_fanouts f WHERE f.id = ANY (ARRAY (SELECT id FROM doomed)) RETURNING f.id
+)
+SELECT count(*) AS deleted FROM gone
+"""
+)

@@ -31,10 +31,14 @@ START = (datetime(1, 1, 2, tzinfo=UTC), 0)
 DONE = "done"
 # A batch waits this long for a lock (a foreign-key cascade meeting a worker's row) before it gives up
 # and the pass ends; the next pass tries again.
-PRUNES = {"provider_events": queries.UNMATCHED_EVENTS_SQL, "webhook_events": queries.WEBHOOK_EVENTS_SQL}
+PRUNES = {
+    "provider_events": queries.UNMATCHED_EVENTS_SQL,
+    "webhook_events": queries.WEBHOOK_EVENTS_SQL,
+    "topic_fanouts": queries.TOPIC_FANOUTS_SQL,
+}
 LOCK_TIMEOUT = "2s"
 LOCK_NOT_AVAILABLE = "55P03"
-STEPS = ("notifications", "deliveries", "provider_events", "webhook_events", "announcement_reads")
+STEPS = ("notifications", "deliveries", "provider_events", "webhook_events", "topic_fanouts", "announcement_reads")
 
 
 @dataclass

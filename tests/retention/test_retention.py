@@ -326,3 +326,25 @@ def test_a_row_someone_holds_is_skipped_not_waited_for_and_goes_in_the_next_walk
 
     assert run_until_complete(settings)["notifications"] == 1
     assert existing("notifications", ids) == set()
+
+
+def test_finished_topic_fanouts_go_after_ledger_days_and_a_running_one_stays(settings, member):
+    ids = {}
+    for key, status, days in (("old_done", "done", 100), ("young_done", "done", 5), ("old_failed", "failed", 100),
+                              ("old_running", "running", 100)):  # fmt: skip
+        ids[key] = db.session.execute(
+            sa.text(
+                """INSERT INTO topic_fanouts (topic_key, type, title, body, dedupe_key, status, created_at,
+                                              finished_at)
+                   VALUES ('project:42', 'comment', 't', 'b', :key, :status,
+                           now() - make_interval(secs => :days * 86400),
+                           CASE WHEN :status <> 'running' THEN now() - make_interval(secs => :days * 86400) END)
+                   RETURNING id"""
+            ),
+            {"key": key, "status": status, "days": days},
+        ).scalar()
+
+    deleted = run_until_complete(settings)
+
+    assert deleted["topic_fanouts"] == 2
+    assert existing("topic_fanouts", ids.values()) == {ids["young_done"], ids["old_running"]}
