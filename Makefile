@@ -41,11 +41,13 @@ catalogs: install
 	$(PY) -m app.devstack catalogs
 
 # ruff: pyflakes, pycodestyle, isort, bugbear, pyupgrade and bandit rules, and the formatter (pyproject.toml);
-# import-linter: the layers and no import cycles (.importlinter).
+# import-linter: the layers and no import cycles (.importlinter); mkdocs: the documentation site (docs/, mkdocs.yml)
+# built with --strict into site/ (gitignored), so a broken link or anchor fails.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir site
 
 # Removes the embedded PostgreSQL/Redis data, the dev secret key and the mail sink's maildir.
 clean:

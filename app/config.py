@@ -1,7 +1,7 @@
 """Environment-driven configuration: every setting a deployment may change is declared and read here.
 
 SETTINGS is the one list: each setting's variable, default, type and accepted range, and what it
-does (README's configuration table lists the same names; tests/test_config.py keeps them in step).
+does (docs/configuration.md lists the same names; tests/test_config.py keeps them in step).
 Config reads them once when the app is created; check() is the start-up check that the web app,
 the worker and the sweeper run (wsgi.py) before serving anything: a value of the wrong type, out of
 range, a combination that cannot work, or a secret anybody knows is a refusal that names the
@@ -739,4 +739,4 @@ def refuse_to_start(problems: list[str], write: Callable[[str], object]) -> None
     write("Hato is refusing to start: it cannot work as it is set up.\n")
     for problem in problems:
         write(f"  - {problem}\n")
-    write("Fix these (README: Configuration, Running in production) and start it again.\n")
+    write("Fix these (docs/configuration.md, docs/production.md) and start it again.\n")

@@ -110,7 +110,7 @@ def init_app(app: Flask) -> None:
     login.login_message = None
     csrf.init_app(app)
     sock.init_app(app)
-    # The rate limits count in the realtime store, beside the breakers and buckets (README: which Redis holds what).
+    # The rate limits count in the realtime store, beside the breakers and buckets (docs/high-availability.md).
     storage_uri = limiter_storage_uri(app.config["REALTIME_REDIS_URL"], bool(app.config["REALTIME_REDIS_CLUSTER"]))
     app.config.setdefault("RATELIMIT_STORAGE_URI", storage_uri)
     app.config.setdefault("RATELIMIT_KEY_PREFIX", keyspace.key("limits", config=app.config))

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from app.config import SETTINGS, Config, check
 from app.providers.registry import registered_names
+from tests.support.docs import doc_page
 
-README = Path(__file__).resolve().parents[1] / "README.md"
 GOOD = {"SECRET_KEY": "k" * 48, "HATO_DEV": "0"}
 
 
@@ -104,9 +103,8 @@ def test_every_setting_is_declared_once_and_its_default_is_in_range():
             assert setting.low <= setting.default <= setting.high, setting.name
 
 
-def test_the_readme_configuration_table_lists_every_setting():
-    text = README.read_text()
-    table = text[text.index("## Configuration") : text.index("## Running in production")]
+def test_the_docs_configuration_table_lists_every_setting():
+    table = doc_page("configuration.md")
     documented = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", table))
     missing = [s.name for s in SETTINGS if s.name not in documented]
     assert missing == []

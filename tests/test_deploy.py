@@ -1,10 +1,11 @@
-"""deploy/: the environment file names only real settings, and the units run the README's commands."""
+"""deploy/: the environment file names only real settings, and the units run the production page's commands."""
 
 from __future__ import annotations
 
 import re
 
 from app.config import SETTINGS
+from tests.support.docs import doc_page
 from tests.support.processes import ROOT
 
 DEPLOY = ROOT / "deploy"
@@ -31,11 +32,11 @@ def test_units_run_the_production_commands_with_the_environment_file():
         "hato-sweeper@.service": "flask --app wsgi sweep",
         "hato-migrate.service": "flask --app wsgi db upgrade",
     }
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    production = doc_page("production.md")
     for unit, command in commands.items():
         assert _directives(unit, "EnvironmentFile") == ["/etc/hato/hato.env"], unit
         assert any(command in line for line in _directives(unit, "ExecStart")), unit
-        assert command.split(" --bind")[0] in readme, f"README's production section lost {command!r}"
+        assert command.split(" --bind")[0] in production, f"docs/production.md lost {command!r}"
 
 
 def test_the_nginx_upstreams_are_the_web_units_ports():

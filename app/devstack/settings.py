@@ -31,7 +31,7 @@ STANDIN_SETTINGS = "settings.json"
 DEMO_APNS_TOPIC = "org.hato.demo"  # the demo app's bundle id: alice's iPhone registers with it
 DEMO_FCM_PROJECT = "hato-demo"
 
-# The web server of `make run`; the README documents these exact arguments.
+# The web server of `make run`; docs/getting-started.md documents these exact arguments.
 # app/realtime/gunicorn_conf.py sizes the gthread pool for websockets (WEB_MAX_SOCKETS, default 1000
 # per worker) and closes sockets with 1001 on SIGTERM so pages reconnect.
 GUNICORN_ARGS = [

@@ -3,7 +3,7 @@
 Under gthread every open socket pins one pool thread (its handler; one shared thread reads them all,
 app/realtime/connection.py), so a process needs threads >= expected sockets + request headroom, and
 gthread's worker_connections (default 1000) must be larger still. Command-line flags override these.
-Start the process with GLIBC_TUNABLES=glibc.malloc.tcache_count=0 (README): thousands of threads
+Start the process with GLIBC_TUNABLES=glibc.malloc.tcache_count=0 (docs/production.md): thousands of threads
 otherwise each keep a cache of freed memory (measured: 66 vs 57 KB per socket at 5,000).
 """
 

@@ -68,7 +68,7 @@ class SilentRedis:
 
 
 def _start_web(stack, redis_port: int) -> tuple:
-    """gunicorn (the README's API-only line) whose Redis is the silent server; return (process, port)."""
+    """gunicorn (docs/production.md's API-only line) whose Redis is the silent server; return (process, port)."""
     port = free_port()
     env = dict(
         stack["env"],

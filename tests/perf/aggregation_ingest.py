@@ -4,7 +4,7 @@
 
 Uses its own database `hato_bench_aggregation` (dropped, created and migrated here) on the server of
 DATABASE_URL and Redis database 13 on the server of REDIS_URL (flushed before and after). Starts
-gunicorn as tests/perf/bench_ingest.py does (the README's API-only line: gthread, 2 workers x 16
+gunicorn as tests/perf/bench_ingest.py does (docs/production.md's API-only line: gthread, 2 workers x 16
 threads) and drives it from keep-alive connections. Scenarios, in interleaved rounds so that load
 from other processes on the box hits both alike:
 

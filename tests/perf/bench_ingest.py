@@ -5,7 +5,7 @@
 
 Uses its own database (`--database`, created and migrated here, dropped at the end) on the server of
 DATABASE_URL, and Redis database `--redis-db` on the server of REDIS_URL (flushed before and after). Starts
-gunicorn with the README's production settings for an API-only process (`-c
+gunicorn with docs/production.md's settings for an API-only process (`-c
 python:app.realtime.gunicorn_conf` with WEB_MAX_SOCKETS=0: gthread, 2 workers x 16 threads, a pool of
 one PostgreSQL connection per thread; --workers/--threads to compare others) on a free
 127.0.0.1 port, and beside it the same gunicorn configuration serving tests/perf/ingest_baseline.py
@@ -60,7 +60,7 @@ BENCH_REDIS_DB = 9
 USERS = 5000
 BULK = 100
 WARMUP_SECONDS = 1.5
-# The README's production line; --workers/--threads override it to compare settings.
+# docs/production.md's line; --workers/--threads override it to compare settings.
 WORKERS, THREADS = 2, 16
 ROUNDS = 3
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,7 +133,7 @@ class Server:
 
         self.port = free_port()
         self.ready_path = ready_path
-        # The README's line for a process that serves the API only: no websockets, `threads` request
+        # docs/production.md's line for a process that serves the API only: no websockets, `threads` request
         # threads per worker, and one pooled connection per thread (a smaller pool closes and reopens
         # connections under load).
         env = dict(

@@ -12,7 +12,7 @@ events over --processes web processes, 2,500 sockets each) in tests/perf/realtim
 Every client acks every frame it reads, as realtime.js and the bell do.
 
 One gunicorn worker (the production config, app.realtime.gunicorn_conf, with GLIBC_TUNABLES as the
-README's sizing section sets it unless --malloc-tcache) against its own database
+docs/production.md's sizing sets it unless --malloc-tcache) against its own database
 `hato_bench_realtime` and Redis DB 7 (on the servers of DATABASE_URL / REDIS_URL, else 127.0.0.1).
 A bounded asyncio client opens --sockets signed-in websockets (session cookies signed with the app's
 own serializer, so nobody logs in 1,000 times). A separate process then POSTs /v1/notifications to the
@@ -97,7 +97,7 @@ def raise_fd_limit() -> int:
 def bench_env(malloc_tcache: bool = False) -> dict:
     """Return DATABASE_URL / REDIS_URL for our own database and Redis DB on the configured servers.
 
-    Unless malloc_tcache, the web process runs as the README sizes it: glibc's per-thread malloc caches
+    Unless malloc_tcache, the web process runs as docs/production.md sizes it: glibc's per-thread malloc caches
     off (GLIBC_TUNABLES), as each of thousands of socket threads kept ~9 KB of freed memory in its own.
     """
     db = urlsplit(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/hato"))

@@ -1,9 +1,8 @@
-"""The README's SDK lines and Issue 19's Node token example run against the live app, so they cannot rot."""
+"""The README's SDK lines and the Node token example (docs/api.md) run against the live app, so they cannot rot."""
 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,19 +10,20 @@ from pathlib import Path
 import pytest
 from hato_client import Hato
 
+from tests.support.docs import fenced_blocks
+
 ROOT = Path(__file__).resolve().parents[2]
 NODE_EXAMPLE = ROOT / "clients" / "node" / "sign_user_token.mjs"
 
 
-def readme_block(language: str, first_line: str) -> str:
-    """The README's fenced block in language whose first line is first_line."""
-    blocks = re.findall(rf"^```{language}\n(.*?)^```$", (ROOT / "README.md").read_text(), re.S | re.M)
-    (block,) = [b for b in blocks if b.startswith(first_line)]
+def doc_block(page: str, language: str, first_line: str) -> str:
+    """The fenced block in language of page (README.md or a docs/ page) whose first line is first_line."""
+    (block,) = [body for name, body, _ in fenced_blocks(language) if name == page and body.startswith(first_line)]
     return block
 
 
-def test_the_readme_includes_the_node_example_verbatim():
-    assert readme_block("js", "// Node 18+") == NODE_EXAMPLE.read_text()
+def test_the_api_guide_includes_the_node_example_verbatim():
+    assert doc_block("api.md", "js", "// Node 18+") == NODE_EXAMPLE.read_text()
 
 
 @pytest.mark.committed  # the live server commits on its own connections
@@ -31,7 +31,7 @@ def test_the_readmes_ten_lines_send_and_the_node_token_is_accepted_by_the_feed(l
     with Hato(live.url, live.key) as hato:
         hato.put_user("user-42", {})
         secret = hato.get_user_token_signing_secret()
-    lines = readme_block("python", "import os\n\nfrom hato_client import Hato\n")
+    lines = doc_block("README.md", "python", "import os\n\nfrom hato_client import Hato\n")
     assert len(lines.strip().splitlines()) <= 10
     monkeypatch.setenv("HATO_URL", live.url)
     monkeypatch.setenv("HATO_API_KEY", live.key)

@@ -1,6 +1,6 @@
 """Attack: sign in as the demo admin on a real installation, or read a password from shell history.
 
-`demo seed` creates admin@example.com with a password printed in the README and the source. Run by
+`demo seed` creates admin@example.com with a password printed in docs/getting-started.md and the source. Run by
 mistake against a production database (a copied `make run` line, a wrong DATABASE_URL) it would give
 anyone the admin account. Outside dev mode it must refuse and change nothing. `users create` must not
 need the password on the command line (where shell history and `ps` keep it): it asks, hidden, twice.

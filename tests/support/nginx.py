@@ -1,6 +1,6 @@
 """deploy/nginx/hato.conf run by a real nginx in front of local web processes (tests/e2e/test_behind_nginx.py).
 
-The site file is the one the README's production section installs; only its addresses and certificate
+The site file is the one docs/production.md installs; only its addresses and certificate
 paths are swapped for the test's, and each swap must match exactly once, so an edit to the file that
 the test no longer exercises fails loudly instead of passing on a stale copy.
 """
