@@ -183,4 +183,4 @@ def test_the_exports_memory_does_not_grow_with_the_members_history(client, membe
     assert peak < small_peak * 1.25 + 1_000_000, (
         f"peak {small_peak / 1e6:.1f} MB → {peak / 1e6:.1f} MB"
     )  # … memory did not
-    assert size > 3 * peak  # and the stream never held a large part of it
+    assert peak < 15_000_000  # and what it holds is small (most of it the process's own start-up allocations)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
@@ -17,6 +16,8 @@ from hato_client import (
     ValidationError,
     sign_user_token,
 )
+
+from tests.support import loops
 
 pytestmark = pytest.mark.committed  # the live server commits on its own connections
 
@@ -106,4 +107,4 @@ def test_the_async_client_sends_pages_and_raises_the_same(live):
         async with AsyncHato(live.url, user_token=token) as feed:
             return [row["title"] async for row in feed.iter_feed(limit=2)]
 
-    assert asyncio.run(scenario()) == ["Async 2", "Async 1", "Async 0", "Ann replied"]
+    assert loops.run(scenario()) == ["Async 2", "Async 1", "Async 0", "Ann replied"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 from datetime import UTC, datetime
 
@@ -11,6 +10,7 @@ from hato_client import APIConnectionError, AsyncHato, Hato, RateLimited, Retry,
 from hato_client._base import retry_after
 
 from tests.sdk.conftest import UNAVAILABLE
+from tests.support import loops
 from tests.support.waiting import free_port
 
 BODY = {"type": "comment", "recipient": "ann", "title": "Hello"}
@@ -36,7 +36,7 @@ def test_the_async_client_keeps_the_key_too_and_gives_up_after_its_attempts(flak
                 await hato.create_notifications(BODY)
         return failed.value
 
-    error = asyncio.run(scenario())
+    error = loops.run(scenario())
     assert [seen["Idempotency-Key"] for seen in flaky.seen[:2]] == ["mine", "mine"]
     assert (error.status, error.detail, len(flaky.seen)) == (503, "Busy, try again.", 4)
 
