@@ -140,28 +140,27 @@ def release_scheduled() -> int:
 
 
 def take_due_backlog(config: Mapping, idle: list[str], cursor: due_rows.DueCursor, passes: int) -> dict:
-    """Due passes, each committed on its own, while each fills SWEEP_LIMIT (at most passes); return their counts.
+    """Due passes, each committed and its jobs in Redis before the next, while each fills SWEEP_LIMIT (at most
+    passes); return their counts.
 
-    A pass's jobs are handed to Redis by the dispatcher thread while the next pass's statement runs, instead of
-    waiting for each hand-off before the next pass. Every hand-off is waited for at the end, which keeps
-    sweep_once's promise that what it enqueued is in Redis when it returns (not only the last: a pass that found
-    nothing has no hand-off to wait for, it is done at once).
+    Without it a backlog waited SWEEP_INTERVAL_SECONDS between passes of SWEEP_LIMIT. Handing a pass's jobs over
+    while the next pass's statement ran was measured too (bench_workflow, 80,000 rows): 1.31 s against 0.83 s
+    pass by pass, the dispatcher thread's job building competing with the statements for the one interpreter.
     """
-    handoffs, taken = [], 0
+    passes_run, taken, enqueued = 0, 0, 0
     for _ in range(passes):
         try:
             groups = due_rows.take_due(config["SWEEP_REQUEUE_AFTER_SECONDS"], config["SWEEP_LIMIT"], idle, cursor)
-            handoffs.append(commit())
+            handoff = commit()
         except BaseException:
             db.session.rollback()
             raise
+        enqueued += handoff.wait().get("enqueued", 0)
         found = sum(len(ids) for ids in groups.values())
-        taken += found
+        passes_run, taken = passes_run + 1, taken + found
         if found < config["SWEEP_LIMIT"]:
             break
-    for handoff in handoffs:
-        handoff.wait()
-    return {"passes": len(handoffs), "due": taken, "enqueued": sum(h.counts.get("enqueued", 0) for h in handoffs)}
+    return {"passes": passes_run, "due": taken, "enqueued": enqueued}
 
 
 def sweep_once() -> dict:

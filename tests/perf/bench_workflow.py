@@ -21,13 +21,13 @@ A type `wf-bench` runs the workflow published through app.workflows.service (sav
            table only, one in-place UPDATE of the same ledger rows (values unchanged) is timed too.
   (info) serial  once every step is due: app.delivery.due.take_due() with the sweeper's parameters
            (SWEEP_REQUEUE_AFTER_SECONDS, SWEEP_LIMIT, idle_queues()), committed with app.unitofwork.commit(),
-           pass after pass, each waiting for its jobs' hand-off to Redis before the next (the sweeper's way
-           before it drained a backlog in one tick). Timed: each take_due, its commit and hand-off. The table
+           pass after pass, each waiting for its jobs' hand-off to Redis before the next, in the bench's own
+           loop, so the statement and commit are timed apart from the hand-off. The table
            says how many stamps were HOT (pg_stat_xact_user_tables, read before and after each take_due,
            untimed). Then the rows are put back as they were (due, untouched since) and Redis is emptied.
   (b) release  the same rows taken by the sweeper's own drain, app.sweeper.take_due_backlog(): pass after
-           pass, each committed, its hand-off running while the next pass's statement does; timed whole,
-           until the pass that finds fewer than SWEEP_LIMIT and the last hand-off done. No worker runs
+           pass within one sweep, each committed and its jobs handed to Redis; timed whole, until the pass that
+           finds fewer than SWEEP_LIMIT. No worker runs
            meanwhile, so the rows taken stay pending, as in a burst the workers cannot keep up with. Each
            pass walks on from where the last one ended (app.delivery.due.DueCursor).
   deliver  --workers real `flask --app wsgi worker` processes send the released e-mails to an aiosmtpd sink in
@@ -456,8 +456,8 @@ def report(f: dict) -> None:
     print(f"{'(a) raw INSERT … SELECT (LIKE the ledger)':<44}{g('raw_s', '.3f'):>10}{g('raw_rows'):>10}"
           f"{g('raw_rows_per_s'):>12}   runs {runs} s, fastest counted")  # fmt: skip
     print(f"{'(b) the sweeper drains the backlog':<44}{g('release_s', '.3f'):>10}{g('released'):>10}"
-          f"{g('steps_per_s'):>12}   {g('passes')} passes of {f['limit']:,}, overlapped, best of {ROUNDS}")  # fmt: skip
-    print(f"{'(info) pass by pass, each hand-off waited':<44}{g('serial_s', '.3f'):>10}{g('serial_released'):>10}"
+          f"{g('steps_per_s'):>12}   {g('passes')} passes of {f['limit']:,}, best of {ROUNDS}")  # fmt: skip
+    print(f"{'(info) the same pass by pass, own loop':<44}{g('serial_s', '.3f'):>10}{g('serial_released'):>10}"
           f"{g('serial_steps_per_s'):>12}   ratio {g('serial_ratio', '.2f')}, best of {ROUNDS}")  # fmt: skip
     print(f"{'    of which take_due + commit':<44}{g('serial_sql_s', '.3f'):>10}{g('serial_released'):>10}"
           f"{g('serial_sql_steps_per_s'):>12}")  # fmt: skip
