@@ -126,3 +126,66 @@ def cluster():
                 server.stop("immediate")
         finally:
             shutil.rmtree(root, ignore_errors=True)
+
+
+# --- read replicas (issue 34): a streaming standby of a private primary --------------------------
+
+
+class Replica(Cluster):
+    """A hot standby streaming from a private primary: pg_basebackup -R, then its own server on a free port."""
+
+    def __init__(self, root: Path, primary: Cluster) -> None:
+        super().__init__(root)
+        self.primary = primary
+
+    def init(self) -> None:
+        """Copy the primary (with its WAL streamed) and write the standby settings (-R: primary_conninfo)."""
+        self.sockets.mkdir()
+        if os.geteuid() == 0:
+            account = pwd.getpwnam(SERVER_USER)
+            for path in (self.root, self.sockets):
+                os.chown(path, account.pw_uid, account.pw_gid)
+        self._run(
+            "pg_basebackup", "-D", str(self.data), "-h", "127.0.0.1", "-p", str(self.primary.port), "-U", "postgres",
+            "-R", "-X", "stream", "--no-sync", "-c", "fast",
+        )  # fmt: skip
+
+    def set_apply_delay(self, seconds: float) -> None:
+        """Replay each commit no sooner than seconds after it happened on the primary (recovery_min_apply_delay)."""
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            # ALTER SYSTEM writes postgresql.auto.conf, which a standby may do; the setting reloads without a restart.
+            conn.execute(f"ALTER SYSTEM SET recovery_min_apply_delay = '{int(seconds * 1000)}ms'")
+            conn.execute("SELECT pg_reload_conf()")
+
+    def replayed(self) -> int:
+        """How far this standby has replayed the primary's WAL (a byte position)."""
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            return conn.execute("SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint").fetchone()[0]
+
+    def wait_caught_up(self, seconds: float = 30) -> None:
+        """Wait until this standby has replayed everything the primary has written so far."""
+        with psycopg.connect(self.primary.url(), autocommit=True) as conn:
+            target = conn.execute("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint").fetchone()[0]
+        deadline = time.monotonic() + seconds
+        while self.replayed() < target:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the standby replayed {self.replayed()} of {target} in {seconds} s")
+            time.sleep(0.05)
+
+
+@contextmanager
+def primary_with_replica():
+    """Yield (primary, replica): a started private primary and a hot standby streaming from it; both removed after."""
+    with cluster() as primary:
+        root = Path(tempfile.mkdtemp(prefix="hato-pgreplica-"))
+        replica = Replica(root, primary)
+        try:
+            replica.init()
+            replica.start()
+            yield primary, replica
+        finally:
+            try:
+                if replica.data.exists() and replica.running():
+                    replica.stop("immediate")
+            finally:
+                shutil.rmtree(root, ignore_errors=True)

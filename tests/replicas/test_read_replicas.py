@@ -1,0 +1,190 @@
+"""Read replicas with read-your-writes (issue 34 item 2), against a real streaming standby.
+
+The module builds a private primary and a hot standby from the installed server binaries
+(tests/support/pgcluster.py; never the machine's shared cluster), migrates the primary once and
+points DATABASE_REPLICA_URLS at the standby. Which server answered a read is asked of the server
+itself: a spy runs `SELECT pg_is_in_recovery()` on the session the routed query used.
+"""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from app import create_app, replicas
+from app.config import Config, check
+from app.extensions import db
+from tests.conftest import TEST_CONFIG, csrf_token_for
+from tests.factories import NotificationFactory, NotificationTypeFactory, UserFactory
+from tests.support import pgcluster
+from tests.support.waiting import free_port
+
+pytestmark = [
+    pytest.mark.committed,
+    pytest.mark.skipif(
+        not pgcluster.available(), reason="needs PostgreSQL 15's server binaries (initdb, pg_basebackup)"
+    ),
+]
+
+DATABASE = "hato_replicas_rw"
+DELAY_SECONDS = 3.0  # recovery_min_apply_delay while a test needs the standby behind
+
+
+@pytest.fixture(scope="module")
+def pair():
+    with pgcluster.primary_with_replica() as servers:
+        yield servers
+
+
+@pytest.fixture(scope="module")
+def replica_app(pair):
+    """An app on the private primary's migrated database, reading from its standby; two members and an admin."""
+    from flask_migrate import upgrade
+
+    primary, standby = pair
+    url = primary.create_database(DATABASE)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DATABASE_URL", url)  # Config() reads it, so the Redis namespace follows it too
+        config = {**TEST_CONFIG, "DATABASE_REPLICA_URLS": [standby.url(DATABASE)], "REPLICA_MAX_LAG_SECONDS": 60.0}
+        application = create_app(config)
+    with application.app_context():
+        upgrade()
+        NotificationTypeFactory(type="comment")
+        alice, bob = UserFactory(external_id="alice"), UserFactory(external_id="bob")
+        admin = UserFactory(role="admin", email="adam@example.com")
+        note = NotificationFactory(user_id=alice.id, title="For Alice")
+        NotificationFactory(user_id=bob.id, title="For Bob")
+        db.session.commit()
+        application.seed = {"alice": alice.id, "bob": bob.id, "admin": admin.id, "note": note.id}
+        db.session.remove()
+    standby.wait_caught_up()
+    yield application
+    replicas.replica_set(application).replicas[0].engine.dispose()
+
+
+@pytest.fixture
+def rapp(replica_app, pair):
+    """The replica app with fresh health, its standby caught up and replaying at once again afterwards."""
+    _, standby = pair
+    replicas.replica_set(replica_app).forget()
+    yield replica_app  # no app context held here: each request pushes its own (g and current_user with it)
+    standby.set_apply_delay(0)
+    standby.wait_caught_up()
+    replica_app.config["REPLICA_MAX_LAG_SECONDS"] = 60.0
+
+
+@pytest.fixture
+def answered(monkeypatch):
+    """The servers (standby or primary) that answered the inbox's list and the delivery log, in order."""
+    servers: list[str] = []
+
+    def spy(module, name):
+        original = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            standby = db.session.execute(sa.text("SELECT pg_is_in_recovery()")).scalar_one()
+            servers.append("standby" if standby else "primary")
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+
+    from app.delivery import ledger_queries
+    from app.inbox import queries
+
+    spy(queries, "notification_page")
+    spy(ledger_queries, "delivery_page")
+    return servers
+
+
+def signed_in(app, user_id: int):
+    client = app.test_client()
+    with client.session_transaction() as sess:
+        sess["_user_id"] = str(user_id)
+        sess["_fresh"] = True
+        from app.auth import sessions
+
+        sess.update(sessions.stamp(user_id, 0))
+    return client
+
+
+def delay_replay(standby) -> None:
+    standby.set_apply_delay(DELAY_SECONDS)
+    time.sleep(0.2)  # the startup process rereads its settings on the reload signal
+
+
+def test_own_write_is_read_from_the_primary_while_others_read_the_lagging_standby(rapp, pair, answered):
+    _, standby = pair
+    seed = rapp.seed
+    alice, bob, admin = signed_in(rapp, seed["alice"]), signed_in(rapp, seed["bob"]), signed_in(rapp, seed["admin"])
+    assert "item--unread" in alice.get("/inbox").get_data(as_text=True)
+    assert answered == ["standby"]  # nothing written by Alice lately: the standby answers
+    standby.wait_caught_up()  # the page recorded Alice's last-seen time
+
+    delay_replay(standby)
+    marked = alice.post(
+        f"/inbox/notifications/{seed['note']}/read", headers={"X-CSRFToken": csrf_token_for(rapp, alice)}
+    )
+    assert marked.status_code in (200, 204, 302, 303)
+    with psycopg.connect(standby.url(DATABASE)) as conn:  # the standby has not replayed it yet
+        assert conn.execute("SELECT read_at FROM notifications WHERE id = %s", (seed["note"],)).fetchone()[0] is None
+
+    page = alice.get("/inbox").get_data(as_text=True)
+    assert "For Alice" in page and "item--unread" not in page  # her own mark-read, at once
+    assert bob.get("/inbox").status_code == 200  # Bob wrote nothing: the standby, behind by a few seconds
+    answer = admin.get("/console/deliveries")
+    assert answer.status_code == 200, answer.get_data(as_text=True)[:3000]
+    assert answered[1:] == ["primary", "standby", "standby"]
+    reads = replicas.replica_set(rapp).reads
+    assert reads["replica0"] >= 3 and reads["primary"] >= 1
+
+
+def test_a_lagging_standby_is_skipped(rapp, pair, answered):
+    _, standby = pair
+    rapp.config["REPLICA_MAX_LAG_SECONDS"] = 1.0
+    delay_replay(standby)
+    with psycopg.connect(pair[0].url(DATABASE), autocommit=True) as conn:  # someone writes; the standby waits
+        conn.execute("UPDATE users SET display_name = 'Robert' WHERE id = %s", (rapp.seed["bob"],))
+    time.sleep(1.2)  # its last replayed commit is now older than the limit, and it is behind the primary
+    bob = signed_in(rapp, rapp.seed["alice"])
+    assert bob.get("/inbox").status_code == 200
+    assert answered == ["primary"]
+    assert replicas.replica_set(rapp).replicas[0].health.state == "lagging"
+
+
+def test_an_idle_primary_does_not_make_the_standby_late(rapp, pair, answered):
+    _, standby = pair
+    rapp.config["REPLICA_MAX_LAG_SECONDS"] = 1.0
+    standby.wait_caught_up()
+    time.sleep(1.2)  # no commit for longer than the limit: the timestamp alone would call it late
+    client = signed_in(rapp, rapp.seed["bob"])
+    assert client.get("/inbox").status_code == 200
+    assert answered == ["standby"]
+
+
+def test_a_down_replica_is_skipped_and_the_page_answers(rapp, pair, answered):
+    chosen = replicas.replica_set(rapp)
+    dead = replicas.Replica("replica9", f"postgresql://postgres@127.0.0.1:{free_port()}/{DATABASE}", {})
+    live = chosen.replicas
+    chosen.replicas = [dead]
+    try:
+        client = signed_in(rapp, rapp.seed["bob"])
+        assert client.get("/inbox").status_code == 200
+        assert dead.health.state == "down"
+        chosen.replicas = [dead, *live]  # the dead one is skipped, the live one answers
+        pair[1].wait_caught_up()  # the page recorded Bob's last-seen time: his next read waits for its replay
+        assert client.get("/inbox").status_code == 200
+    finally:
+        chosen.replicas = live
+    assert answered == ["primary", "standby"]
+
+
+def test_replica_urls_are_checked():
+    config = vars(Config({"DATABASE_REPLICA_URLS": "postgresql://r1/hato, mysql://r2/hato", "SECRET_KEY": "x" * 40}))
+    assert config["DATABASE_REPLICA_URLS"] == ["postgresql://r1/hato", "mysql://r2/hato"]
+    problems = [p for p in check(config) if "REPLICA" in p]
+    assert problems == [
+        "DATABASE_REPLICA_URLS='mysql://r2/hato' is not a URL starting with postgresql:// or postgres://"
+    ]
