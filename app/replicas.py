@@ -5,8 +5,8 @@ counts on (re)connect, the console's delivery log and analytics) call read(); ev
 every read inside a writing request, stays on the primary. Inside read(), db.session is a session bound to the
 chosen replica, so the domain's queries run unchanged; they return rows and mappings, never lazy objects.
 
-Read-your-writes: a request that committed a write (its transaction had an xid) records the primary's WAL
-insert position afterwards under its member's key in the realtime store, for REPLICA_MAX_LAG_SECONDS + 1 s
+Read-your-writes: a request that committed a write (its transaction had an xid) records a WAL position of the
+primary covering that commit afterwards under its member's key in the realtime store, for REPLICA_MAX_LAG_SECONDS + 1 s
 (after that any replica still in use has replayed it: it is skipped when further behind). A replica answers
 for that member only once pg_last_wal_replay_lsn() has reached it; otherwise the read goes to the primary.
 
@@ -47,7 +47,15 @@ PROBE_SQL = sa.text(
     "SELECT pg_is_in_recovery() AS standby, (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint AS replayed, "
     "extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8 AS behind_seconds"
 )
-PRIMARY_LSN_SQL = sa.text("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint")
+# Standbys receive only flushed WAL, so the primary's flush position is what "caught up" means.
+PRIMARY_LSN_SQL = sa.text("SELECT (pg_current_wal_flush_lsn() - '0/0'::pg_lsn)::bigint")
+# A member's commit: with synchronous commit it was flushed before it returned, so the flush position covers it
+# (the insert position would also wait for unrelated WAL still in buffers: seconds on an idle primary); an
+# asynchronous commit may not be flushed yet, so the insert position.
+WRITTEN_LSN_SQL = sa.text(
+    "SELECT (CASE WHEN current_setting('synchronous_commit') = 'off' THEN pg_current_wal_insert_lsn() "
+    "ELSE pg_current_wal_flush_lsn() END - '0/0'::pg_lsn)::bigint"
+)
 REPLAYED_SQL = sa.text("SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint >= :needed")
 WROTE_SQL = sa.text("SELECT pg_current_xact_id_if_assigned() IS NOT NULL")
 # Keep the highest position (two requests of one member may finish out of order) and refresh the TTL.
@@ -142,10 +150,10 @@ def _probe(replica: Replica, max_lag: float) -> Health:
     return Health("lagging" if late else "ok", row.replayed, row.behind_seconds, now)
 
 
-def _primary_lsn() -> int:
-    """The primary's WAL insert position, on a connection of its own (the request's session is left alone)."""
+def _primary_lsn(statement: sa.TextClause = PRIMARY_LSN_SQL) -> int:
+    """A WAL position of the primary, on a connection of its own (the request's session is left alone)."""
     with db.engine.connect() as conn:
-        return conn.execute(PRIMARY_LSN_SQL).scalar_one()
+        return conn.execute(statement).scalar_one()
 
 
 def replica_set(app: Flask | None = None) -> ReplicaSet | None:
@@ -266,7 +274,7 @@ def _remember_write(response):
     if user_id is None:
         return response
     try:
-        lsn = _primary_lsn()
+        lsn = _primary_lsn(WRITTEN_LSN_SQL)
         ttl = int(current_app.config["REPLICA_MAX_LAG_SECONDS"]) + 1
         redis.realtime().eval(REMEMBER_LUA, 1, _lsn_key(user_id), lsn, ttl)
     except (*dbpool.UNAVAILABLE, *REALTIME_ERRORS) as error:

@@ -8,6 +8,7 @@ itself: a spy runs `SELECT pg_is_in_recovery()` on the session the routed query 
 
 from __future__ import annotations
 
+import re
 import time
 
 import psycopg
@@ -15,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from app import create_app, replicas
+from app.api_keys import service as keys
 from app.config import Config, check
 from app.extensions import db
 from tests.conftest import TEST_CONFIG, csrf_token_for
@@ -55,10 +57,14 @@ def replica_app(pair):
         NotificationTypeFactory(type="comment")
         alice, bob = UserFactory(external_id="alice"), UserFactory(external_id="bob")
         admin = UserFactory(role="admin", email="adam@example.com")
+        carol = UserFactory(external_id="carol")
         note = NotificationFactory(user_id=alice.id, title="For Alice")
         NotificationFactory(user_id=bob.id, title="For Bob")
+        carols = NotificationFactory(user_id=carol.id, title="For Carol")
+        key = keys.create_api_key(None, "feed", scopes=["feed:issue"])
         db.session.commit()
-        application.seed = {"alice": alice.id, "bob": bob.id, "admin": admin.id, "note": note.id}
+        application.seed = {"alice": alice.id, "bob": bob.id, "admin": admin.id, "note": note.id, "carols": carols.id,
+                            "key": key}  # fmt: skip
         db.session.remove()
     standby.wait_caught_up()
     yield application
@@ -95,6 +101,7 @@ def answered(monkeypatch):
     from app.inbox import queries
 
     spy(queries, "notification_page")
+    spy(queries, "badge_counts")
     spy(ledger_queries, "delivery_page")
     return servers
 
@@ -110,6 +117,17 @@ def signed_in(app, user_id: int):
     return client
 
 
+def feed_token(app, external_id: str) -> str:
+    """A user token for the feed, issued through the API as a customer's backend would."""
+    answer = app.test_client().post(
+        "/v1/user-tokens",
+        json={"user": external_id, "ttl": 600},
+        headers={"Authorization": f"Bearer {app.seed['key']}"},
+    )
+    assert answer.status_code == 201, answer.get_json()
+    return answer.get_json()["token"]
+
+
 def delay_replay(standby) -> None:
     standby.set_apply_delay(DELAY_SECONDS)
     time.sleep(0.2)  # the startup process rereads its settings on the reload signal
@@ -119,8 +137,10 @@ def test_own_write_is_read_from_the_primary_while_others_read_the_lagging_standb
     _, standby = pair
     seed = rapp.seed
     alice, bob, admin = signed_in(rapp, seed["alice"]), signed_in(rapp, seed["bob"]), signed_in(rapp, seed["admin"])
+    feed, carol = rapp.test_client(), {"Authorization": f"Bearer {feed_token(rapp, 'carol')}"}
     assert "item--unread" in alice.get("/inbox").get_data(as_text=True)
-    assert answered == ["standby"]  # nothing written by Alice lately: the standby answers
+    assert feed.get("/v1/feed/counts", headers=carol).get_json()["unread"] == 1
+    assert answered == ["standby", "standby"]  # nothing written by Alice or Carol lately: the standby answers
     standby.wait_caught_up()  # the page recorded Alice's last-seen time
 
     delay_replay(standby)
@@ -128,17 +148,23 @@ def test_own_write_is_read_from_the_primary_while_others_read_the_lagging_standb
         f"/inbox/notifications/{seed['note']}/read", headers={"X-CSRFToken": csrf_token_for(rapp, alice)}
     )
     assert marked.status_code in (200, 204, 302, 303)
-    with psycopg.connect(standby.url(DATABASE)) as conn:  # the standby has not replayed it yet
-        assert conn.execute("SELECT read_at FROM notifications WHERE id = %s", (seed["note"],)).fetchone()[0] is None
+    assert feed.post(f"/v1/feed/notifications/{seed['carols']}/read", headers=carol).status_code == 200
+    with psycopg.connect(standby.url(DATABASE)) as conn:  # the standby has not replayed them yet
+        read_at = conn.execute("SELECT read_at FROM notifications WHERE id IN (%s, %s)", (seed["note"], seed["carols"]))
+        assert [row[0] for row in read_at] == [None, None]
+    del answered[:]
 
     page = alice.get("/inbox").get_data(as_text=True)
     assert "For Alice" in page and "item--unread" not in page  # her own mark-read, at once
+    assert feed.get("/v1/feed/counts", headers=carol).get_json()["unread"] == 0  # Carol's too, by her token
     assert bob.get("/inbox").status_code == 200  # Bob wrote nothing: the standby, behind by a few seconds
-    answer = admin.get("/console/deliveries")
-    assert answer.status_code == 200, answer.get_data(as_text=True)[:3000]
-    assert answered[1:] == ["primary", "standby", "standby"]
-    reads = replicas.replica_set(rapp).reads
-    assert reads["replica0"] >= 3 and reads["primary"] >= 1
+    assert admin.get("/console/deliveries").status_code == 200
+    assert answered == ["primary", "primary", "standby", "standby"]
+
+    metrics = admin.get("/metrics").get_data(as_text=True)
+    reads = dict(re.findall(r'^hato_replica_reads_total\{server="(\w+)"\} ([\d.]+)$', metrics, re.M))
+    assert float(reads["replica0"]) >= 4 and float(reads["primary"]) >= 2
+    assert 'hato_replica_state{replica="replica0",state="ok"} 1.0' in metrics
 
 
 def test_a_lagging_standby_is_skipped(rapp, pair, answered):

@@ -164,8 +164,13 @@ class Replica(Cluster):
 
     def wait_caught_up(self, seconds: float = 30) -> None:
         """Wait until this standby has replayed everything the primary has written so far."""
-        with psycopg.connect(self.primary.url(), autocommit=True) as conn:
-            target = conn.execute("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint").fetchone()[0]
+        with psycopg.connect(self.primary.url()) as conn:
+            # A synchronous commit flushes all WAL before it (these servers commit asynchronously): a standby only
+            # receives flushed WAL, and what sits in the buffers may wait there for seconds.
+            conn.execute("SET LOCAL synchronous_commit = on")
+            conn.execute("SELECT pg_logical_emit_message(true, 'hato-tests', 'flush')")  # WAL of its own: flushed
+            conn.commit()
+            target = conn.execute("SELECT (pg_current_wal_flush_lsn() - '0/0'::pg_lsn)::bigint").fetchone()[0]
         deadline = time.monotonic() + seconds
         while self.replayed() < target:
             if time.monotonic() > deadline:
