@@ -131,6 +131,18 @@ def cluster():
 # --- read replicas (issue 34): a streaming standby of a private primary --------------------------
 
 
+class CommittingPrimary(Cluster):
+    """A private primary whose commits wait for their WAL flush, as production's do (fsync stays off: scratch)."""
+
+    def start(self) -> None:
+        """Start the server as Cluster does, but with synchronous_commit on (read-your-writes waits on flushes)."""
+        options = f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
+        self._run(
+            "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", str(START_SECONDS), "start"
+        )  # fmt: skip
+        self.wait_ready()
+
+
 class Replica(Cluster):
     """A hot standby streaming from a private primary: pg_basebackup -R, then its own server on a free port."""
 
@@ -181,16 +193,20 @@ class Replica(Cluster):
 @contextmanager
 def primary_with_replica():
     """Yield (primary, replica): a started private primary and a hot standby streaming from it; both removed after."""
-    with cluster() as primary:
-        root = Path(tempfile.mkdtemp(prefix="hato-pgreplica-"))
-        replica = Replica(root, primary)
+    roots = [Path(tempfile.mkdtemp(prefix=f"hato-pg{role}-")) for role in ("primary", "replica")]
+    primary = CommittingPrimary(roots[0])
+    replica = Replica(roots[1], primary)
+    try:
+        primary.init()
+        primary.start()
+        replica.init()
+        replica.start()
+        yield primary, replica
+    finally:
         try:
-            replica.init()
-            replica.start()
-            yield primary, replica
+            for server in (replica, primary):
+                if server.data.exists() and server.running():
+                    server.stop("immediate")
         finally:
-            try:
-                if replica.data.exists() and replica.running():
-                    replica.stop("immediate")
-            finally:
+            for root in roots:
                 shutil.rmtree(root, ignore_errors=True)
