@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+import psycopg
 import sqlalchemy as sa
 from flask import Flask, current_app, g, has_request_context, request
 from flask_login import current_user
@@ -38,6 +39,9 @@ from app.extensions import REALTIME_ERRORS, db, redis
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+# A standby cancels a query that holds back replay (hot standby conflicts): that read is retried on the primary,
+# but the replica is not down.
+RECOVERY_CONFLICTS = (psycopg.errors.SerializationFailure, psycopg.errors.QueryCanceled)
 EXTENSION_KEY = "hato_replicas"
 HEALTH_SECONDS = 1.0  # how long a probe's answer is trusted
 DOWN_RETRY_SECONDS = 5.0  # a replica that refused a connection is not asked again sooner
@@ -190,8 +194,9 @@ def read(user_id: int | None, fn: Callable[[], T]) -> T:
     """Return fn() run on a replica that may answer for user_id, else on the primary.
 
     A replica whose last probe is older than the member's last write is asked on the read's own connection
-    whether it has replayed that far (replay only moves forward). A replica that fails during the read is
-    marked down and fn runs again on the primary.
+    whether it has replayed that far (replay only moves forward). When a replica fails during the read, fn runs
+    again on the primary; the replica is marked down unless the standby only cancelled the query (a recovery
+    conflict).
     """
     replicas = replica_set()
     if replicas is None:
@@ -207,7 +212,8 @@ def read(user_id: int | None, fn: Callable[[], T]) -> T:
             pass
         except dbpool.UNAVAILABLE as error:
             log.warning("replica %s failed a read (%s): reading from the primary", replica.name, type(error).__name__)
-            replica.mark_down()
+            if not isinstance(getattr(error, "orig", None), RECOVERY_CONFLICTS):
+                replica.mark_down()
         else:
             replicas.reads[replica.name] += 1
             _answered(replica.name)

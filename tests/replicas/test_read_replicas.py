@@ -223,3 +223,20 @@ def test_replica_urls_are_checked():
     assert problems == [
         "DATABASE_REPLICA_URLS='mysql://r2/hato' is not a URL starting with postgresql:// or postgres://"
     ]
+
+
+def test_a_read_cancelled_by_a_recovery_conflict_is_retried_on_the_primary(rapp):
+    chosen = replicas.replica_set(rapp)
+    calls = []
+
+    def conflicted():
+        standby = db.session.execute(sa.text("SELECT pg_is_in_recovery()")).scalar_one()
+        calls.append(standby)
+        if standby:  # what a standby raises when replay needs the rows this query still reads
+            raise sa.exc.OperationalError("SELECT …", {}, psycopg.errors.SerializationFailure())
+        return "answered"
+
+    with rapp.test_request_context():
+        assert replicas.read(rapp.seed["admin"], conflicted) == "answered"
+    assert calls == [True, False]
+    assert chosen.replicas[0].health.state == "ok"  # cancelled, not down: the next read may use it
