@@ -258,7 +258,8 @@ def _check_write(session) -> None:
     """Before a request's commit: note whether its transaction wrote anything (it then has an xid)."""
     if not has_request_context() or replica_set() is None or g.get("hato_wrote"):
         return
-    if session.execute(WROTE_SQL).scalar_one():
+    # No member to remember it for (the API's keys, sign-in pages): no round trip, e.g. on every ingest.
+    if _writer_id() is not None and session.execute(WROTE_SQL).scalar_one():
         g.hato_wrote = True
 
 
