@@ -120,6 +120,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("DB_POOL_SIZE", 10, "int", 1, 1000, "SQLAlchemy pool size per process"),
     Setting("DB_MAX_OVERFLOW", 20, "int", 0, 1000, "extra connections beyond the pool"),
     Setting("DB_POOL_PRE_PING", False, "bool", help="also send a test query on each checkout"),
+    Setting("DATABASE_REPLICA_URLS", "", "str", help="comma-separated postgresql:// URLs of streaming replicas the inbox, feed, counts, delivery log and analytics read from (app/replicas.py)"),
+    Setting("REPLICA_MAX_LAG_SECONDS", 5.0, "float", 0.1, 3600, "a replica further behind the primary than this is skipped (reads go to the primary)"),
     Setting("REDIS_URL", "redis://127.0.0.1:6379/0", "str", help="Redis for jobs, pub/sub and rate limits"),
     Setting("REDIS_NAMESPACE", "", "str", help="prefix of every Redis key, channel, queue and job id (default: derived from DATABASE_URL)"),
     Setting("SECRET_KEY", "", "str", help=f"signs sessions, CSRF and unsubscribe tokens; at least {SECRET_MIN_BYTES} bytes"),
@@ -343,6 +345,7 @@ class Config:
         self.REALTIME_REDIS_URL = self.REALTIME_REDIS_URL or self.REDIS_URL
         self.WS_ALLOWED_ORIGINS = [o.strip().rstrip("/") for o in self.WS_ALLOWED_ORIGINS.split(",") if o.strip()]
         self.FEED_ALLOWED_ORIGINS = [o.strip().rstrip("/") for o in self.FEED_ALLOWED_ORIGINS.split(",") if o.strip()]
+        self.DATABASE_REPLICA_URLS = [u.strip() for u in self.DATABASE_REPLICA_URLS.split(",") if u.strip()]
         secure = urlsplit(self.BASE_URL).scheme == "https"
         self.SESSION_COOKIE_SECURE = secure
         self.REMEMBER_COOKIE_SECURE = secure
@@ -428,6 +431,8 @@ def _value_problems(config: Mapping) -> list[str]:
         problems.append(_url_problem("WS_ALLOWED_ORIGINS", origin, ("http", "https")))
     for origin in config["FEED_ALLOWED_ORIGINS"]:
         problems.append(_url_problem("FEED_ALLOWED_ORIGINS", origin, ("http", "https")))
+    for url in config["DATABASE_REPLICA_URLS"]:
+        problems.append(_url_problem("DATABASE_REPLICA_URLS", url, ("postgresql", "postgres")))
     if not NAMESPACE_PATTERN.match(config["REDIS_NAMESPACE"]):
         problems.append(f"REDIS_NAMESPACE={config['REDIS_NAMESPACE']!r} must be 1-64 letters, digits, '_', '.' or '-'")
     if not config["VAPID_SUBJECT"].startswith(("mailto:", "https://")):

@@ -12,7 +12,9 @@ from datetime import UTC, datetime, timedelta
 
 from flask import Response, render_template, request
 from flask_babel import gettext, lazy_gettext
+from flask_login import current_user
 
+from app import replicas
 from app.analytics import queries, service
 from app.console import analytics_charts
 from app.console.blueprint import bp
@@ -98,12 +100,16 @@ def _bucket_label(grain: str):
     return (lambda at: at.strftime("%m-%d %H:00")) if grain == "hour" else (lambda at: at.strftime("%Y-%m-%d"))
 
 
+def _figures(query: queries.Query) -> tuple[queries.Report, dict[int, str]]:
+    """The report and the tenants' keys, from a replica when there is one (rollups may be a moment behind)."""
+    return replicas.read(int(current_user.get_id()), lambda: (queries.report(query), queries.tenant_keys()))
+
+
 @bp.get("/analytics")
 def analytics():
     """The figures of the range, per group, with two charts and their tables."""
     query, args = read_query(request.args)
-    report = queries.report(query)
-    tenants = queries.tenant_keys()
+    report, tenants = _figures(query)
     labelled = [(_group_label(query.group, g.key, tenants), g) for g in report.groups]
     return render_template(
         "console/analytics.html",
@@ -143,8 +149,7 @@ def _cell(value) -> str:
 def analytics_csv():
     """The same figures as the page, one CSV: a row per group, the total, a row per period, a row per skip reason."""
     query, _ = read_query(request.args)
-    report = queries.report(query)
-    tenants = queries.tenant_keys()
+    report, tenants = _figures(query)
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)

@@ -17,7 +17,7 @@ from flask_babel import gettext
 from pydantic import BaseModel
 from werkzeug.exceptions import HTTPException
 
-from app import timezones, user_tokens
+from app import replicas, timezones, user_tokens
 from app.actions import queries as action_queries
 from app.actions import service as actions
 from app.clock import db_now
@@ -210,9 +210,12 @@ def _tenant() -> FeedTenantOut | None:
     return FeedTenantOut(key=brand.key, name=brand.name, logo_url=logo, primary_color=color and color.lower())
 
 
-def _counts() -> FeedCountsOut:
-    counts = queries.badge_counts(_user_id(), _tenant_id())
+def _counts_out(counts: queries.BadgeCounts) -> FeedCountsOut:
     return FeedCountsOut(unread=counts.unread, unseen=counts.unseen, badge=counts.shown())
+
+
+def _counts() -> FeedCountsOut:
+    return _counts_out(queries.badge_counts(_user_id(), _tenant_id()))
 
 
 def _own_notification(notification_id: int):
@@ -252,16 +255,22 @@ def page(query: FeedPageQuery):
     if query.cursor and Cursor.decode(query.cursor) is None:
         message = gettext("That page link is not valid any more. Go back to the newest notifications.")
         _refuse(422, message, field="cursor")
-    user_id = _user_id()
-    result = queries.notification_page(user_id, query.filter, query.cursor, query.limit, _tenant_id())
+    user_id, tenant_id, chain = _user_id(), _tenant_id(), _chain()
     first = query.cursor is None and query.filter != "archived"
-    announcements = queries.active_announcements(user_id, chain=_chain()) if first else []
+
+    def listing():
+        result = queries.notification_page(user_id, query.filter, query.cursor, query.limit, tenant_id)
+        announcements = queries.active_announcements(user_id, chain=chain) if first else []
+        return result, announcements, queries.badge_counts(user_id, tenant_id)
+
+    # A replica may answer (app/replicas.py): this member's own last write is seen either way.
+    result, announcements, counts = replicas.read(user_id, listing)
     return _json(
         FeedPageOut(
             notifications=[_notification(row) for row in result.rows],
             announcements=[_announcement(row) for row in announcements],
             next_cursor=result.next_cursor,
-            counts=_counts(),
+            counts=_counts_out(counts),
             tenant=_tenant(),
         )
     )
@@ -271,7 +280,9 @@ def page(query: FeedPageQuery):
 @_documented("getFeedCounts", "The member's unread and unseen counts", FeedCountsOut)
 def counts():
     """The member's two badges, unread and unseen, and the one BADGE_COUNTS shows."""
-    return _json(_counts())
+    user_id, tenant_id = _user_id(), _tenant_id()
+    # What a client asks on (re)connect: a replica may answer (app/replicas.py), the member's own writes seen.
+    return _json(_counts_out(replicas.read(user_id, lambda: queries.badge_counts(user_id, tenant_id))))
 
 
 # --- writes (each idempotent: a repeat changes nothing and answers the same) ---------------------

@@ -8,7 +8,7 @@ from flask import Blueprint, abort, redirect, render_template, request, url_for
 from flask_babel import gettext, lazy_gettext, ngettext
 from flask_login import current_user, login_required
 
-from app import timezones
+from app import replicas, timezones
 from app.actions import service as actions
 from app.clock import db_now
 from app.inbox import bulk, queries, service
@@ -74,10 +74,15 @@ def _scope(tenant_key: str | None) -> dict:
 def _content_context(filter_name: str, cursor: str | None = None, values=None) -> dict:
     tenants, tenant = _tenant(request.args if values is None else values)
     tenant_id, tenant_key = (tenant.id, tenant.key) if tenant else (None, None)
-    page = queries.notification_page(current_user.id, filter_name, cursor, tenant_id=tenant_id)
     show_announcements = filter_name != "archived" and cursor is None
     chain = content_chain(current_user.locale)
-    announcements = queries.active_announcements(current_user.id, chain=chain) if show_announcements else []
+
+    def listing():
+        page = queries.notification_page(current_user.id, filter_name, cursor, tenant_id=tenant_id)
+        return page, queries.active_announcements(current_user.id, chain=chain) if show_announcements else []
+
+    # A replica may answer (app/replicas.py): this member's own last write is seen either way.
+    page, announcements = replicas.read(current_user.id, listing)
     return {
         "page": page,
         "filter_name": filter_name,
@@ -103,7 +108,11 @@ def index():
     filter_name, cursor = _listing_args()
     if cursor and is_htmx():
         _, tenant = _tenant(request.args)
-        page = queries.notification_page(current_user.id, filter_name, cursor, tenant_id=tenant.id if tenant else None)
+        tenant_id = tenant.id if tenant else None
+        page = replicas.read(
+            current_user.id,
+            lambda: queries.notification_page(current_user.id, filter_name, cursor, tenant_id=tenant_id),
+        )
         tenant_key = tenant.key if tenant else None
         return render_template(
             "inbox/_more.html",

@@ -28,7 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from redis.exceptions import RedisError
 
-from app import backpressure
+from app import backpressure, replicas
 from app.delivery import stats, switches
 from app.extensions import REALTIME_ERRORS, db, redis
 from app.ops.realtime_metrics import RealtimeCollector
@@ -213,6 +213,34 @@ class LedgerCollector:
         yield last
 
 
+class ReplicaCollector:
+    """Yield this process's reads per server and each replica's last probe (app/replicas.py), if any are set."""
+
+    def collect(self):
+        chosen = replicas.replica_set()
+        if chosen is None:
+            return
+        reads = CounterMetricFamily(
+            "hato_replica_reads", "Reads that may use a replica, by the server that answered (this process).",
+            labels=["server"],
+        )  # fmt: skip
+        for server in (replicas.PRIMARY, *(r.name for r in chosen.replicas)):
+            reads.add_metric([server], chosen.reads[server])
+        state = GaugeMetricFamily(
+            "hato_replica_state", "1 for each replica's state at its last probe (ok, lagging, down, primary, unknown).",
+            labels=["replica", "state"],
+        )  # fmt: skip
+        behind = GaugeMetricFamily(
+            "hato_replica_replay_age_seconds", "Age of the last commit each replica replayed, at its last probe.",
+            labels=["replica"],
+        )  # fmt: skip
+        for replica in chosen.replicas:
+            state.add_metric([replica.name, replica.health.state], 1)
+            if replica.health.behind_seconds is not None:
+                behind.add_metric([replica.name], replica.health.behind_seconds)
+        yield from (reads, state, behind)
+
+
 class CachedBody:
     """The last exposition and when it was made; one scrape computes it while the others wait."""
 
@@ -234,6 +262,7 @@ def _exposition() -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(LedgerCollector())
     registry.register(RealtimeCollector())
+    registry.register(ReplicaCollector())
     try:
         return generate_latest(registry)
     finally:

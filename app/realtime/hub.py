@@ -41,6 +41,7 @@ from flask_babel import force_locale
 from simple_websocket import ConnectionClosed
 from sqlalchemy.exc import SQLAlchemyError
 
+from app import replicas
 from app.extensions import REALTIME_ERRORS, db, redis
 from app.i18n import language_or_default
 from app.inbox import queries
@@ -67,6 +68,11 @@ log = logging.getLogger(__name__)
 def _counts(user_id: int, tenant_id: int | None) -> queries.BadgeCounts:
     """A user's badges, or their part of one tenant's (a scoped feed socket, issue 32)."""
     return queries.badge_counts(user_id) if tenant_id is None else queries.badge_counts(user_id, tenant_id)
+
+
+def _first_counts(user_id: int, tenant_id: int | None) -> queries.BadgeCounts:
+    """The badges of a socket's first frame (a (re)connect): a replica may answer them (app/replicas.py)."""
+    return replicas.read(user_id, lambda: _counts(user_id, tenant_id))
 
 
 FLUSH_BATCH = 50
@@ -512,7 +518,7 @@ class Hub:
     def greet(self, conn: Connection) -> bool:
         """Send the current count right away; False (socket closed 1011) if it cannot be read."""
         try:
-            counts = _counts(conn.user_id, conn.tenant_id)
+            counts = _first_counts(conn.user_id, conn.tenant_id)
             with force_locale(conn.language):
                 frame = render_for(conn.frame_key, counts)
         except SQLAlchemyError:

@@ -20,6 +20,13 @@ The unseen badge (BADGE_COUNTS=unseen, issue 15) is measured with a last-seen ti
 unread rows newer (user 42: its 2 newest; the heavy user: the newest 5,000 rows, 500 of them unread),
 and so is the statement the websocket frame runs for both badges at once.
 Synchronized sequential scans are off, so a sequential scan always starts at the first page.
+
+The replica phase (issue 34; skipped with a reason without PostgreSQL's server binaries, or with --no-replica)
+builds a private primary and a streaming standby (tests/support/pgcluster.py), loads the same dataset, and times
+the inbox page (GET /inbox through the app) for user 42 and the heavy user with DATABASE_REPLICA_URLS empty and
+then set, in the same run: which server answered (app/replicas.py's counters), the primary's tuples read per
+page (pg_stat_database), and the read-your-writes cost: a member who writes before every read (archive, unarchive)
+and how many of those reads the standby could still answer.
 Prints a table, then one JSON line with the figures.
 """
 
@@ -28,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import statistics
 import time
 
@@ -300,11 +308,135 @@ def report(results: dict[int, dict], build_seconds: float, vacuumed: bool) -> di
     return summary
 
 
+# --- the replica phase -----------------------------------------------------------------------------
+
+TUPLE_PAGES = 20
+REPLICA_REDIS_DB = 14  # keys are namespaced by the private cluster's URL, so nothing is flushed
+TUPLES_SQL = "SELECT tup_returned + tup_fetched FROM pg_stat_database WHERE datname = current_database()"
+
+
+def _signed_in(app, user_id: int):
+    from app.auth import sessions
+
+    client = app.test_client()
+    with client.session_transaction() as sess:
+        sess.update({"_user_id": str(user_id), "_fresh": True, **sessions.stamp(user_id, 0)})
+    return client
+
+
+def _primary_tuples(url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(_conninfo(url), autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        return conn.execute(TUPLES_SQL).fetchone()[0]
+
+
+def _pages(apps: dict, url: str, user_id: int, requests: int) -> dict:
+    """GET /inbox for one member through each app, interleaved (a loaded machine slows both alike): p50/p99 ms,
+    then the primary's tuples read per page through each app alone."""
+    clients = {label: _signed_in(app, user_id) for label, app in apps.items()}
+    times: dict[str, list[float]] = {label: [] for label in apps}
+    for client in clients.values():
+        client.get("/inbox")  # warm-up (templates, pools)
+    for _ in range(requests):
+        for label, client in clients.items():
+            started = time.perf_counter()
+            assert client.get("/inbox").status_code == 200
+            times[label].append((time.perf_counter() - started) * 1000)
+    results = {}
+    for label, client in clients.items():
+        before = _primary_tuples(url)
+        for _ in range(TUPLE_PAGES):
+            client.get("/inbox")
+        time.sleep(0.6)  # PostgreSQL's statistics reach pg_stat_database within half a second
+        ordered = sorted(times[label])
+        results[label] = {"p50": statistics.median(ordered), "p99": ordered[int(len(ordered) * 0.99) - 1],
+                          "tuples": (_primary_tuples(url) - before) / TUPLE_PAGES}  # fmt: skip
+    return results
+
+
+def _own_writes(app, user_id: int, rounds: int) -> dict:
+    """A member who archives or unarchives a row before every read: where their next read went."""
+    import sqlalchemy as sa
+    from itsdangerous import URLSafeTimedSerializer
+
+    from app import replicas
+    from app.extensions import db
+
+    client = _signed_in(app, user_id)
+    with app.app_context():
+        row = db.session.execute(
+            sa.text("SELECT max(id) FROM notifications WHERE user_id = :u"), {"u": user_id}
+        ).scalar_one()
+    with client.session_transaction() as sess:
+        raw = sess.setdefault("csrf_token", secrets.token_hex(20))
+    headers = {"X-CSRFToken": URLSafeTimedSerializer(app.secret_key, salt="wtf-csrf-token").dumps(raw)}
+    counts = replicas.replica_set(app).reads
+    before = dict(counts)
+    for n in range(rounds):
+        action = "archive" if n % 2 == 0 else "unarchive"
+        client.post(f"/inbox/notifications/{row}/{action}", headers=headers)
+        client.get("/inbox?filter=archived")  # no last-seen write of its own: only the action's
+    return {server: counts[server] - before.get(server, 0) for server in counts}
+
+
+def replica_phase(requests: int) -> dict:
+    """The inbox page against the primary alone and with a streaming standby, on a private cluster."""
+    from tests.support import pgcluster
+
+    if not pgcluster.available():
+        print("\nreplica phase skipped: needs PostgreSQL's server binaries (initdb, pg_basebackup)")
+        return {}
+    from app import create_app, replicas
+    from app.config import sqlalchemy_url
+
+    with pgcluster.primary_with_replica() as (primary, standby):
+        url = primary.create_database(BENCH_DB)
+        _, redis_url = bench_urls(BENCH_DB, REPLICA_REDIS_DB)
+        base = {"SQLALCHEMY_DATABASE_URI": sqlalchemy_url(url), "DATABASE_URL": url, "REDIS_URL": redis_url,
+                "REALTIME_REDIS_URL": redis_url, "REDIS_NAMESPACE": f"bench-replica-{primary.port}",
+                "SECRET_KEY": os.environ.get("SECRET_KEY") or secrets.token_urlsafe(48)}  # fmt: skip
+        plain = create_app(base)
+        build_seconds = build(plain, url)
+        standby.wait_caught_up()
+        routed = create_app({**base, "DATABASE_REPLICA_URLS": [standby.url(BENCH_DB)]})
+        results = {}
+        for user_id in (SEED_USER, HEAVY_USER):
+            for label, figures in _pages({"primary": plain, "replica": routed}, url, user_id, requests).items():
+                results[(label, user_id)] = figures
+        answered = dict(replicas.replica_set(routed).reads)
+        own = _own_writes(routed, SEED_USER, requests)
+    names = {SEED_USER: "user 42", HEAVY_USER: "heavy"}
+    print(f"\nInbox page (GET /inbox, in-process, the two apps interleaved), {requests} requests each; "
+          f"dataset built in {build_seconds:.1f} s\n")  # fmt: skip
+    print(f"{'reads from':<12}{'user':<10}{'p50 ms':>9}{'p99 ms':>9}{'primary tuples/page':>22}")
+    for (label, user_id), r in results.items():
+        print(f"{label:<12}{names[user_id]:<10}{r['p50']:>9.2f}{r['p99']:>9.2f}{r['tuples']:>22.0f}")
+    print(f"\nreads answered (with the standby): {answered}")
+    print(f"a member writing before each read, where the read went: {own}")
+    standby_share = own.get("replica0", 0) / max(1, sum(own.values()))
+    return {
+        "replica_page_p50_ms_user42": round(results[("replica", SEED_USER)]["p50"], 2),
+        "primary_page_p50_ms_user42": round(results[("primary", SEED_USER)]["p50"], 2),
+        "replica_page_p50_ms_heavy": round(results[("replica", HEAVY_USER)]["p50"], 2),
+        "primary_page_p50_ms_heavy": round(results[("primary", HEAVY_USER)]["p50"], 2),
+        "primary_tuples_per_page_alone_heavy": round(results[("primary", HEAVY_USER)]["tuples"]),
+        "primary_tuples_per_page_with_replica_heavy": round(results[("replica", HEAVY_USER)]["tuples"]),
+        "replica_reads_share": round(answered.get("replica0", 0) / max(1, sum(answered.values())), 3),
+        "ryw_reads_on_standby_share": round(standby_share, 3),
+    }
+
+
 def main() -> None:
     """Build the dataset, measure both users, print the table and the JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="measured executions per statement")
     parser.add_argument("--analyze-only", action="store_true", help="ANALYZE without VACUUM, as the seed did")
+    parser.add_argument("--no-replica", action="store_true", help="skip the replica phase (private primary + standby)")
+    parser.add_argument(
+        "--page-requests", type=int, default=200, help="inbox pages per member and server (replica phase)"
+    )
     args = parser.parse_args()
     started = time.monotonic()
     own = database_name(os.environ.get("DATABASE_URL", ""))
@@ -324,7 +456,10 @@ def main() -> None:
             results[user_id] = measure_user(user_id, max(1, args.runs))
         db.session.remove()
         db.engine.dispose()
-    print(json.dumps(report(results, build_seconds, vacuumed=not args.analyze_only)))
+    summary = report(results, build_seconds, vacuumed=not args.analyze_only)
+    if not args.no_replica:
+        summary.update(replica_phase(max(10, args.page_requests)))
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

@@ -126,3 +126,87 @@ def cluster():
                 server.stop("immediate")
         finally:
             shutil.rmtree(root, ignore_errors=True)
+
+
+# --- read replicas (issue 34): a streaming standby of a private primary --------------------------
+
+
+class CommittingPrimary(Cluster):
+    """A private primary whose commits wait for their WAL flush, as production's do (fsync stays off: scratch)."""
+
+    def start(self) -> None:
+        """Start the server as Cluster does, but with synchronous_commit on (read-your-writes waits on flushes)."""
+        options = f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
+        self._run(
+            "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", str(START_SECONDS), "start"
+        )  # fmt: skip
+        self.wait_ready()
+
+
+class Replica(Cluster):
+    """A hot standby streaming from a private primary: pg_basebackup -R, then its own server on a free port."""
+
+    def __init__(self, root: Path, primary: Cluster) -> None:
+        super().__init__(root)
+        self.primary = primary
+
+    def init(self) -> None:
+        """Copy the primary (with its WAL streamed) and write the standby settings (-R: primary_conninfo)."""
+        self.sockets.mkdir()
+        if os.geteuid() == 0:
+            account = pwd.getpwnam(SERVER_USER)
+            for path in (self.root, self.sockets):
+                os.chown(path, account.pw_uid, account.pw_gid)
+        self._run(
+            "pg_basebackup", "-D", str(self.data), "-h", "127.0.0.1", "-p", str(self.primary.port), "-U", "postgres",
+            "-R", "-X", "stream", "--no-sync", "-c", "fast",
+        )  # fmt: skip
+
+    def set_apply_delay(self, seconds: float) -> None:
+        """Replay each commit no sooner than seconds after it happened on the primary (recovery_min_apply_delay)."""
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            # ALTER SYSTEM writes postgresql.auto.conf, which a standby may do; the setting reloads without a restart.
+            conn.execute(f"ALTER SYSTEM SET recovery_min_apply_delay = '{int(seconds * 1000)}ms'")
+            conn.execute("SELECT pg_reload_conf()")
+
+    def replayed(self) -> int:
+        """How far this standby has replayed the primary's WAL (a byte position)."""
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            return conn.execute("SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint").fetchone()[0]
+
+    def wait_caught_up(self, seconds: float = 30) -> None:
+        """Wait until this standby has replayed everything the primary has written so far."""
+        with psycopg.connect(self.primary.url()) as conn:
+            # A synchronous commit flushes all WAL before it (these servers commit asynchronously): a standby only
+            # receives flushed WAL, and what sits in the buffers may wait there for seconds.
+            conn.execute("SET LOCAL synchronous_commit = on")
+            conn.execute("SELECT pg_logical_emit_message(true, 'hato-tests', 'flush')")  # WAL of its own: flushed
+            conn.commit()
+            target = conn.execute("SELECT (pg_current_wal_flush_lsn() - '0/0'::pg_lsn)::bigint").fetchone()[0]
+        deadline = time.monotonic() + seconds
+        while self.replayed() < target:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the standby replayed {self.replayed()} of {target} in {seconds} s")
+            time.sleep(0.05)
+
+
+@contextmanager
+def primary_with_replica():
+    """Yield (primary, replica): a started private primary and a hot standby streaming from it; both removed after."""
+    roots = [Path(tempfile.mkdtemp(prefix=f"hato-pg{role}-")) for role in ("primary", "replica")]
+    primary = CommittingPrimary(roots[0])
+    replica = Replica(roots[1], primary)
+    try:
+        primary.init()
+        primary.start()
+        replica.init()
+        replica.start()
+        yield primary, replica
+    finally:
+        try:
+            for server in (replica, primary):
+                if server.data.exists() and server.running():
+                    server.stop("immediate")
+        finally:
+            for root in roots:
+                shutil.rmtree(root, ignore_errors=True)
