@@ -296,8 +296,32 @@ def sqlalchemy_url(url: str) -> str:
     """Return the standard postgresql:// URL in the form SQLAlchemy needs for psycopg 3."""
     for prefix in ("postgres://", "postgresql://"):
         if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix) :]
+            return "postgresql+psycopg://" + _hosts_in_query(url[len(prefix) :])
     return url
+
+
+def _hosts_in_query(rest: str) -> str:
+    """Move libpq's multi-host list (`u@h1:5432,h2:5433/db`) into host= and port= lists SQLAlchemy passes on.
+
+    SQLAlchemy reads one host:port from the URL's authority and refuses a list; libpq takes `host=h1,h2` and
+    `port=5432,5433` and tries them in order (with target_session_attrs=read-write, until one accepts writes).
+    """
+    authority, slash, tail = rest.partition("/")
+    userinfo, at, hostlist = authority.rpartition("@")
+    if "," not in hostlist:
+        return rest
+    hosts, ports = [], []
+    for entry in hostlist.split(","):
+        if entry.startswith("["):  # [IPv6]:port; libpq's list takes the bare address
+            host, _, port = entry[1:].partition("]")
+            port = port.removeprefix(":")
+        else:
+            host, _, port = entry.partition(":")
+        hosts.append(host)
+        ports.append(port or "5432")
+    path, question, query = tail.partition("?")
+    lists = f"host={','.join(hosts)}&port={','.join(ports)}"
+    return f"{userinfo}{at}/{path}?{lists}{'&' + query if query else ''}"
 
 
 class Config:
