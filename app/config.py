@@ -120,6 +120,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("DB_POOL_SIZE", 10, "int", 1, 1000, "SQLAlchemy pool size per process"),
     Setting("DB_MAX_OVERFLOW", 20, "int", 0, 1000, "extra connections beyond the pool"),
     Setting("DB_POOL_PRE_PING", False, "bool", help="also send a test query on each checkout"),
+    Setting("DELIVERY_LEDGER_SYNCHRONOUS", False, "bool", help="commit each sent message's record synchronously (to a synchronous standby too): at most one duplicate per failover"),
     Setting("REDIS_URL", "redis://127.0.0.1:6379/0", "str", help="Redis for jobs, pub/sub and rate limits"),
     Setting("REDIS_NAMESPACE", "", "str", help="prefix of every Redis key, channel, queue and job id (default: derived from DATABASE_URL)"),
     Setting("SECRET_KEY", "", "str", help=f"signs sessions, CSRF and unsubscribe tokens; at least {SECRET_MIN_BYTES} bytes"),

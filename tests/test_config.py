@@ -125,3 +125,9 @@ def test_a_multi_host_database_url_keeps_libpqs_host_list():
     assert (args["host"], args["port"], args["password"]) == ("h1,h2,::1", "5432,5433,5432", "p@w")
     assert args["target_session_attrs"] == "read-write"
     assert sqlalchemy_url("postgresql://u@h1:5432/hato") == "postgresql+psycopg://u@h1:5432/hato"
+
+
+def test_a_multi_host_database_url_is_accepted_and_names_one_namespace():
+    url = "postgresql://hato@pg1:5432,pg2:5432/hato?target_session_attrs=read-write"
+    assert problems(DATABASE_URL=url) == []
+    assert Config({"DATABASE_URL": url}).REDIS_NAMESPACE.startswith("hato-")

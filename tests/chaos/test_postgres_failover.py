@@ -100,7 +100,8 @@ def ha_app(pair, monkeypatch):
 @pytest.fixture
 def ha_stack(ha_app, stack):
     """Web (gunicorn with websockets), worker and sweeper on the multi-host URL; the stack fixture stops them."""
-    stack["env"].update(DATABASE_URL=ha_app.url, DELIVERY_BATCH_SIZE="20")
+    # Each sent record commits synchronously: a failover then re-sends at most the message in flight.
+    stack["env"].update(DATABASE_URL=ha_app.url, DELIVERY_BATCH_SIZE="20", DELIVERY_LEDGER_SYNCHRONOUS="true")
     stack["start"]("worker", "worker")
     stack["start"]("sweeper", "sweep")
     web = Gunicorn(free_port(), sockets=16, env={**stack["env"], "API_RATE_LIMIT": "100000 per minute"},
