@@ -122,6 +122,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("DB_POOL_PRE_PING", False, "bool", help="also send a test query on each checkout"),
     Setting("DATABASE_REPLICA_URLS", "", "str", help="comma-separated postgresql:// URLs of streaming replicas the inbox, feed, counts, delivery log and analytics read from (app/replicas.py)"),
     Setting("REPLICA_MAX_LAG_SECONDS", 5.0, "float", 0.1, 3600, "a replica further behind the primary than this is skipped (reads go to the primary)"),
+    Setting("DELIVERY_LEDGER_SYNCHRONOUS", False, "bool", help="commit each sent message's record synchronously (to a synchronous standby too): at most one duplicate per failover"),
     Setting("REDIS_URL", "redis://127.0.0.1:6379/0", "str", help="Redis for jobs, pub/sub and rate limits"),
     Setting("REDIS_NAMESPACE", "", "str", help="prefix of every Redis key, channel, queue and job id (default: derived from DATABASE_URL)"),
     Setting("SECRET_KEY", "", "str", help=f"signs sessions, CSRF and unsubscribe tokens; at least {SECRET_MIN_BYTES} bytes"),
@@ -298,8 +299,32 @@ def sqlalchemy_url(url: str) -> str:
     """Return the standard postgresql:// URL in the form SQLAlchemy needs for psycopg 3."""
     for prefix in ("postgres://", "postgresql://"):
         if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix) :]
+            return "postgresql+psycopg://" + _hosts_in_query(url[len(prefix) :])
     return url
+
+
+def _hosts_in_query(rest: str) -> str:
+    """Move libpq's multi-host list (`u@h1:5432,h2:5433/db`) into host= and port= lists SQLAlchemy passes on.
+
+    SQLAlchemy reads one host:port from the URL's authority and refuses a list; libpq takes `host=h1,h2` and
+    `port=5432,5433` and tries them in order (with target_session_attrs=read-write, until one accepts writes).
+    """
+    authority, slash, tail = rest.partition("/")
+    userinfo, at, hostlist = authority.rpartition("@")
+    if "," not in hostlist:
+        return rest
+    hosts, ports = [], []
+    for entry in hostlist.split(","):
+        if entry.startswith("["):  # [IPv6]:port; libpq's list takes the bare address
+            host, _, port = entry[1:].partition("]")
+            port = port.removeprefix(":")
+        else:
+            host, _, port = entry.partition(":")
+        hosts.append(host)
+        ports.append(port or "5432")
+    path, question, query = tail.partition("?")
+    lists = f"host={','.join(hosts)}&port={','.join(ports)}"
+    return f"{userinfo}{at}/{path}?{lists}{'&' + query if query else ''}"
 
 
 class Config:

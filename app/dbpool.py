@@ -6,6 +6,12 @@ spoken first: it was terminated (a restart, pg_terminate_backend, an idle timeou
 last error, or closed the socket. Such a connection is discarded and the pool hands out a fresh
 one, so a database restart costs no failed request. What this cannot see (a peer that vanished
 without a word) is bounded by TCP keepalives and the statement that then fails with a 503.
+
+After a failover (DATABASE_URL listing several hosts with target_session_attrs=read-write) the next
+connection goes to whichever host accepts writes. A connection still open to a server that has become
+read-only (a demoted primary, a standby reached without that attribute) answers a write with SQLSTATE
+25006: that is taken as a disconnect too, so the statement fails with a 503 and the whole pool is
+replaced, never retried on the read-only server.
 """
 
 from __future__ import annotations
@@ -20,6 +26,28 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 # InterfaceError on one already closed) or no pooled connection free in time (TimeoutError). Pages and the
 # API answer these with 503 (app/web/errors.py); the sweeper logs them in one line and tries again.
 UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeoutError)
+
+
+# read_only_sql_transaction: this server takes no writes (any more).
+READ_ONLY_SQLSTATE = "25006"
+
+
+def read_only(exc: BaseException) -> bool:
+    """True if a driver error says the server is read-only (a standby, or a primary demoted since connect)."""
+    return getattr(exc, "sqlstate", None) == READ_ONLY_SQLSTATE
+
+
+def unavailable_error(statement, params, exc: BaseException) -> OperationalError:
+    """The SQLAlchemy error a read-only server's refusal is raised as: one UNAVAILABLE (503, retried later)."""
+    return OperationalError(statement, params, exc, connection_invalidated=True)
+
+
+def on_error(context) -> Exception | None:
+    """handle_error hook: a write refused as read-only invalidates the connection (and so the pool's older ones)."""
+    if not read_only(context.original_exception):
+        return None
+    context.is_disconnect = True
+    return unavailable_error(context.statement, context.parameters, context.original_exception)
 
 
 def _server_has_spoken(dbapi_connection) -> bool:
@@ -47,6 +75,8 @@ def check_on_checkout(dbapi_connection, connection_record, connection_proxy) -> 
 
 
 def install(engine: sa.Engine) -> None:
-    """Check every checkout from engine's pool (idempotent)."""
+    """Check every checkout from engine's pool, and treat read-only refusals as disconnects (idempotent)."""
     if not sa.event.contains(engine, "checkout", check_on_checkout):
         sa.event.listen(engine, "checkout", check_on_checkout)
+    if not sa.event.contains(engine, "handle_error", on_error):
+        sa.event.listen(engine, "handle_error", on_error, retval=True)

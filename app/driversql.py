@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from psycopg.rows import namedtuple_row
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
+from app import dbpool
 from app.extensions import db
 
 _DIALECT = psycopg_dialect.dialect()
@@ -53,9 +54,12 @@ def _run(sql: str, params: dict[str, Any], take: Callable, row_factory=None):
     except psycopg.Error as exc:
         # What SQLAlchemy's own execute does with a driver error: a dead connection is invalidated (the
         # pool replaces it), and the error is raised as SQLAlchemy's class for it.
-        invalidated = connection.dialect.is_disconnect(exc, driver, None)
+        read_only = dbpool.read_only(exc)  # a demoted primary: never write here again (app/dbpool.py)
+        invalidated = read_only or connection.dialect.is_disconnect(exc, driver, None)
         if invalidated:
             connection.invalidate(exc)
+        if read_only:
+            raise dbpool.unavailable_error(sql, params, exc) from exc
         raise sa.exc.DBAPIError.instance(
             sql, params, exc, psycopg.Error, connection_invalidated=invalidated, dialect=connection.dialect
         ) from exc

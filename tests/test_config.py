@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
+import sqlalchemy as sa
+import sqlalchemy.dialects.postgresql.psycopg
 
 from app.config import SETTINGS, Config, check
 from app.providers.registry import registered_names
@@ -108,3 +110,22 @@ def test_the_docs_configuration_table_lists_every_setting():
     documented = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", table))
     missing = [s.name for s in SETTINGS if s.name not in documented]
     assert missing == []
+
+
+def test_a_multi_host_database_url_keeps_libpqs_host_list():
+    from app.config import sqlalchemy_url
+
+    url = sqlalchemy_url("postgresql://u:p%40w@h1:5432,h2:5433,[::1]/hato?target_session_attrs=read-write")
+    assert (
+        url == "postgresql+psycopg://u:p%40w@/hato?host=h1,h2,::1&port=5432,5433,5432&target_session_attrs=read-write"
+    )
+    args = sa.dialects.postgresql.psycopg.dialect().create_connect_args(sa.engine.make_url(url))[1]
+    assert (args["host"], args["port"], args["password"]) == ("h1,h2,::1", "5432,5433,5432", "p@w")
+    assert args["target_session_attrs"] == "read-write"
+    assert sqlalchemy_url("postgresql://u@h1:5432/hato") == "postgresql+psycopg://u@h1:5432/hato"
+
+
+def test_a_multi_host_database_url_is_accepted_and_names_one_namespace():
+    url = "postgresql://hato@pg1:5432,pg2:5432/hato?target_session_attrs=read-write"
+    assert problems(DATABASE_URL=url) == []
+    assert Config({"DATABASE_URL": url}).REDIS_NAMESPACE.startswith("hato-")

@@ -61,3 +61,32 @@ def test_a_connection_closed_on_the_client_side_is_replaced(engine):
         connection.connection.driver_connection.close()
         connection.invalidate()
     assert _backend_pid(engine) != first
+
+
+def _make_read_only(connection) -> None:
+    """What a demoted primary looks like to a connection opened before: every transaction is read-only."""
+    connection.execute(sa.text("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY"))
+    connection.commit()
+
+
+def test_a_write_refused_as_read_only_is_unavailable_and_the_connection_replaced(engine):
+    with engine.connect() as connection:
+        first = connection.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+        _make_read_only(connection)
+        with pytest.raises(dbpool.UNAVAILABLE) as raised:  # the API's 503, the sweeper's "try again"
+            connection.execute(sa.text("CREATE TABLE never_written (n int)"))
+        assert raised.value.connection_invalidated
+        assert dbpool.read_only(raised.value.orig)
+    with engine.connect() as connection:  # never the read-only session again: a fresh one that writes
+        assert connection.execute(sa.text("SELECT pg_backend_pid()")).scalar_one() != first
+        assert connection.execute(sa.text("SHOW transaction_read_only")).scalar_one() == "off"
+
+
+def test_other_errors_keep_their_class_and_connection(engine):
+    with engine.connect() as connection:
+        first = connection.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+        with pytest.raises(sa.exc.DataError) as raised:
+            connection.execute(sa.text("SELECT 1 / 0"))
+        assert not raised.value.connection_invalidated
+        connection.rollback()
+        assert connection.execute(sa.text("SELECT pg_backend_pid()")).scalar_one() == first

@@ -63,3 +63,18 @@ def test_a_terminated_connection_is_unavailable_and_replaced(app):
     assert raised.value.connection_invalidated
     db.session.rollback()
     assert db.session.execute(sa.text("SELECT pg_backend_pid()")).scalar_one() != pid
+
+
+@pytest.mark.committed
+def test_a_write_refused_as_read_only_is_unavailable_and_replaced(app):
+    pid = db.session.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+    db.session.execute(sa.text("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY"))
+    db.session.commit()
+    db.session.execute(sa.text("SELECT 1"))  # the same pooled (now read-only) connection, in a transaction
+    write = driversql.compiled(sa.text("SELECT nextval(CAST(:sequence AS regclass))"))
+    with pytest.raises(sa.exc.OperationalError) as raised:
+        driversql.fetchone(write, {"sequence": "users_id_seq"})
+    assert raised.value.connection_invalidated
+    db.session.rollback()
+    assert db.session.execute(sa.text("SELECT pg_backend_pid()")).scalar_one() != pid
+    assert db.session.execute(sa.text("SHOW transaction_read_only")).scalar_one() == "off"

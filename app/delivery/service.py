@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
+from flask import current_app
 
 from app.delivery.queries import DIGEST_TARGET, digest_types, unsubscribe_info
 from app.delivery.source import Claim, Try
@@ -280,14 +281,19 @@ def send_ledger():
     commits asynchronously (synchronous_commit off): a PostgreSQL crash can then forget the last
     fraction of a second of records, which leaves those rows `sending`; their lease expires and they
     are sent again. That is a duplicate, never a loss, because the claim itself was committed durably.
+    With DELIVERY_LEDGER_SYNCHRONOUS the records commit as everything else does (waiting for a synchronous
+    standby where there is one), so a failover re-sends at most the one message whose record was in flight.
     """
+    asynchronous = not current_app.config["DELIVERY_LEDGER_SYNCHRONOUS"]
     with db.engine.connect() as conn:
         conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-        conn.execute(sa.text("SET synchronous_commit = off"))
+        if asynchronous:
+            conn.execute(sa.text("SET synchronous_commit = off"))
         try:
             yield conn
         finally:
-            conn.execute(sa.text("RESET synchronous_commit"))
+            if asynchronous:
+                conn.execute(sa.text("RESET synchronous_commit"))
 
 
 # The rows a "first" chain handed over to (the trigger of migration 0018 made them pending and due now), with

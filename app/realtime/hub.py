@@ -80,6 +80,7 @@ MAX_TOASTS_PER_FRAME = 5
 # Handler threads sleep until woken by a frame, a client message or a close; this is only a backstop.
 IDLE_WAKE_SECONDS = 30.0
 HEARTBEAT_RETRY_SECONDS = 1.0
+RECOUNT_RETRY_SECONDS = 1.0  # a badge count that failed (the database away) is tried again after this
 CLOSE_ECHO_SECONDS = 1.0
 
 
@@ -279,6 +280,23 @@ class Hub:
             if accepted_at is not None and (dirty.accepted_at is None or accepted_at < dirty.accepted_at):
                 dirty.accepted_at = accepted_at
             dirty.trace = dirty.trace or trace
+
+    def _recount_later(self, batch: list[tuple[int, Dirty]]) -> None:
+        """Schedule the users of a failed count again after RECOUNT_RETRY_SECONDS, with what they were to show."""
+        due = self._clock() + RECOUNT_RETRY_SECONDS
+        with self._cond:
+            for user_id, dirty in batch:
+                if user_id not in self._conns:
+                    continue
+                pending = self._pending.get(user_id)
+                if pending is not None:  # an event came meanwhile and is scheduled: it takes these along
+                    pending.toasts[:0] = dirty.toasts
+                    del pending.toasts[:-MAX_TOASTS_PER_FRAME]
+                    pending.notifications |= dirty.notifications
+                    continue
+                self._pending[user_id] = dirty
+                heapq.heappush(self._due, (due, user_id))
+            self._cond.notify()
 
     def notify_all(self) -> None:
         """Schedule a recount for every local user (broadcast, or after the listener resubscribed)."""
@@ -492,9 +510,11 @@ class Hub:
                     counts = {tenant: _counts(user_id, tenant) for tenant in scopes}
                     counted.append((user_id, counts, dirty.toasts))
             except SQLAlchemyError:
-                # Database trouble: send what was counted; the rest keep their badge until the next event
-                # (one log line per batch, not one per user of a broadcast).
+                # Database trouble (a restart, a failover): send what was counted and recount the rest a little
+                # later, so their badges are right once it is back without waiting for their next event (one log
+                # line per batch, not one per user of a broadcast).
                 log.exception("badge count failed; %d of %d users not updated", len(batch) - len(counted), len(batch))
+                self._recount_later(batch[len(counted) :])
             finally:
                 db.session.remove()  # the connection goes back to the pool between batches
             by_language: dict[str, list[tuple[int, dict[int | None, queries.BadgeCounts], list[dict]]]] = {}

@@ -272,6 +272,32 @@ def test_create_app_starts_no_realtime_threads():
             db.engine.dispose()
 
 
+def test_a_database_error_is_recounted_later_without_another_event(app, clocked, monkeypatch):
+    hub, clock = clocked
+    down = [True]
+
+    def badge_counts(user_id):
+        if down[0]:
+            raise OperationalError("SELECT badge", {}, Exception("connection refused"))
+        return queries.BadgeCounts(unread=3, unseen=0)
+
+    monkeypatch.setattr(queries, "badge_counts", badge_counts)
+    ws = FakeSocket()
+    conn = hub.connect(96, ws)
+    hub.notify(96, toast={"id": 1, "title": "Hello"})
+    assert hub.flush_due() == 1
+    clock.advance(hub_module.RECOUNT_RETRY_SECONDS / 2)
+    assert hub.flush_due() == 0  # not at once: the database gets a moment (and the log one line per try)
+    clock.advance(hub_module.RECOUNT_RETRY_SECONDS)
+    assert hub.flush_due() == 1  # still down: tried, and scheduled again
+    down[0] = False  # the failover is over
+    clock.advance(hub_module.RECOUNT_RETRY_SECONDS)
+    assert hub.flush_due() == 1
+    conn.write_pending()
+    assert [frame_count(frame) for frame in ws.sent] == [3]
+    assert "Hello" in ws.sent[0]  # the toast it was to show came along
+
+
 def test_a_database_error_drops_the_batch_and_the_flusher_carries_on(app, clocked, monkeypatch):
     hub, clock = clocked
     calls = []
@@ -289,7 +315,8 @@ def test_a_database_error_drops_the_batch_and_the_flusher_carries_on(app, clocke
     assert ws.sent == []  # nothing counted, nothing sent
     monkeypatch.setattr(queries, "badge_counts", lambda user_id: queries.BadgeCounts(unread=7, unseen=0))
     clock.advance(0.1)  # past the coalescing window
-    hub.notify(95)
+    hub.notify(95)  # joins the recount already scheduled after the failure
+    clock.advance(hub_module.RECOUNT_RETRY_SECONDS)
     assert hub.flush_due() == 1
     conn.write_pending()
     assert [frame_count(frame) for frame in ws.sent] == [7]
