@@ -92,7 +92,7 @@ DATABASES = {{"default": {{"ENGINE": "django.db.backends.postgresql", "NAME": {n
                           "PASSWORD": {password!r}, "HOST": {host!r}, "PORT": {port!r}}}}}
 """
 
-PEER_SCRIPT = '''"""Drives django-notifications-hq for tests/perf/bench_peers.py: one JSON command per line in, one JSON out."""
+PEER_SCRIPT = '''"""Drives django-notifications-hq for tests/perf/bench_peers.py: a JSON command a line in, one out."""
 import json
 import os
 import sys
@@ -241,7 +241,8 @@ HATO_DATA_SQL = [
        VALUES ('comment', 'Comment', true, false, false)""",
     """INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, read_at, created_at)
        SELECT u, 'comment', 'Comment on reservation #' || n, 'Body', '/reservations/' || n, 'seed:' || n,
-              CASE WHEN n <= %(per_user)s - %(unread)s THEN timestamptz '2026-10-01 09:00+09' + n * interval '1 hour' END,
+              CASE WHEN n <= %(per_user)s - %(unread)s
+                   THEN timestamptz '2026-10-01 09:00+09' + n * interval '1 hour' END,
               timestamptz '2026-09-01 09:00+09' + n * interval '6 hours'
        FROM generate_series(1, %(users)s) u, generate_series(1, %(per_user)s) n""",
     """INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, read_at, created_at)
