@@ -13,7 +13,8 @@ command with its timings.
 Both sides use their own databases on the server of DATABASE_URL (`hato_bench_peers` migrated by Hato's migrations,
 `hato_bench_peers_django` by the package's; dropped and created here, dropped at the end) with the same data,
 loaded set-based (INSERT … SELECT, not measured): --users users with --per-user notifications each (the seed
-article's layout: the newest 5 unread) and one heavy user with --heavy-rows, half of them unread (every other row).
+article's layout: the newest 5 unread) and one heavy user with --heavy-rows over the same weeks, half of them unread
+(every other row).
 Each side has exactly the indexes its migrations make; then VACUUM ANALYZE. Redis database --redis-db (flushed)
 serves Hato's badge events. Holds an exclusive flock on /tmp/hato-bench.lock while it runs.
 
@@ -51,6 +52,7 @@ import tempfile
 import time
 import uuid
 from contextlib import ExitStack, contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 BENCH_DB = "hato_bench_peers"
@@ -161,6 +163,28 @@ def answer(command):
                                verb="commented on reservation #%d" % first, description="Body")
             created += sum(len(result) for _, result in sent)
         return {"seconds": time.perf_counter() - started, "created": created}
+    if op == "plans":  # what PostgreSQL does for each of the package's statements (EXPLAIN of the captured SQL)
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        calls = {"count": lambda: user.notifications.unread().count(),
+                 "page1": lambda: list(user.notifications.all()[:20]),
+                 "page50": lambda: list(user.notifications.all()[980:1000])}
+        plans = {}
+        for name, call in calls.items():
+            with CaptureQueriesContext(connection) as captured:
+                call()
+            with connection.cursor() as cursor:
+                cursor.execute("EXPLAIN (FORMAT JSON) " + captured.captured_queries[-1]["sql"])
+                plan = cursor.fetchone()[0]
+            plan = json.loads(plan) if isinstance(plan, str) else plan
+            nodes, todo = [], [plan[0]["Plan"]]
+            while todo:
+                node = todo.pop(0)
+                nodes.append(node["Node Type"] + (" on " + node["Index Name"] if "Index Name" in node else ""))
+                todo += node.get("Plans", [])
+            plans[name] = nodes
+        return plans
     raise SystemExit("unknown command %r" % op)
 
 
@@ -247,8 +271,8 @@ HATO_DATA_SQL = [
        FROM generate_series(1, %(users)s) u, generate_series(1, %(per_user)s) n""",
     """INSERT INTO notifications (user_id, type, title, body, link_path, dedupe_key, read_at, created_at)
        SELECT %(heavy)s, 'comment', 'Comment on reservation #' || n, 'Body', '/reservations/' || n, 'heavy:' || n,
-              timestamptz '2026-10-01 09:00+09' + n * interval '1 minute',
-              timestamptz '2026-01-01 09:00+09' + n * interval '2 minutes'
+              timestamptz '2026-09-01 09:00+09' + n * %(heavy_step)s + interval '1 hour',
+              timestamptz '2026-09-01 09:00+09' + n * %(heavy_step)s
        FROM generate_series(1, %(heavy_rows)s) n""",
 ]
 # Half of the heavy user's rows unread, every other one through the history (also how a round's mark-all is undone).
@@ -269,7 +293,7 @@ PEER_DATA_SQL = [
     """INSERT INTO notifications_notification (level, recipient_id, unread, actor_content_type_id, actor_object_id,
                                                verb, description, timestamp, public, deleted, emailed)
        SELECT 'info', %(heavy)s, false, %(user_type)s, %(actor)s::text, 'commented on reservation #' || n, 'Body',
-              timestamptz '2026-01-01 09:00+09' + n * interval '2 minutes', true, false, false
+              timestamptz '2026-09-01 09:00+09' + n * %(heavy_step)s, true, false, false
        FROM generate_series(1, %(heavy_rows)s) n""",
 ]
 PEER_UNREAD_SQL = "UPDATE notifications_notification SET unread = true WHERE recipient_id = %(heavy)s AND id %% 2 = 0"
@@ -301,6 +325,9 @@ def data_params(args) -> dict:
         "heavy": args.users + 1,
         "heavy_rows": args.heavy_rows,
         "actor": args.users + 2,  # the peer's notify.send needs an actor: a user of its own
+        # The heavy user's rows spread over the same weeks as everyone's (6 hours apart per row of a typical user),
+        # so that their newest are as recent as anyone's: an active user, not one whose history ended long ago.
+        "heavy_step": timedelta(hours=6) * args.per_user / args.heavy_rows,
     }
 
 
@@ -509,6 +536,8 @@ def report(result: dict, args, hato: HatoSide, meta: dict) -> dict:
         f"{checks.get('peer_page50_rows')}; inserted per round: Hato {checks.get('hato_inserted')}, the peer "
         f"{checks.get('peer_inserted')}; run took {meta['run_s']:.0f} s"
     )
+    for name, nodes in result.get("peer_plans", {}).items():
+        print(f"the peer's plan for the heavy user's {name}: {' > '.join(nodes)}")
     line.update(
         insert_per_s={"hato": round(hato_rate), "peer": round(peer_rate)},
         users=args.users,
@@ -615,7 +644,9 @@ def main(argv: list[str] | None = None) -> int:
             [str(python), "-c", "import importlib.metadata as m; print(m.version('django-notifications-hq'))"],
             capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
+        plans = peer.ask(op="plans", user="heavy")
         result = measure(args, hato, peer, urls, params, server, key, clock)
+        result["peer_plans"] = plans
         meta = {
             "peer_version": peer_version,
             "django": setup["django"],
