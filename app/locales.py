@@ -92,3 +92,10 @@ def clean_variants(variants: Variants | None, limits: Mapping[str, tuple[int, st
         if kept:
             cleaned.setdefault(locale, {}).update(kept)
     return cleaned
+
+
+def variant_sql(variants: str, field: str, base: str, locale: str) -> str:
+    """SQL of a row's field in a reader's locale, as localized() does it: the variant for the locale (ja-jp), then for
+    its language (ja), else the base column. variants: the jsonb column; locale: an SQL text expression, stored form."""
+    return (f"coalesce(nullif({variants} -> {locale} ->> '{field}', ''), "
+            f"nullif({variants} -> split_part({locale}, '-', 1) ->> '{field}', ''), {base})")  # fmt: skip

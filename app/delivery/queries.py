@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime, time
 
 import sqlalchemy as sa
+from flask import current_app
 from flask_babel import gettext
 
-from app.digests.queries import frequency_sql
+from app.digests.queries import TYPE_LABEL_SQL, frequency_sql
 from app.extensions import db
 from app.preferences.rules import EFFECTIVE_SEND_SQL, effective_send_sql, member_then_tenant_sql, tenant_prefs_sql
 
@@ -27,7 +28,7 @@ SELECT d.id, d.channel, d.attempts, d.locked_until, d.route_rank, d.created_at, 
        EXISTS (SELECT 1 FROM sms_suppressions ss WHERE ss.phone = u.phone) AS sms_suppressed,
        t.sms_max_segments, t.bypass_quiet_hours, coalesce(ws.wait_for_tab, t.push_when_offline) AS push_when_offline,
        u.quiet_hours_start, u.quiet_hours_end,
-       t.label AS type_label, t.priority, t.mandatory,
+       {TYPE_LABEL_SQL} AS type_label, t.priority, t.mandatory,
        {effective_send_sql(enabled=member_then_tenant_sql("tp"))} AS allowed, n.tenant_id,
        tn.key AS tenant_key, tn.name AS tenant_name, tn.logo_url AS tenant_logo_url, tn.primary_color AS tenant_color,
        tn.email_sender_name AS tenant_sender_name, tn.reply_to AS tenant_reply_to,
@@ -145,7 +146,8 @@ def claimed_batch(ids: list[int]) -> list[BatchRow]:
     """Return the rows of ids that are claimed (status sending), in id order."""
     if not ids:
         return []
-    return [BatchRow(**row._mapping) for row in db.session.execute(BATCH_SQL, {"ids": ids})]
+    params = {"ids": ids, "default_locale": current_app.config["DEFAULT_LOCALE"].lower()}
+    return [BatchRow(**row._mapping) for row in db.session.execute(BATCH_SQL, params)]
 
 
 def templates_for(channel: str, types: set[str]) -> dict[tuple[str, str], Template]:
@@ -160,7 +162,7 @@ def templates_for(channel: str, types: set[str]) -> dict[tuple[str, str], Templa
 
 UNSUBSCRIBE_INFO_SQL = sa.text(
     f"""
-SELECT t.label, t.mandatory, {EFFECTIVE_SEND_SQL} AS email_on
+SELECT {TYPE_LABEL_SQL} AS label, t.mandatory, {EFFECTIVE_SEND_SQL} AS email_on
 FROM users u
 JOIN notification_types t ON t.type = :type
 CROSS JOIN (VALUES ('email')) AS c(channel)
@@ -191,7 +193,8 @@ def unsubscribe_info(user_id: int, type_: str) -> UnsubscribeInfo | None:
         types = db.session.execute(DIGEST_TYPES_SQL, {"user_id": user_id, "kind": kind}).scalars().all()
         known = db.session.execute(sa.text("SELECT 1 FROM users WHERE id = :id"), {"id": user_id}).first()
         return UnsubscribeInfo(DIGEST_LABELS[kind](), False, bool(types)) if known else None
-    row = db.session.execute(UNSUBSCRIBE_INFO_SQL, {"user_id": user_id, "type": type_}).first()
+    params = {"user_id": user_id, "type": type_, "default_locale": current_app.config["DEFAULT_LOCALE"].lower()}
+    row = db.session.execute(UNSUBSCRIBE_INFO_SQL, params).first()
     return UnsubscribeInfo(row.label, row.mandatory, row.email_on) if row else None
 
 

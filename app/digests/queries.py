@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, time
 
 import sqlalchemy as sa
+from flask import current_app
 
 from app.extensions import db
+from app.locales import variant_sql
 from app.tenants import queries as tenant_queries
 
 DEFAULT_DIGEST_TIME = time(9, 0)
@@ -40,11 +42,18 @@ def frequencies(user_id: int) -> dict[str, tuple[str, str]]:
 
 # A run's items: the e-mails it took that are still unread. A row the user cannot see (in-app off) is
 # born read, so for it "unread" means "not snoozed"; muted rows never reach a digest (reason 'muted').
+# A type's label in the member's language (issue 33): the member's locale, or DEFAULT_LOCALE if they chose none
+# (`t` the type, `u` the member; the e-mail batch reads it too).
+TYPE_LABEL_SQL = variant_sql(
+    "t.locales", "label", "t.label", "coalesce(lower(u.locale), CAST(:default_locale AS text))"
+)
+
 ITEMS_SQL = sa.text(
-    """
-SELECT r.id AS run_id, n.id, n.type, t.label AS type_label, n.title, n.body, n.link_path, n.created_at,
+    f"""
+SELECT r.id AS run_id, n.id, n.type, {TYPE_LABEL_SQL} AS type_label, n.title, n.body, n.link_path, n.created_at,
        n.tenant_id
 FROM digest_runs r
+JOIN users u ON u.id = r.user_id
 JOIN notification_deliveries d ON d.digest_id = r.id AND d.skip_reason = 'digested'
 JOIN notifications n ON n.id = d.notification_id
 JOIN notification_types t ON t.type = n.type
@@ -121,7 +130,8 @@ def claimed_runs(ids: Iterable[int]) -> list[Run]:
     if not ids:
         return []
     runs = {row.id: Run(**row._mapping) for row in db.session.execute(RUNS_SQL, {"ids": ids})}
-    for row in db.session.execute(ITEMS_SQL, {"ids": list(runs)}):
+    params = {"ids": list(runs), "default_locale": current_app.config["DEFAULT_LOCALE"].lower()}
+    for row in db.session.execute(ITEMS_SQL, params):
         values = dict(row._mapping)
         runs[values.pop("run_id")].items.append(Item(**values))
     single = {}  # run id → the one tenant of all its items

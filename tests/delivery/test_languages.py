@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from email.utils import parseaddr
+
 import pytest
+import sqlalchemy as sa
 
 from app.delivery.rendering import render_email
 from app.delivery.unsubscribe import make_token
@@ -74,3 +77,25 @@ def test_without_a_saved_language_the_unsubscribe_page_follows_the_browser(clien
     ]
     html = client.get(f"/unsubscribe/{token}", headers={"Accept-Language": "ja"}).get_data(as_text=True)
     assert texts(html, "h1") == ["Commentsのメールを配信停止しますか？"]
+
+
+@pytest.mark.committed
+def test_a_japanese_recipient_reads_the_types_japanese_label_in_the_mail_and_on_the_unsubscribe_page(
+    app, client, smtp_sink, make_delivery
+):
+    from app.extensions import db
+
+    user = UserFactory(email="hanako@example.com", locale="ja-JP", timezone="Asia/Tokyo")
+    english = UserFactory(email="ann@example.com", locale="en")
+    delivery = make_delivery(user=user, title="請求書が届きました", body="本文")
+    other = make_delivery(user=english, title="Invoice", body="Body")
+    db.session.execute(sa.text("""UPDATE notification_types SET locales = '{"ja": {"label": "コメント"}}'"""))
+    db.session.commit()
+
+    assert deliver_batch("email", [delivery.id, other.id])["sent"] == 2
+
+    bodies = {parseaddr(m.message["To"])[1]: m.message.get_body(("plain",)).get_content() for m in smtp_sink.messages}
+    assert "コメントのメールの配信停止：" in bodies["hanako@example.com"]  # the variant, along ja-jp → ja
+    assert "Unsubscribe from Comments e-mails:" in bodies["ann@example.com"]  # the base label
+    html = client.get(f"/unsubscribe/{make_token(user.id, 'comment')}").get_data(as_text=True)
+    assert texts(html, "h1") == ["コメントのメールを配信停止しますか？"]
