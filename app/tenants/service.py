@@ -94,7 +94,7 @@ def set_quota(actor, key: str, rate: float | None, burst: int | None, daily: int
     Return whether anything changed; the next request for the tenant counts against the new limits.
     """
     after = dict(zip(queries.QUOTA_FIELDS, quota_settings.checked(rate, burst, daily), strict=True))
-    item = db.session.get(Tenant, queries.ids_of([key]).get(key, 0), with_for_update=True)
+    item = db.session.scalars(sa.select(Tenant).where(Tenant.key == key).with_for_update()).first()
     if item is None:
         raise Refused(gettext("There is no tenant called %(key)s.", key=key))
     before = audit.snapshot(item, queries.QUOTA_FIELDS)
