@@ -28,7 +28,7 @@ from app.api_keys.service import create_api_key
 from app.extensions import db
 from app.inbox import queries
 from app.topics import service as topics
-from tests.chaos.test_postgres_restart import Traffic, _arrivals, _email_delivery_ids
+from tests.chaos.test_postgres_restart import Traffic, _arrivals, _email_delivery_ids, seed_chaos_world
 from tests.chaos.test_redis_restart import SocketClient
 from tests.conftest import TEST_CONFIG
 from tests.realtime.helpers import Gunicorn, session_cookie
@@ -68,19 +68,7 @@ def ha_app(pair, monkeypatch):
     application = create_app(dict(TEST_CONFIG))
     with application.app_context():
         upgrade()
-        db.session.execute(
-            sa.text(
-                "INSERT INTO notification_types (type, label, default_email, priority) "
-                "VALUES ('chaos', 'Chaos', true, 'default')"
-            )
-        )
-        db.session.execute(
-            sa.text(
-                "INSERT INTO users (external_id, email, display_name) "
-                "SELECT 'chaos-' || g, 'chaos-' || g || '@example.com', 'Chaos ' || g FROM generate_series(0, :n - 1) g"
-            ),
-            {"n": USERS},
-        )
+        seed_chaos_world(USERS)
         topics.put_topic(TOPIC, "Everyone", "")
         topics.change_subscribers(TOPIC, [f"chaos-{n}" for n in range(USERS)], [])
         application.api_key = create_api_key(None, "chaos")

@@ -95,6 +95,23 @@ def own_cluster():
         yield server
 
 
+def seed_chaos_world(users: int) -> None:
+    """A type that e-mails (`chaos`) and `users` users chaos-0, chaos-1… in the app's migrated database."""
+    db.session.execute(
+        sa.text(
+            "INSERT INTO notification_types (type, label, default_email, priority) "
+            "VALUES ('chaos', 'Chaos', true, 'default')"
+        )
+    )
+    db.session.execute(
+        sa.text(
+            "INSERT INTO users (external_id, email, display_name) "
+            "SELECT 'chaos-' || g, 'chaos-' || g || '@example.com', 'Chaos ' || g FROM generate_series(0, :n - 1) g"
+        ),
+        {"n": users},
+    )
+
+
 @pytest.fixture
 def chaos_app(own_cluster, monkeypatch):
     """An app on the private cluster's migrated database: a type that e-mails, USERS users, an API key."""
@@ -105,19 +122,7 @@ def chaos_app(own_cluster, monkeypatch):
     application = create_app(dict(TEST_CONFIG))
     with application.app_context():
         upgrade()
-        db.session.execute(
-            sa.text(
-                "INSERT INTO notification_types (type, label, default_email, priority) "
-                "VALUES ('chaos', 'Chaos', true, 'default')"
-            )
-        )
-        db.session.execute(
-            sa.text(
-                "INSERT INTO users (external_id, email, display_name) "
-                "SELECT 'chaos-' || g, 'chaos-' || g || '@example.com', 'Chaos ' || g FROM generate_series(0, :n - 1) g"
-            ),
-            {"n": USERS},
-        )
+        seed_chaos_world(USERS)
         application.api_key = create_api_key(None, "chaos")
         application.user_id = db.session.execute(sa.text("SELECT min(id) FROM users")).scalar_one()
         db.session.commit()
