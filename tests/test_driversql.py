@@ -67,10 +67,12 @@ def test_a_terminated_connection_is_unavailable_and_replaced(app):
 
 @pytest.mark.committed
 def test_a_write_refused_as_read_only_is_unavailable_and_replaced(app):
-    pid = db.session.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
-    db.session.execute(sa.text("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY"))
     db.session.commit()
-    db.session.execute(sa.text("SELECT 1"))  # the same pooled (now read-only) connection, in a transaction
+    # The transaction's first statement makes it read-only, as a standby's are: on the session's own connection
+    # (a pool hands connections out in turn, so a read-only *session* could reach another test), for this
+    # transaction only, so nothing outlives the test even if the connection were kept.
+    db.session.execute(sa.text("SET TRANSACTION READ ONLY"))
+    pid = db.session.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
     write = driversql.compiled(sa.text("SELECT nextval(CAST(:sequence AS regclass))"))
     with pytest.raises(sa.exc.OperationalError) as raised:
         driversql.fetchone(write, {"sequence": "users_id_seq"})
