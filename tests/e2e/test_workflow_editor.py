@@ -60,7 +60,7 @@ def test_an_operator_builds_and_publishes_a_workflow(page, live_server):
     # A typo is flagged at its field as it is typed, then the fix says "valid".
     condition(page, 5, "data.amount >> 10000")
     field, status = page.locator("#step-5-condition"), page.locator("#step-5-condition-status")
-    expect(field).to_have_attribute("aria-invalid", "true")
+    expect(field).to_have_attribute("aria-invalid", "true", timeout=15_000)  # the check's round trip, on a busy host
     expect(field).to_be_focused()  # the list was drawn again around the field being typed in
     expect(status).not_to_be_empty()
     expect(status).not_to_have_text("valid")
