@@ -102,7 +102,7 @@ def wait_for_frame(ws: Client, predicate, timeout: float = 3.0, acking: bool = F
     raise AssertionError(f"no matching frame within {timeout}s; got {seen!r}")
 
 
-def wait_for_count(ws: Client, expected: int, timeout: float = 3.0, acking: bool = False) -> str:
+def wait_for_count(ws: Client, expected: int, timeout: float = 10.0, acking: bool = False) -> str:
     """Return the first frame whose badge count is expected."""
     return wait_for_frame(ws, lambda frame: frame_count(frame) == expected, timeout, acking)
 
