@@ -8,6 +8,7 @@ truncated afterwards instead.
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
 import os
 import secrets
@@ -47,15 +48,15 @@ _own_stores_per_worker()
 
 
 def _parses_take_turns() -> None:
-    """ast.parse under a lock, for every caller in the test process (werkzeug compiling a route, a traceback's
-    carets, the tests that read the sources).
+    """ast.parse, and compile() to or from a tree, under one lock for every caller in the test process (werkzeug
+    compiling a route, a traceback's carets, the tests that read the sources).
 
     CPython 3.11 keeps the AST builder's recursion counter per interpreter, not per call (python/cpython#106905):
     a parse in one thread while another thread parses (the live servers' threads format tracebacks, and 3.11 parses
     for their carets) ends with "SystemError: AST constructor recursion depth mismatch", failing whichever test
     was creating an app or reading a file then. Reentrant: a parse may run a finalizer that parses.
     """
-    original = ast.parse
+    original, original_compile = ast.parse, builtins.compile
     if getattr(original, "takes_turns", False):
         return
     lock = threading.RLock()
@@ -65,8 +66,17 @@ def _parses_take_turns() -> None:
         with lock:
             return original(*args, **kwargs)
 
+    # compile() uses the same counter when it is given a tree (werkzeug compiles each route's builder that way)
+    # or asked for one, so those calls take turns too; compiling source to code does not touch it.
+    @functools.wraps(original_compile)
+    def compile_(source, filename, mode, flags=0, *args, **kwargs):
+        if isinstance(source, ast.AST) or flags & ast.PyCF_ONLY_AST:
+            with lock:
+                return original_compile(source, filename, mode, flags, *args, **kwargs)
+        return original_compile(source, filename, mode, flags, *args, **kwargs)
+
     parse.takes_turns = True
-    ast.parse = parse
+    ast.parse, builtins.compile = parse, compile_
 
 
 _parses_take_turns()

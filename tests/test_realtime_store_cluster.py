@@ -245,7 +245,16 @@ def test_breakers_and_buckets_keep_working_after_a_master_fails_over(app, tmp_pa
 
         # The client finds the new master itself (a failed connect reloads the slot map); the state survived. Until
         # every node agrees on the new map (a moment on a busy machine) a read fails open and says "closed".
-        wait_for(lambda: breaker.state() == "open", 15, "the breaker's state read from the promoted master")
+        seen: list[tuple[str, object]] = []  # what the client and the promoted node answered: the evidence on a timeout
+
+        def read_open() -> bool:
+            seen.append((breaker.state(), replica.client().hget(breaker.keys[0], "state")))
+            return seen[-1][0] == "open"
+
+        try:
+            wait_for(read_open, 15, "the breaker's state read from the promoted master")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; (client, promoted node) read: {sorted(set(seen))} ×{len(seen)}") from None
         assert not breaker.allow().allowed
         assert bucket.take() > 0  # the two tokens stay taken
         clock.now += settings.cooldown

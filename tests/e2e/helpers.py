@@ -9,11 +9,22 @@ from tests.factories import TEST_PASSWORD
 
 # htmx wires its attributes on DOMContentLoaded; a click before that is a plain navigation.
 HTMX_READY = "() => document.readyState === 'complete' && window.htmx !== undefined"
+# No request in flight and no swap still settling: htmx wires swapped-in elements only when the settle
+# (20 ms later) runs, so a key pressed in a field that still carries htmx-added is lost.
+HTMX_IDLE = (
+    "() => document.readyState === 'complete'"
+    " && !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')"
+)
 
 
 def wait_for_htmx(page: Page) -> None:
     """Wait until the page's scripts ran and htmx has processed the document."""
     page.wait_for_function(HTMX_READY)
+
+
+def wait_for_htmx_idle(page: Page) -> None:
+    """Wait until htmx has no request in flight and every swapped-in element is wired."""
+    page.wait_for_function(HTMX_IDLE)
 
 
 def sign_in(page: Page, email: str, *, scripts: bool = True) -> None:

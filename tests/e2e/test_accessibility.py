@@ -21,6 +21,7 @@ from app.campaigns.service import create_campaign
 from app.delivery.unsubscribe import make_token
 from app.devices import service as devices
 from app.extensions import db
+from tests.e2e.helpers import HTMX_IDLE as READY
 from tests.factories import (
     AnnouncementFactory,
     DeliveryFactory,
@@ -170,7 +171,6 @@ DARK_CONSOLE = ("/console/dashboard", "/console/deliveries", "/console/templates
 
 
 # Loaded, scripts run, and no htmx request (hx-trigger="load" fragments, polling) under way.
-READY = "() => document.readyState === 'complete' && !document.querySelector('.htmx-request')"
 # The error pages are checked too; every other screen must render.
 MEMBER_STATUS = {"/console/": 403, "/no-such-page": 404}
 

@@ -15,6 +15,7 @@ import pytest
 
 from app.devices import service as devices
 from app.extensions import db
+from tests.e2e.helpers import wait_for_htmx_idle
 from tests.factories import AnnouncementFactory, NotificationFactory, NotificationTypeFactory, UserFactory
 from tests.support.axe import settle, sign_in_any_language
 
@@ -87,7 +88,7 @@ def _member(live_server, lang: str) -> str:
 
 
 def _check(page, name: str, least: int, problems: list[str], shots: Path) -> None:
-    page.wait_for_function("() => document.readyState === 'complete' && !document.querySelector('.htmx-request')")
+    wait_for_htmx_idle(page)
     page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
     width = page.evaluate(OVERFLOW)
     if width["scroll"] > width["client"]:

@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from app.extensions import db
 from app.models import MessageTemplate
+from tests.e2e.helpers import wait_for_htmx_idle
 from tests.factories import NotificationTypeFactory, UserFactory
 from tests.support.axe import COLOUR_OPTIONS, describe, serious_violations, settle, sign_in_any_language
 
@@ -31,7 +32,7 @@ def _operator(live_server, lang: str) -> str:
 
 
 def _axe(page, where: str) -> None:
-    page.wait_for_function("() => !document.querySelector('.htmx-request')")
+    wait_for_htmx_idle(page)
     found = serious_violations(page)
     assert not found, describe(found, where)
     page.emulate_media(color_scheme="dark")

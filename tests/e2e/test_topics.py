@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.extensions import db
+from tests.e2e.helpers import HTMX_IDLE as READY
 from tests.e2e.test_phone_layout import OVERFLOW, SMALL_TARGETS
 from tests.factories import NotificationFactory, NotificationTypeFactory, UserFactory
 from tests.support.axe import serious_violations, sign_in_any_language
@@ -13,7 +14,6 @@ from tests.support.axe import serious_violations, sign_in_any_language
 pytestmark = pytest.mark.e2e
 
 PHONE = {"width": 375, "height": 740}
-READY = "() => document.readyState === 'complete' && !document.querySelector('.htmx-request')"
 
 
 def _world(live_server) -> dict:

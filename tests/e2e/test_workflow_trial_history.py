@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 from app.extensions import db
 from app.models import PushSubscription, WorkflowStep
 from app.workflows import queries, service
-from tests.e2e.helpers import sign_in
+from tests.e2e.helpers import sign_in, wait_for_htmx_idle
 from tests.e2e.test_phone_layout import OVERFLOW, SMALL_TARGETS
 from tests.factories import DeliveryFactory, NotificationFactory, NotificationTypeFactory, UserFactory
 from tests.support.axe import COLOUR_OPTIONS, describe, serious_violations, settle
@@ -53,7 +53,7 @@ def _world(live_server) -> str:
 
 
 def _axe(page, where: str) -> None:
-    page.wait_for_function("() => !document.querySelector('.htmx-request')")
+    wait_for_htmx_idle(page)
     found = serious_violations(page)
     assert not found, describe(found, where)
     page.emulate_media(color_scheme="dark")

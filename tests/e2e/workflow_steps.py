@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
+from tests.e2e.helpers import wait_for_htmx_idle
+
 
 def settled(page) -> None:
     """Wait until no htmx request is in flight (each change re-renders the list)."""
-    page.wait_for_function("() => !document.querySelector('.htmx-request')")
+    wait_for_htmx_idle(page)
 
 
 def add(page, kind: str, n: int) -> None:
