@@ -24,8 +24,9 @@ run: install
 test: lint
 	$(PY) -m app.devstack test -- $(PYTEST_ARGS)
 
-# The multi-node soak (tests/soak, marker `soak`, left out of `make test`): 2 web, 2 workers, 2 sweepers,
-# kill -9 every SOAK_KILL_EVERY (30) seconds for SOAK_SECONDS (300); prints a summary table.
+# The soak (tests/soak, marker `soak`, left out of `make test`): 4 web, 2 workers, 2 sweepers, every channel's
+# stand-in, kill -9 every SOAK_KILL_EVERY (30) seconds, a PostgreSQL failover at 1/3 and a Redis Cluster master
+# killed at 2/3 of SOAK_SECONDS (300); prints the summary, latency per 5 minutes and the witnesses' memory.
 soak: lint
 	$(PY) -m app.devstack soak -- $(PYTEST_ARGS)
 

@@ -20,7 +20,8 @@ from werkzeug.serving import make_server
 
 from app import create_app
 from app.auth import sessions
-from app.extensions import db
+from app.extensions import db, redis
+from app.live import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 COUNT_RE = re.compile(r'data-count="(\d+)"')
@@ -105,6 +106,24 @@ def wait_for_frame(ws: Client, predicate, timeout: float = 3.0, acking: bool = F
 def wait_for_count(ws: Client, expected: int, timeout: float = 10.0, acking: bool = False) -> str:
     """Return the first frame whose badge count is expected."""
     return wait_for_frame(ws, lambda frame: frame_count(frame) == expected, timeout, acking)
+
+
+def wait_until_listening(app, user_id: int, seconds: float = 10.0) -> None:
+    """Wait until each process holding user_id's sockets listens on its node channel.
+
+    A process subscribes in the background once started; an event published before that is lost by design, and
+    the resync on subscribing shows the count without the event's toast.
+    """
+    from tests.support.waiting import wait_for
+
+    with app.app_context():
+        client = redis.realtime()
+
+        def listening() -> bool:
+            nodes = registry.nodes_of(client, [user_id])
+            return bool(nodes) and all(client.pubsub_numsub(registry.node_channel(n))[0][1] for n in nodes)
+
+        wait_for(listening, seconds, f"the process holding user {user_id}'s socket to listen")
 
 
 def close_quietly(ws: Client) -> None:

@@ -21,6 +21,7 @@ from tests.realtime.helpers import (
     session_cookie,
     session_data,
     wait_for_count,
+    wait_until_listening,
 )
 from tests.support.waiting import free_port
 
@@ -62,6 +63,7 @@ def test_a_socket_on_one_process_hears_an_api_call_made_to_the_other(app, two_pr
     ws = connect(first.base_url, session_cookie(app, user_id))
     try:
         wait_for_count(ws, 1)
+        wait_until_listening(app, user_id)
         started = time.monotonic()
         api_notify(second.base_url, key, external_id, "Deploy <b>finished</b>")
         frame = wait_for_count(ws, 2, timeout=1.0)
