@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 
 import redis as redis_lib
-from redis.cluster import RedisCluster
+from redis.cluster import ClusterNode, RedisCluster
 from redis.commands.core import Script
 from redis.exceptions import RedisClusterException
 
@@ -22,11 +22,38 @@ OPTIONS = {"socket_timeout": 5, "socket_connect_timeout": 2, "health_check_inter
 
 
 def connect(url: str, **options) -> RedisCluster:
-    """A RedisCluster client seeded by url (any node); ConnectionError when no node answers."""
+    """A RedisCluster client seeded by url (any node, or several); ConnectionError when no node answers."""
+    first, others = seed_nodes(url)
+    seeds = {"startup_nodes": others} if others else {}
     try:
-        return RedisCluster.from_url(url, **{**OPTIONS, **options})
+        return RedisCluster.from_url(first, **{**OPTIONS, **options, **seeds})
     except RedisClusterException as exc:
-        raise redis_lib.ConnectionError(f"Redis Cluster at {url!r} unavailable: {exc}") from exc
+        raise redis_lib.ConnectionError(f"Redis Cluster at {redact(url)!r} unavailable: {exc}") from exc
+
+
+def seed_nodes(url: str) -> tuple[str, list[ClusterNode]]:
+    """Split a URL naming several nodes (redis://:pw@h1:7000,h2:7001/0) into the first node's URL and the others.
+
+    A client is made by asking one seed node for the slot map. With one seed, a process that starts (or
+    restarts) while that node is down cannot reach the cluster at all; with several it asks the next.
+    Hosts are names or IPv4 addresses; a host without a port is on 6379.
+    """
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    auth, at, hosts = netloc.rpartition("@")
+    first, *others = [host.strip() for host in hosts.split(",") if host.strip()] or [hosts]
+    nodes = []
+    for other in others:
+        host, colon, port = other.rpartition(":")
+        nodes.append(ClusterNode(host, int(port)) if colon else ClusterNode(other, 6379))
+    return f"{scheme}{sep}{auth}{at}{first}{slash}{tail}", nodes
+
+
+def redact(url: str) -> str:
+    """url without its password (for messages)."""
+    scheme, sep, rest = url.partition("://")
+    auth, at, hosts = rest.partition("/")[0].rpartition("@")
+    return url if not at else url.replace(f"{auth}@", f"{auth.partition(':')[0]}:***@", 1)
 
 
 class LazyCluster:

@@ -134,7 +134,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("REALTIME_COALESCE_SECONDS", 0.1, "float", 0, 10, "a web process recounts one user's badge at most once per this many seconds"),
     Setting("REALTIME_FLUSH_THREADS", 2, "int", 1, 64, "threads per web process that recount badges and write the frames"),
     Setting("REALTIME_REDIS_URL", "", "str", help="Redis for the connection registry, presence, node channels, socket caps, breakers, buckets and rate limits (default: REDIS_URL; RQ stays on REDIS_URL)"),
-    Setting("REALTIME_REDIS_CLUSTER", False, "bool", help="REALTIME_REDIS_URL names any node of a Redis Cluster (node channels then use sharded pub/sub)"),
+    Setting("REALTIME_REDIS_CLUSTER", False, "bool", help="REALTIME_REDIS_URL names nodes of a Redis Cluster: one, or several (redis://h1:7000,h2:7000/0) so that a process starting while one is down asks the next; node channels then use sharded pub/sub"),
     Setting("REALTIME_NODE_ID", "", "str", help="prefix of this host's node ids in the connection registry (default: the host name); each web process adds -<pid>-<random>"),
     Setting("REALTIME_ACK_TIMEOUT_SECONDS", 5.0, "float", 0.1, 300, "a frame the client has not acked this long is resent once; push_when_offline waits this long for an ack"),
     Setting("OTEL_EXPORTER_OTLP_ENDPOINT", "", "str", help="OpenTelemetry traces go to this OTLP/HTTP endpoint; empty: tracing off, at no cost"),
@@ -452,6 +452,10 @@ def _value_problems(config: Mapping) -> list[str]:
             "OTEL_EXPORTER_OTLP_ENDPOINT", config["OTEL_EXPORTER_OTLP_ENDPOINT"], ("http", "https"), optional=True
         ),
     ]
+    if "," in urlsplit(config["REALTIME_REDIS_URL"]).netloc and not config["REALTIME_REDIS_CLUSTER"]:
+        problems.append(
+            "REALTIME_REDIS_URL names several hosts: only a Redis Cluster (REALTIME_REDIS_CLUSTER) takes more"
+        )
     for origin in config["WS_ALLOWED_ORIGINS"]:
         problems.append(_url_problem("WS_ALLOWED_ORIGINS", origin, ("http", "https")))
     for origin in config["FEED_ALLOWED_ORIGINS"]:

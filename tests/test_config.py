@@ -86,6 +86,12 @@ def test_every_problem_is_reported_at_once():
     assert len(found) == 3
 
 
+def test_several_realtime_hosts_are_seeds_of_a_cluster_only():
+    seeds = "redis://10.0.0.11:7000,10.0.0.12:7000/0"
+    assert any("several hosts" in found for found in problems(REALTIME_REDIS_URL=seeds))
+    assert not any("several hosts" in found for found in problems(REALTIME_REDIS_URL=seeds, REALTIME_REDIS_CLUSTER="1"))
+
+
 def test_values_are_read_with_their_types():
     config = Config({"DB_POOL_SIZE": "7", "PUSH_TIMEOUT": "2.5", "RATELIMIT_ENABLED": "off", "HATO_DEV": "yes"})
     assert (config.DB_POOL_SIZE, config.PUSH_TIMEOUT, config.RATELIMIT_ENABLED, config.DEV_MODE) == (

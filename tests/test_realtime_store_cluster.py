@@ -10,6 +10,7 @@ import time
 import uuid
 
 import pytest
+import redis as redis_lib
 from limits import parse
 from limits.storage import storage_from_string
 from limits.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter, SlidingWindowCounterRateLimiter
@@ -17,7 +18,7 @@ from redis.exceptions import RedisClusterException
 
 from app import create_app, keyspace
 from app.auth import throttle
-from app.clusterclient import connect
+from app.clusterclient import connect, seed_nodes
 from app.extensions import is_cluster, limiter, limiter_storage_uri, redis
 from app.providers import TransientError
 from app.providers.breaker import CircuitBreaker, Settings, evalsha_on, snapshot, state_key
@@ -29,7 +30,7 @@ from app.ratelimit_storage import HitAwareRedisClusterStorage
 from jobs.delivery import deliver_batch
 from tests.conftest import TEST_CONFIG
 from tests.support.redis_cluster import RedisCluster, missing_binaries
-from tests.support.waiting import wait_for
+from tests.support.waiting import free_port, wait_for
 
 pytestmark = pytest.mark.skipif(
     bool(missing_binaries()),
@@ -191,6 +192,27 @@ def test_the_rate_limit_storage_counts_on_the_cluster(cluster):
         assert fixed.hit(limit, "user", "1")
     finally:
         storage.reset()
+
+
+def test_a_client_seeded_with_a_dead_node_first_reaches_the_cluster_through_the_next(cluster):
+    # What a process restarted during a failover meets when its first seed is the master that died.
+    dead = f"127.0.0.1:{free_port()}"
+    with pytest.raises(redis_lib.ConnectionError, match="unavailable"):
+        connect(f"redis://{dead}/0")
+    client = connect(f"redis://{dead},{cluster.nodes[1].address}/0")
+    client.set("hato-test:seeds", "reached")
+    assert client.get("hato-test:seeds") == b"reached"
+    client.close()
+    storage = storage_from_string(limiter_storage_uri(f"redis://{dead},{cluster.nodes[1].address}/0", cluster=True),
+                                  key_prefix="hato-test-seeds")  # fmt: skip
+    assert FixedWindowRateLimiter(storage).hit(parse("2/minute"), "seeded")
+
+
+def test_seed_nodes_keep_the_password_and_the_database_on_the_first_url():
+    first, others = seed_nodes("rediss://:pw@h1:7000, h2:7001 ,h3/0?ssl_cert_reqs=none")
+    assert first == "rediss://:pw@h1:7000/0?ssl_cert_reqs=none"
+    assert [(node.host, node.port) for node in others] == [("h2", 7001), ("h3", 6379)]
+    assert seed_nodes("redis://h1:7000/0") == ("redis://h1:7000/0", [])
 
 
 def test_an_app_on_the_cluster_counts_its_per_user_limits_there(app, cluster, store):

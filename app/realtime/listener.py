@@ -75,7 +75,7 @@ def listen(
         except (*REALTIME_ERRORS, OSError) as exc:
             on_lost()
             log.warning("realtime listener lost Redis, retrying in %.1fs: %s", backoff, exc)
-            _refresh_slots(store())
+            _refresh_slots(store)
             stopping.wait(backoff)
             backoff = min(backoff * 2, RETRY_MAX_SECONDS)
         finally:
@@ -86,12 +86,16 @@ def listen(
                     pass
 
 
-def _refresh_slots(client) -> None:
-    """Re-read a cluster's slot map (a failover promoted a replica: the channel's shard moved)."""
-    nodes = getattr(client, "nodes_manager", None)
-    if nodes is None:
-        return
+def _refresh_slots(store: Callable[[], object]) -> None:
+    """Re-read a cluster's slot map (a failover promoted a replica: the channel's shard moved).
+
+    Never raises: while no node answers, store() (or a stand-in's attribute) raises too, and the listener must
+    live on to subscribe again once one does. A listener thread that died here would leave its process's
+    sockets without events for good.
+    """
     try:
-        nodes.initialize()
+        nodes = getattr(store(), "nodes_manager", None)
+        if nodes is not None:
+            nodes.initialize()
     except (*REALTIME_ERRORS, OSError) as exc:
         log.warning("cluster slot map not refreshed yet: %s", exc)

@@ -6,8 +6,11 @@ import json
 import re
 import threading
 import time
+from unittest.mock import patch
 
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisClusterException
 from simple_websocket import ConnectionClosed
 from sqlalchemy.exc import OperationalError
 
@@ -17,6 +20,7 @@ from app.inbox import queries
 from app.live import registry
 from app.live.publish import broadcast_channel
 from app.realtime import hub as hub_module
+from app.realtime import listener
 from app.realtime.frames import parse_toast
 from app.realtime.hub import MAX_TOASTS_PER_FRAME, Hub
 from tests.realtime.helpers import frame_count
@@ -338,3 +342,35 @@ def test_a_socket_opened_while_the_store_was_away_is_registered_once_it_is_back(
     finally:
         hub.shutdown(timeout=1)
         server.stop()
+
+
+def test_the_listener_lives_on_while_no_cluster_node_answers():
+    """A cluster whose every seed is down makes store() itself raise; the listener must keep trying, or its
+    process's sockets would hear nothing again once the cluster is back (the soak found this)."""
+    tries, stopping, heard = [], threading.Event(), []
+
+    def store():
+        if len(tries) < 3:
+            raise RedisClusterException("Redis Cluster cannot be connected")
+        return object()  # back: a client with no slot map to refresh
+
+    def opener():
+        tries.append(time.monotonic())
+        if len(tries) < 4:
+            raise RedisConnectionError("Connection refused")
+        stopping.set()
+        return _Silent()
+
+    thread = threading.Thread(target=listener.listen, args=(store, opener, heard.append, stopping, lambda: None))
+    with patch.object(listener, "RETRY_MAX_SECONDS", 0.05), patch.object(listener, "RETRY_FIRST_SECONDS", 0.01):
+        thread.start()
+        thread.join(10)
+    assert not thread.is_alive() and len(tries) == 4  # it subscribed again once the store answered
+
+
+class _Silent:
+    def get_message(self, timeout):
+        return None
+
+    def close(self):
+        pass

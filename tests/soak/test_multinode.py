@@ -101,7 +101,7 @@ def soak_app(stores, tmp_path, monkeypatch):
     pair, cluster = stores
     pair.primary.sql(f'CREATE DATABASE "{DATABASE}"')
     monkeypatch.setenv("DATABASE_URL", pair.url(DATABASE))
-    monkeypatch.setenv("REALTIME_REDIS_URL", cluster.url)
+    monkeypatch.setenv("REALTIME_REDIS_URL", cluster.seeds_url)
     monkeypatch.setenv("REALTIME_REDIS_CLUSTER", "true")
     with StandIns(tmp_path / "standins") as standins:
         application = create_app(dict(TEST_CONFIG))
@@ -123,7 +123,7 @@ def test_everything_under_kill_9_and_two_store_failovers(soak_app, stores, tmp_p
     sink_port, sink_log = free_port(), tmp_path / "sink.log"
     ours = dict(
         DATABASE_URL=os.environ["DATABASE_URL"],
-        REALTIME_REDIS_URL=redis_cluster.url,
+        REALTIME_REDIS_URL=redis_cluster.seeds_url,
         REALTIME_REDIS_CLUSTER="true",
         SMTP_URL=f"smtp://127.0.0.1:{sink_port}",
         EMAIL_PROVIDER="smtp",

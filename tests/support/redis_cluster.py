@@ -83,6 +83,11 @@ class RedisCluster:
         """The seed URL (the first node's); REALTIME_REDIS_URL with REALTIME_REDIS_CLUSTER on."""
         return f"redis://{self.nodes[0].address}/0"
 
+    @property
+    def seeds_url(self) -> str:
+        """Every node as a seed, as production should name them: a process starting while one is down asks the next."""
+        return f"redis://{','.join(node.address for node in self.nodes)}/0"
+
     def client(self, **options) -> RedisClusterClient:
         """A fresh RedisCluster client (the app's own is app/extensions.py's redis.realtime())."""
         return RedisClusterClient.from_url(self.url, socket_timeout=2, socket_connect_timeout=1, **options)
