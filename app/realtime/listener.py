@@ -72,9 +72,13 @@ def listen(
                 message = pubsub.get_message(timeout=POLL_SECONDS)
                 if message:
                     on_message(message)
-        except (*REALTIME_ERRORS, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001  # whatever breaks, subscribe again: a dead listener is silent for good
+            # Besides RedisError and OSError, a socket closed under redis-py's reader raises ValueError ("I/O
+            # operation on closed file") when a cluster master dies mid-read (the soak found it).
             on_lost()
-            log.warning("realtime listener lost Redis, retrying in %.1fs: %s", backoff, exc)
+            known = isinstance(exc, (*REALTIME_ERRORS, OSError))
+            log.log(logging.WARNING if known else logging.ERROR, "realtime listener lost Redis, retrying in %.1fs: %s",
+                    backoff, exc, exc_info=not known)  # fmt: skip
             _refresh_slots(store)
             stopping.wait(backoff)
             backoff = min(backoff * 2, RETRY_MAX_SECONDS)
@@ -82,7 +86,7 @@ def listen(
             if pubsub is not None:
                 try:
                     pubsub.close()
-                except (*REALTIME_ERRORS, OSError):
+                except Exception:  # noqa: BLE001, S110  # a connection already broken any way: nothing to close
                     pass
 
 
