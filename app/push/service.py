@@ -35,7 +35,8 @@ RETURNING id
 """
 )
 
-# Beyond the cap, dead subscriptions go first, then the oldest.
+# Beyond the cap, dead subscriptions go first, then the oldest. OFFSET here is no page: it skips the :keep rows
+# that stay (one member's subscriptions, a handful) and deletes the rest in one statement.
 TRIM_SQL = sa.text(
     """
 DELETE FROM push_subscriptions WHERE id IN (
