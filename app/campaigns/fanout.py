@@ -60,8 +60,9 @@ AUDIENCE_SQL = {
     "all": "SELECT u.id AS user_id, u.email FROM users u WHERE u.id > :after ORDER BY u.id LIMIT :size",
     "locale": f"SELECT u.id AS user_id, u.email FROM users u WHERE u.id > :after AND {LOCALE_MATCH_SQL} "
     "ORDER BY u.id LIMIT :size",
+    # u.id > :after too: the planner does not carry the inequality across the join (app/topics/fanout.py).
     "list": "SELECT r.user_id, u.email FROM campaign_recipients r JOIN users u ON u.id = r.user_id "
-    "WHERE r.campaign_id = :campaign_id AND r.user_id > :after ORDER BY r.user_id LIMIT :size",
+    "WHERE r.campaign_id = :campaign_id AND r.user_id > :after AND u.id > :after ORDER BY r.user_id LIMIT :size",
 }
 
 COUNT_SQL = {

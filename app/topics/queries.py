@@ -10,12 +10,13 @@ from app.pagination import Page
 
 TOPIC_SQL = sa.text("SELECT id, key, name, description, created_at, updated_at FROM topics WHERE key = :key")
 
-# The fanout's and the API's walk over one topic: an index range of topic_subscriptions_topic_idx.
+# The fanout's and the API's walk over one topic: an index range of topic_subscriptions_topic_idx. `u.id > :after`
+# too, so a merge join starts users' key at the cursor rather than at its first id (app/topics/fanout.py).
 SUBSCRIBERS_SQL = sa.text(
     """
 SELECT s.user_id, u.external_id, s.created_at AS subscribed_at
 FROM topic_subscriptions s JOIN users u ON u.id = s.user_id
-WHERE s.topic_id = :topic_id AND s.user_id > :after
+WHERE s.topic_id = :topic_id AND s.user_id > :after AND u.id > :after
 ORDER BY s.user_id
 LIMIT :limit
 """
