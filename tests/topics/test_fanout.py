@@ -281,3 +281,29 @@ def test_a_fanout_of_100000_followers(api, comment_type, make_topic):
     assert counts() == {"notifications": 99_997, "deliveries": 89_998}
     done = db.session.get(TopicFanout, fan["id"])
     assert (done.status, done.total, done.done, done.created) == ("done", 99_997, 99_997, 99_997)
+
+
+def _scans_of(plan: dict, relation: str) -> list[dict]:
+    """Every node of an EXPLAIN (FORMAT JSON) plan that reads relation."""
+    found = [plan] if plan.get("Relation Name") == relation else []
+    for child in plan.get("Plans", ()):
+        found += _scans_of(child, relation)
+    return found
+
+
+def test_a_late_batch_reads_users_from_the_cursor_not_from_the_first_id(api, comment_type, make_topic):
+    # A merge join once read users' key from its first id on every batch: 17,000 pages for a batch at 900,000.
+    topic_id, ids = make_topic(100_000)
+    db.session.execute(sa.text("ANALYZE users, topic_subscriptions"))
+    fan = _post(api, dedupe_key="late:1")["fanout"]
+    row = db.session.get(TopicFanout, fan["id"])
+    params = {name: None for name in ("campaign_id", "group_key", "route", "mode", "api_key_id", "cancellation_key")}
+    params |= {"after": ids[90_000], "size": 10_000, "topic_id": topic_id, "excluded": [], "type": "comment",
+               "title": row.title, "body": row.body, "link_path": None, "dedupe_key": row.dedupe_key, "data": "{}",
+               "tenant": None}  # fmt: skip
+
+    plan = db.session.execute(sa.text("EXPLAIN (FORMAT JSON) " + fanout.batch_sql().text), params).scalar_one()
+
+    scans = _scans_of(plan[0]["Plan"], "users")
+    assert scans and all("Index Cond" in scan for scan in scans), scans
+    assert all("id >" in scan["Index Cond"] or "id =" in scan["Index Cond"] for scan in scans), scans
