@@ -43,11 +43,14 @@ taken AS (
   SET updated_at = now()
   WHERE d.ctid = ANY(ARRAY(SELECT ctid FROM due))
   RETURNING d.id, d.user_id, d.notification_id, d.channel, d.next_attempt_at)
--- the queue the row's job went on first: its type's priority, or low for a campaign row
-SELECT {DELIVERY_QUEUE_SQL} AS queue, k.channel, k.id, k.next_attempt_at
+-- the queue the row's job went on first: its type's priority, or low for a campaign row. One row per (queue,
+-- channel) with its ids in order: reading 5,000 rows (and their timestamps) into Python cost a fifth of a pass.
+SELECT {DELIVERY_QUEUE_SQL} AS queue, k.channel, array_agg(k.id ORDER BY k.id) AS ids,
+       max(k.next_attempt_at) AS last_due
 FROM taken k
 JOIN notifications n ON n.id = k.notification_id AND n.user_id = k.user_id
 JOIN notification_types t ON t.type = n.type
+GROUP BY 1, 2
 """
 )
 
@@ -77,18 +80,16 @@ def take_due(
     A failed enqueue leaves the rows stamped; they come round again after the stale window. With a cursor the
     walk starts where the last full pass ended, and the cursor moves on.
     """
-    groups: dict[tuple[str, str], list[int]] = {}
     after = cursor.after if cursor and cursor.after else "-infinity"
     params = {"stale": stale_seconds, "limit": limit, "idle": idle_queues, "after": after}
     # The planner's estimate for the due walk trips PostgreSQL's JIT, whose compile (~35 ms) costs more than the
     # statement's own work (a TID update of its rows); off for this transaction only (the sweeper's pass).
     db.session.execute(NO_JIT_SQL)
-    taken, last = 0, None
-    for queue, channel, id_, due_at in db.session.execute(TAKE_DUE_SQL, params):
-        groups.setdefault((queue, channel), []).append(id_)
-        taken, last = taken + 1, due_at if last is None or due_at > last else last
+    rows = db.session.execute(TAKE_DUE_SQL, params).all()
+    groups = {(row.queue, row.channel): row.ids for row in rows}
     if cursor is not None:
-        cursor.moved(taken, limit, last)
+        taken = sum(len(ids) for ids in groups.values())
+        cursor.moved(taken, limit, max((row.last_due for row in rows), default=None))
     for (queue, channel), ids in groups.items():
-        enqueue_deliveries_after_commit(queue, channel, sorted(ids))
-    return {key: sorted(ids) for key, ids in groups.items()}
+        enqueue_deliveries_after_commit(queue, channel, ids)
+    return groups
