@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from app.delivery.due import take_due
 from app.extensions import db, redis
 from app.queueing import get_queue
 from app.sweeper import TRY_LOCK_SQL, UNLOCK_SQL, leadership, sweep_once
@@ -56,6 +57,26 @@ def test_due_rows_are_enqueued_once_on_their_types_priority_queue(app, make_deli
     assert sweep_once()["due"] == 0  # stamped: a second pass (or a second sweeper) takes nothing
     assert len(get_queue("default")) == 1
     assert fresh.id and future.id
+
+
+def test_due_rows_of_two_types_of_one_priority_share_a_queue_in_order_and_a_campaigns_go_on_low(app, make_delivery):
+    other = NotificationTypeFactory(type="reminder", default_email=True, priority="default")
+    rows = [make_delivery(type_=other if i % 2 else None) for i in range(4)]
+    campaign_id = db.session.execute(
+        sa.text("INSERT INTO campaigns (name, type, title, body, status) "
+                "VALUES ('Spring', 'comment', 'T', 'B', 'done') RETURNING id")
+    ).scalar_one()  # fmt: skip
+    from_campaign = make_delivery()
+    db.session.execute(
+        sa.text("UPDATE notifications SET campaign_id = :c WHERE id = :id"),
+        {"c": campaign_id, "id": from_campaign.notification_id},
+    )
+    for row in [*rows, from_campaign]:
+        set_row(row, "updated_at = now() - interval '10 seconds', next_attempt_at = now() - interval '1 second'")
+
+    due = take_due(300, 100, ["high", "default", "low"])
+
+    assert due == {("default", "email"): sorted(r.id for r in rows), ("low", "email"): [from_campaign.id]}
 
 
 def test_due_rows_are_batched(app, make_delivery, monkeypatch):

@@ -13,7 +13,7 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from app.extensions import db
-from app.queueing import DELIVERY_QUEUE_SQL, enqueue_deliveries_after_commit
+from app.queueing import CAMPAIGN_QUEUE, DELIVERY_QUEUE_SQL, enqueue_deliveries_after_commit
 
 # A due row is taken when nobody touched it since it fell due (a retry or a deferral coming up), or
 # when nobody touched it for :stale seconds and its priority's queue is (nearly) empty: then its job
@@ -43,14 +43,16 @@ taken AS (
   SET updated_at = now()
   WHERE d.ctid = ANY(ARRAY(SELECT ctid FROM due))
   RETURNING d.id, d.user_id, d.notification_id, d.channel, d.next_attempt_at)
--- the queue the row's job went on first: its type's priority, or low for a campaign row. One row per (queue,
--- channel) with its ids in order: reading 5,000 rows (and their timestamps) into Python cost a fifth of a pass.
-SELECT {DELIVERY_QUEUE_SQL} AS queue, k.channel, array_agg(k.id ORDER BY k.id) AS ids,
-       max(k.next_attempt_at) AS last_due
-FROM taken k
-JOIN notifications n ON n.id = k.notification_id AND n.user_id = k.user_id
-JOIN notification_types t ON t.type = n.type
-GROUP BY 1, 2
+-- The queue the row's job went on first (DELIVERY_QUEUE_SQL: its type's priority, or low for a campaign row), named
+-- once per group of (type, campaign or not, channel) rather than per row, each group's ids in order: reading 5,000
+-- rows (and their timestamps) into Python cost a fifth of a pass, and a types lookup per row another tenth.
+SELECT CASE WHEN g.campaign THEN '{CAMPAIGN_QUEUE}' ELSE t.priority END AS queue, g.channel, g.ids, g.last_due
+FROM (SELECT n.type, n.campaign_id IS NOT NULL AS campaign, k.channel, array_agg(k.id ORDER BY k.id) AS ids,
+             max(k.next_attempt_at) AS last_due
+      FROM taken k
+      JOIN notifications n ON n.id = k.notification_id AND n.user_id = k.user_id
+      GROUP BY 1, 2, 3) g
+JOIN notification_types t ON t.type = g.type
 """
 )
 
@@ -86,7 +88,10 @@ def take_due(
     # statement's own work (a TID update of its rows); off for this transaction only (the sweeper's pass).
     db.session.execute(NO_JIT_SQL)
     rows = db.session.execute(TAKE_DUE_SQL, params).all()
-    groups = {(row.queue, row.channel): row.ids for row in rows}
+    groups: dict[tuple[str, str], list[int]] = {}
+    for row in rows:  # two types of one priority share a queue: their ids merge, in order
+        ids = groups.get((row.queue, row.channel))
+        groups[(row.queue, row.channel)] = sorted(ids + row.ids) if ids else row.ids
     if cursor is not None:
         taken = sum(len(ids) for ids in groups.values())
         cursor.moved(taken, limit, max((row.last_due for row in rows), default=None))
