@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
 
-from flask import current_app
 from flask_babel import gettext, lazy_gettext
 from pydantic import (
     AfterValidator,
@@ -23,13 +21,13 @@ from pydantic import (
     WithJsonSchema,
     model_validator,
 )
-from pydantic_core import PydanticCustomError, core_schema
+from pydantic_core import PydanticCustomError
 from typing_extensions import TypeAliasType
 
-from app import limits, phones
+from app import limits
 from app.delivery.channels import member_channels
 from app.links import SHAPE_PATTERN, same_site_path
-from app.web.bodies import JsonBody, Timezone, absent_by_default, field_errors
+from app.web.bodies import JsonBody, absent_by_default, field_errors
 from app.web.bodies import text as _text
 
 
@@ -169,11 +167,13 @@ JsonValue = TypeAliasType(
 )
 
 
-class _In(JsonBody):
+class ApiIn(JsonBody):
+    """A request body of the JSON API: its field errors worded by MESSAGES."""
+
     messages = MESSAGES
 
 
-class Actor(_In):
+class Actor(ApiIn):
     """Who caused an event (aggregated rows list the distinct actors: "Alice and 3 others")."""
 
     id: _text(1, KEY_MAX) = Field(description="The product's id of the actor.")
@@ -184,7 +184,7 @@ ActionLabel = _text(1, limits.ACTION_LABEL_MAX)
 ActionName = _text(1, limits.ACTION_NAME_MAX, ACTION_NAME_PATTERN)
 
 
-class ActionIn(_In):
+class ActionIn(ApiIn):
     """An action button: a link on the product's site ({label, url}) or a named action ({label, action})."""
 
     model_config = ConfigDict(
@@ -228,7 +228,7 @@ class ActionIn(_In):
         return button
 
 
-class ActionStateIn(_In):
+class ActionStateIn(ApiIn):
     """PATCH /v1/notifications/{id}/actions/{name}: the product's answer to a named action."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"state": "Approved"}]})
@@ -244,7 +244,7 @@ def validate_action_name(value: str) -> str:
     return _path_value("action_name", ActionName, value, lazy_gettext("The action name in the URL is invalid."))
 
 
-class NotificationIn(_In):
+class NotificationIn(ApiIn):
     """POST /v1/notifications: one notification for each recipient."""
 
     model_config = ConfigDict(
@@ -420,74 +420,6 @@ class NotificationIn(_In):
         return "auto:" + hashlib.sha256(content.encode()).hexdigest()[:32]
 
 
-class UserIn(_In):
-    """PUT /v1/users/{external_id}: fields left out keep their value (a new user gets the defaults)."""
-
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {"email": "ann@example.com", "display_name": "Ann Lee", "locale": "en", "timezone": "Europe/Paris"}
-            ]
-        }
-    )
-
-    email: EmailAddress | None = Field(None, description="null removes the address.")
-    display_name: _text(0, limits.NAME_MAX) = Field(None, json_schema_extra=absent_by_default)
-    locale: Locale = Field(
-        None, description="Default: the server's DEFAULT_LOCALE.", json_schema_extra=absent_by_default
-    )
-    timezone: Timezone = Field(
-        None, description="Default: the server's DEFAULT_TIMEZONE.", json_schema_extra=absent_by_default
-    )
-    phone: PhoneNumber | None = Field(
-        None,
-        description="The member's mobile number for SMS, stored as E.164: international (+81 90 1234 5678) or "
-        "national, read in the server's DEFAULT_PHONE_REGION. Your service vouches for it (it counts as verified); "
-        "null removes it.",
-    )
-    sms_opt_in: StrictBool = Field(
-        None,
-        description="The member's consent to SMS, recorded with its time and source `api`. SMS goes only to a "
-        "verified number with consent; a STOP reply withdraws it.",
-        json_schema_extra=absent_by_default,
-    )
-
-    properties: dict[DataKey, JsonValue] = Field(
-        None,
-        description="What your product knows of the member that workflow conditions may test, such as "
-        '{"plan": "pro"} (read as recipient.properties.plan). Replaced whole; at most '
-        f"{limits.PROPERTIES_MAX_BYTES} bytes as JSON.",
-        json_schema_extra=absent_by_default,
-    )
-
-    tenants: Annotated[list[_text(1, limits.TENANT_KEY_MAX)], Field(max_length=100)] = Field(
-        None,
-        description="The keys of the tenants the member belongs to, replacing the ones before ([] leaves every "
-        "tenant). An unknown key gets a 422 naming it, and nothing is changed.",
-        json_schema_extra=absent_by_default,
-    )
-
-    def changes(self) -> dict:
-        """The fields the request actually sent, the phone number as E.164 (tenants apart: member_tenants())."""
-        # The size of an object is no JSON Schema rule: a schema-shaped body over it is a business 422.
-        if self.properties is not None and len(json.dumps(self.properties).encode()) > limits.PROPERTIES_MAX_BYTES:
-            errors = [{"field": "properties", "message": str(PROPERTIES_MESSAGE)}]
-            raise ApiError(422, gettext("These properties are too large to keep."), errors=errors)
-        changes = self.model_dump(include=self.model_fields_set - {"tenants"})
-        if changes.get("phone") is not None:
-            changes["phone"] = e164(changes["phone"])
-        return changes
-
-
-def e164(raw: str) -> str:
-    """raw as E.164 (a national number read in DEFAULT_PHONE_REGION); 422 naming the field when no phone has it."""
-    try:
-        return phones.normalise(raw, current_app.config["DEFAULT_PHONE_REGION"])
-    except phones.InvalidPhone:
-        errors = [{"field": "phone", "message": str(PHONE_MESSAGE)}]
-        raise ApiError(422, gettext("This is not a phone number SMS can be sent to."), errors=errors) from None
-
-
 class ApiError(Exception):
     """An error the API answers with a problem document (status, a sentence, extra members).
 
@@ -522,44 +454,3 @@ def validate_topic_key(value: str) -> str:
 def validate_cancellation_key(value: str) -> str:
     """Check a cancellation key taken from the URL with the body's rules (422 otherwise)."""
     return _path_value("cancellation_key", Key, value, lazy_gettext("The cancellation key in the URL is invalid."))
-
-
-class AtMostSetting:
-    """An upper bound that is a setting: checked against the app's config, and stated by the OpenAPI document.
-
-    (The document is built in the app's context, so it names the limit this server enforces.)
-    """
-
-    def __init__(self, setting: str) -> None:
-        self.setting = setting
-
-    def __get_pydantic_core_schema__(self, source, handler):
-        return core_schema.no_info_after_validator_function(self.check, handler(source))
-
-    def check(self, value: int) -> int:
-        """Refuse a value over the setting, with pydantic's own error (so the message is translated as usual)."""
-        limit = current_app.config[self.setting]
-        if value > limit:
-            raise PydanticCustomError("less_than_equal", "Input should be less than or equal to {le}", {"le": limit})
-        return value
-
-    def __get_pydantic_json_schema__(self, schema, handler):
-        return {**handler(schema), "maximum": current_app.config[self.setting]}
-
-
-class UserTokenIn(_In):
-    """POST /v1/user-tokens: a short-lived token for one member's feed."""
-
-    model_config = ConfigDict(json_schema_extra={"examples": [{"user": "user-42", "ttl": 3600}]})
-
-    user: ExternalId = Field(description="The member's external id (the token's `sub`).")
-    # The default is checked too: a server whose USER_TOKEN_MAX_TTL is under an hour refuses it.
-    ttl: Annotated[int, Field(ge=60), AtMostSetting("USER_TOKEN_MAX_TTL")] = Field(
-        3600, validate_default=True, description="Seconds until the token expires (60 to USER_TOKEN_MAX_TTL)."
-    )
-    tenant: _text(1, limits.TENANT_KEY_MAX) = Field(
-        None,
-        description="A tenant's key (the token's `tenant` claim): the feed, its counts and its socket then show only "
-        "that tenant's notifications, plus announcements. The member must belong to it (else 422).",
-        json_schema_extra=absent_by_default,
-    )

@@ -19,7 +19,20 @@ from flask_babel import gettext, lazy_gettext, ngettext
 
 from app import user_tokens
 from app.actions import service as actions
-from app.api import auth, channel_data, openapi, quotas, ratelimit, responses, schemas, tenants, topics, workflows
+from app.api import (
+    auth,
+    channel_data,
+    export_responses,
+    openapi,
+    quotas,
+    ratelimit,
+    responses,
+    schemas,
+    tenants,
+    topics,
+    user_schemas,
+    workflows,
+)
 from app.api.idempotency import Withheld, idempotent, json_response, store
 from app.api.schemas import ApiError
 from app.auth import links
@@ -348,8 +361,8 @@ def answer_action(notification_id: int, action_name: str, payload: schemas.Actio
     tags=("users",),
 )
 @auth.requires("users:write")
-@idempotent(schemas.UserIn)
-def put_user(external_id: str, payload: schemas.UserIn):
+@idempotent(user_schemas.UserIn)
+def put_user(external_id: str, payload: user_schemas.UserIn):
     """Create the recipient (201) or update the fields sent (200); `tenants` replaces the member's tenants."""
     if payload.tenants is not None:  # an unknown key is refused before anything is written
         tenant_service.check_keys(payload.tenants)
@@ -408,7 +421,7 @@ def get_counts(external_id: str):
 @documented(
     "exportUser",
     "Everything Hato keeps about a member, as one JSON document",
-    {200: responses.ExportOut},
+    {200: export_responses.ExportOut},
     errors=(404, 422),
     tags=("users",),
     description="The profile, preference deviations, announcement reads, and every notification (newest "
@@ -528,8 +541,8 @@ def create_login_link(external_id: str):
     "invalidates every token it signed. `ttl` may be at most this server's USER_TOKEN_MAX_TTL.",
 )
 @auth.requires("feed:issue")
-@bodies.takes_json(schemas.UserTokenIn)
-def create_user_token(payload: schemas.UserTokenIn):
+@bodies.takes_json(user_schemas.UserTokenIn)
+def create_user_token(payload: user_schemas.UserTokenIn):
     """A short-lived token with which the product's pages read and update one member's feed (the bell)."""
     user_id = user_tokens.member_id(payload.user)
     if user_id is None:

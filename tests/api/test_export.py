@@ -123,7 +123,7 @@ def test_the_export_holds_the_phone_its_consent_history_and_the_phones_without_t
 
 
 def test_the_document_matches_the_openapi_schema(client, member):
-    from app.api.responses import ExportOut
+    from app.api.export_responses import ExportOut
 
     add_notifications(member, 3)
     response = api_with(client, "users:read").get("/v1/users/export-me/export")
