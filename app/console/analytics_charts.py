@@ -6,14 +6,13 @@ each chart has a data table beside it on the page, which the <desc> summarises.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from flask_babel import format_number, gettext, lazy_gettext
 
 from app.analytics.queries import Figures
-from app.console.charts import Segment, Tick, nice_ceiling
+from app.console.charts import StackedBars, Tick
 
 # Bottom to top: what reached people, what went out without a report yet, what came back, what did not go.
 OUTCOMES = ("delivered", "sent_only", "bounced", "failed", "skipped")
@@ -24,8 +23,8 @@ OUTCOME_WORDS = {
     "failed": lazy_gettext("Failed"),
     "skipped": lazy_gettext("Skipped"),
 }
-WIDTH, HEIGHT = 720, 240
-LEFT, RIGHT, TOP, BOTTOM = 56, 8, 12, 28
+WIDTH, RIGHT = 720, 8
+SERIES_LEFT = 56  # room for the series chart's y labels (the rest of its frame is charts.py's)
 ROW, LABEL_WIDTH = 22, 140
 
 
@@ -41,62 +40,21 @@ def outcomes(counts: dict[str, int]) -> dict[str, int]:
 
 
 @dataclass
-class SeriesChart:
+class SeriesChart(StackedBars):
     """Stacked bars of outcomes per bucket, with their axis ticks."""
 
-    width: int = WIDTH
-    height: int = HEIGHT
-    left: int = LEFT
-    top: int = TOP
-    plot_width: float = WIDTH - LEFT - RIGHT
-    plot_height: float = HEIGHT - TOP - BOTTOM
-    segments: list[Segment] = field(default_factory=list)
-    y_ticks: list[Tick] = field(default_factory=list)
-    x_ticks: list[Tick] = field(default_factory=list)
+    left: int = SERIES_LEFT
     totals: dict[str, int] = field(default_factory=dict)
     summary: str = ""
-
-    @property
-    def baseline(self) -> float:
-        """The y of the x axis."""
-        return self.top + self.plot_height
 
 
 def series_chart(series: list[tuple[datetime, dict[str, int]]], label_of) -> SeriesChart:
     """Lay out the outcome bars of each bucket; label_of(bucket) is its axis text."""
     chart = SeriesChart()
-    parts = [(bucket, outcomes(counts)) for bucket, counts in series]
-    chart.totals = {name: sum(p[name] for _, p in parts) for name in OUTCOMES}
-    peak = max((sum(p.values()) for _, p in parts), default=0)
-    step = nice_ceiling(math.ceil(peak / 4))
-    scale_max = step * max(math.ceil(peak / step), 1)
-    slot = chart.plot_width / max(len(parts), 1)
-    gap = min(2.0, slot / 4)
-    for index, (bucket, by_outcome) in enumerate(parts):
-        label, stacked = label_of(bucket), 0.0
-        for name in OUTCOMES:
-            if not by_outcome[name]:
-                continue
-            height = by_outcome[name] / scale_max * chart.plot_height
-            stacked += height
-            x = chart.left + index * slot + gap / 2
-            chart.segments.append(
-                Segment(
-                    name,
-                    round(x, 2),
-                    round(chart.baseline - stacked, 2),
-                    round(slot - gap, 2),
-                    round(height, 2),
-                    by_outcome[name],
-                    label,
-                )  # fmt: skip
-            )
-        if index % max(len(parts) // 6, 1) == 0:
-            chart.x_ticks.append(Tick(round(chart.left + index * slot + slot / 2, 2), label))
-    for value in range(0, scale_max + 1, step):
-        chart.y_ticks.append(
-            Tick(round(chart.baseline - value / scale_max * chart.plot_height, 2), format_number(value))
-        )
+    columns = [(label_of(bucket), outcomes(counts)) for bucket, counts in series]
+    chart.totals = {name: sum(parts[name] for _, parts in columns) for name in OUTCOMES}
+    every = max(len(columns) // 6, 1)
+    peak = chart.stack(columns, OUTCOMES, lambda index: index % every == 0)
     total = sum(chart.totals.values())
     if not total:
         chart.summary = gettext("No deliveries in this range.")

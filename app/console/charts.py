@@ -8,6 +8,7 @@ operator's zone, and the rows of the data table that stands in for the picture.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 
@@ -51,26 +52,68 @@ class Tick:
 
 
 @dataclass
-class Chart:
-    """Everything the SVG template draws, plus the data table rows."""
+class StackedBars:
+    """What every stacked-bar chart draws: its frame, each bar's segments and both axes' ticks (stack() lays them)."""
 
     width: int = WIDTH
     height: int = HEIGHT
     left: int = LEFT
+    right: int = RIGHT
     top: int = TOP
-    plot_width: float = WIDTH - LEFT - RIGHT
-    plot_height: float = HEIGHT - TOP - BOTTOM
+    bottom: int = BOTTOM
     segments: list[Segment] = field(default_factory=list)
     y_ticks: list[Tick] = field(default_factory=list)
     x_ticks: list[Tick] = field(default_factory=list)
-    rows: list[tuple[str, dict[str, int], int]] = field(default_factory=list)
-    totals: dict[str, int] = field(default_factory=dict)
-    peak: int = 0
+
+    @property
+    def plot_width(self) -> float:
+        """The width the bars share."""
+        return self.width - self.left - self.right
+
+    @property
+    def plot_height(self) -> float:
+        """The height of the tallest bar's scale."""
+        return self.height - self.top - self.bottom
 
     @property
     def baseline(self) -> float:
         """The y of the x axis."""
         return self.top + self.plot_height
+
+    def stack(self, columns: Sequence[tuple[str, Mapping[str, int]]], order: Sequence[str],
+              x_tick: Callable[[int], bool]) -> int:  # fmt: skip
+        """Lay out one bar per (label, counts by part) column, parts bottom to top in order, an x tick where
+        x_tick(index) holds and the y axis at round numbers (about four gridlines); return the tallest bar's total."""
+        peak = max((sum(counts.values()) for _, counts in columns), default=0)
+        step = nice_ceiling(math.ceil(peak / 4))
+        scale_max = step * max(math.ceil(peak / step), 1)
+        slot = self.plot_width / max(len(columns), 1)
+        gap = min(BAR_GAP, slot / 4)
+        for index, (label, counts) in enumerate(columns):
+            x, stacked = round(self.left + index * slot + gap / 2, 2), 0.0
+            for part in order:
+                if not counts.get(part):
+                    continue
+                height = counts[part] / scale_max * self.plot_height
+                stacked += height
+                self.segments.append(Segment(part, x, round(self.baseline - stacked, 2), round(slot - gap, 2),
+                                             round(height, 2), counts[part], label))  # fmt: skip
+            if x_tick(index):
+                self.x_ticks.append(Tick(round(self.left + index * slot + slot / 2, 2), label))
+        for value in range(0, scale_max + 1, step):
+            self.y_ticks.append(
+                Tick(round(self.baseline - value / scale_max * self.plot_height, 2), format_number(value))
+            )
+        return peak
+
+
+@dataclass
+class Chart(StackedBars):
+    """The dashboard's deliveries per minute, plus the data table's rows."""
+
+    rows: list[tuple[str, dict[str, int], int]] = field(default_factory=list)
+    totals: dict[str, int] = field(default_factory=dict)
+    peak: int = 0
 
     @property
     def summary(self) -> str:
@@ -101,38 +144,13 @@ def deliveries_per_minute(now_minute: datetime, counts: dict[tuple[datetime, str
     """Lay out stacked bars for the 60 minutes ending with now_minute from {(minute, status): count}."""
     chart = Chart()
     minutes = [now_minute - timedelta(minutes=MINUTES - 1 - i) for i in range(MINUTES)]
-    per_minute = [{s: counts.get((m, s), 0) for s in STATUS_ORDER} for m in minutes]
-    chart.peak = max((sum(c.values()) for c in per_minute), default=0)
-    chart.totals = {s: sum(c[s] for c in per_minute) for s in STATUS_ORDER}
-    step = nice_ceiling(math.ceil(chart.peak / 4))  # about four gridlines at round numbers
-    scale_max = step * max(math.ceil(chart.peak / step), 1)
-    slot = chart.plot_width / MINUTES
-    for index, (minute, by_status) in enumerate(zip(minutes, per_minute, strict=True)):
-        label = minute.astimezone(zone).strftime("%H:%M")
-        x, stacked = chart.left + index * slot + BAR_GAP / 2, 0
-        for status in STATUS_ORDER:
-            count = by_status[status]
-            if not count:
-                continue
-            height = count / scale_max * chart.plot_height
-            stacked += height
-            chart.segments.append(
-                Segment(
-                    status,
-                    round(x, 2),
-                    round(chart.baseline - stacked, 2),
-                    round(slot - BAR_GAP, 2),
-                    round(height, 2),
-                    count,
-                    label,
-                )
-            )
-        if sum(by_status.values()):
-            chart.rows.append((label, by_status, sum(by_status.values())))
-        if index % 10 == 0 or index == MINUTES - 1:
-            chart.x_ticks.append(Tick(round(chart.left + index * slot + slot / 2, 2), label))
-    for value in range(0, scale_max + 1, step):
-        chart.y_ticks.append(
-            Tick(round(chart.baseline - value / scale_max * chart.plot_height, 2), format_number(value))
-        )
+    columns = [
+        (minute.astimezone(zone).strftime("%H:%M"), {s: counts.get((minute, s), 0) for s in STATUS_ORDER})
+        for minute in minutes
+    ]
+    chart.totals = {s: sum(c[s] for _, c in columns) for s in STATUS_ORDER}
+    chart.rows = [
+        (label, by_status, sum(by_status.values())) for label, by_status in columns if any(by_status.values())
+    ]
+    chart.peak = chart.stack(columns, STATUS_ORDER, lambda index: index % 10 == 0 or index == MINUTES - 1)
     return chart
