@@ -258,7 +258,7 @@ def test_breakers_and_buckets_keep_working_after_a_master_fails_over(app, tmp_pa
         replica = failing.replica_of(master)
         # A provider with a closed breaker on the same master (its router has no state to lose).
         bystander = next(n for n in (f"p{i}" for i in range(200)) if failing.master_of(state_key(n)) is master)
-        assert master.client().execute_command("WAIT", 1, 5000) == 1  # the replica has the state
+        failing.wait_replicated(master, replica)  # the replica has the state (replication is asynchronous)
 
         failing.kill(master)
         router = Router([fake(bystander)], app.config, client, clock=clock, sleep=lambda s: None)

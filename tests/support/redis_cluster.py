@@ -204,6 +204,16 @@ class RedisCluster:
                     return node
         raise AssertionError(f"{master.address} has no replica")
 
+    def wait_replicated(self, master: Node, replica: Node, seconds: float = 10.0) -> None:
+        """Wait until replica has processed every write master had taken by now (its replication offset).
+
+        WAIT on a connection of one's own proves nothing here: it waits for that connection's writes, and the
+        writes under test came through the cluster client's connections.
+        """
+        target = int(master.info("replication")["master_repl_offset"])
+        wait_for(lambda: int(replica.info("replication").get("slave_repl_offset", -1)) >= target, seconds,
+                 f"{replica.address} to replicate {master.address} up to offset {target}", interval=0.05)  # fmt: skip
+
     def kill(self, node: Node) -> None:
         """kill -9 one node (its replica takes over after the node timeout)."""
         _kill(node.proc)
