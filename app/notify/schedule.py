@@ -3,7 +3,7 @@
 schedule() stores a request per recipient (nothing in notifications, so no badge, inbox row or
 delivery exists before send_at). release_due() moves a batch of due rows in one statement: it deletes
 them (SKIP LOCKED, so two sweepers release each row exactly once) and feeds them to the ingest's own
-CTEs (service._notify_ctes: preferences, mutes and dedupe keys resolved in SQL at release time), then
+CTEs (statement.notify_ctes: preferences, mutes and dedupe keys resolved in SQL at release time), then
 registers the badge events and delivery jobs to follow the commit. cancel() removes a key's scheduled
 rows and skips its pending deliveries and waiting escalations, only for the API key that sent them.
 """
@@ -21,15 +21,8 @@ import sqlalchemy as sa
 
 from app.extensions import db
 from app.live.publish import badge_after_commit
-from app.notify.service import (
-    ROW_API_KEY,
-    ROW_CONTENT,
-    WANTED_SQL,
-    NotifyError,
-    _notify_ctes,
-    check_tenant,
-    unique,
-)
+from app.notify.service import NotifyError, check_tenant, unique
+from app.notify.statement import ROW_API_KEY, ROW_CONTENT, WANTED_SQL, notify_ctes
 from app.queueing import delivery_queue, enqueue_deliveries_after_commit
 
 SCHEDULE_SQL = sa.text(
@@ -90,8 +83,8 @@ prefs AS (
   FROM notification_preferences p
   JOIN (SELECT DISTINCT user_id, type FROM due) k ON k.user_id = p.user_id AND k.type = p.type
 ),
-{_notify_ctes(ROW_API_KEY, ROW_CONTENT, prefs_by_type=True, tenant_ref="r.tenant")}
--- Arrays per group, nothing joined to the data-modifying CTEs' output (see service._notify_statement).
+{notify_ctes(ROW_API_KEY, ROW_CONTENT, prefs_by_type=True, tenant_ref="r.tenant")}
+-- Arrays per group, nothing joined to the data-modifying CTEs' output (see statement._notify_statement).
 SELECT 'notification' AS kind, i.type AS key, i.title, i.in_app,
        array_agg(i.id) AS ids, array_agg(i.user_id) AS refs
 FROM inserted i

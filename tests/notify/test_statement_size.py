@@ -6,7 +6,7 @@ import pytest
 from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
 from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
 
-from app.notify.service import WANTED_SQL, notify_sql
+from app.notify.statement import WANTED_SQL, notify_sql
 
 
 @pytest.mark.parametrize("by", sorted(WANTED_SQL))

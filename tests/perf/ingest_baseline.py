@@ -37,7 +37,7 @@ from redis import Redis
 from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
 
 from app.api.idempotency import CLAIM_SQL, COMPLETE_SQL
-from app.notify.service import notify_sql
+from app.notify.statement import notify_sql
 
 
 def _as_psycopg(statement) -> str:
