@@ -64,12 +64,11 @@ def _parses_take_turns() -> None:
     @functools.wraps(original)
     def parse(*args, **kwargs):
         with lock:
-            for _ in range(2):  # a caller that bound ast.parse before this patch can still race: the mismatch is
-                try:  # transient, and a second parse meets a settled counter
-                    return original(*args, **kwargs)
-                except SystemError as exc:
-                    if "recursion depth mismatch" not in str(exc):
-                        raise
+            try:
+                return original(*args, **kwargs)
+            except SystemError as exc:  # a caller that bound ast.parse before this patch can still race: the
+                if "recursion depth mismatch" not in str(exc):  # mismatch is transient, and a second parse meets
+                    raise  # a settled counter
             return original(*args, **kwargs)
 
     # compile() uses the same counter when it is given a tree (werkzeug compiles each route's builder that way)

@@ -35,14 +35,16 @@ RETURNING id
 """
 )
 
-# Beyond the cap, dead subscriptions go first, then the oldest. OFFSET here is no page: it skips the :keep rows
-# that stay (one member's subscriptions, a handful) and deletes the rest in one statement.
+# Beyond the cap, dead subscriptions go first, then the oldest: the member's subscriptions ranked live and newest
+# first, and every one ranked past :keep deleted, in one statement.
 TRIM_SQL = sa.text(
     """
 DELETE FROM push_subscriptions WHERE id IN (
-  SELECT id FROM push_subscriptions WHERE user_id = :user_id
-  ORDER BY invalidated_at IS NULL DESC, created_at DESC, id DESC
-  OFFSET :keep
+  SELECT id FROM (
+    SELECT id, row_number() OVER (ORDER BY invalidated_at IS NULL DESC, created_at DESC, id DESC) AS rank
+    FROM push_subscriptions WHERE user_id = :user_id
+  ) ranked
+  WHERE rank > :keep
 )
 """
 )
