@@ -42,6 +42,7 @@ class HitAwareRedisStorage(RedisStorage):
 
     def __init__(self, uri: str, **options) -> None:
         self._last_hit = threading.local()
+        self.uri = uri  # which Redis it counts in (app/api/ratelimit.py asks: is it the realtime store?)
         super().__init__(uri.removeprefix(SCHEME_PREFIX), **options)
 
     def initialize_storage(self, uri: str) -> None:
@@ -94,6 +95,7 @@ class HitAwareRedisClusterStorage(HitAwareRedisStorage):
 
     def __init__(self, uri: str, key_prefix: str = RedisStorage.PREFIX, wrap_exceptions: bool = False, **options):
         self._last_hit = threading.local()
+        self.uri = uri
         scheme, rest = uri.removeprefix(SCHEME_PREFIX).split("://", 1)
         # RedisStorage.__init__ would make a plain client: set up what it sets, with the stand-in instead.
         Storage.__init__(self, uri, wrap_exceptions=wrap_exceptions, **options)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 
+import flask
 import pytest
 import redis as redis_lib
 from limits import parse
@@ -17,6 +18,7 @@ from limits.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter, S
 from redis.exceptions import RedisClusterException
 
 from app import create_app, keyspace
+from app.api import ratelimit
 from app.auth import throttle
 from app.clusterclient import connect, seed_nodes
 from app.extensions import is_cluster, limiter, limiter_storage_uri, redis
@@ -287,3 +289,13 @@ def test_breakers_and_buckets_keep_working_after_a_master_fails_over(app, tmp_pa
         breaker.success()
         assert breaker.state() == "closed" and failing.master_of(breaker.keys[0]) is replica
         client.close()
+
+
+def test_on_the_cluster_the_api_limit_is_counted_at_once_not_with_the_quotas(app, cluster, store):
+    """Its keys carry no hash tag, so the quotas' script (one slot) cannot take them: the guard counts them."""
+    other = create_app(dict(TEST_CONFIG, REALTIME_REDIS_URL=cluster.url, REALTIME_REDIS_CLUSTER=True))
+    with other.test_request_context("/v1/notifications", method="POST"):
+        ratelimit.defer("api-key:cluster-test")
+        assert ratelimit.take_deferred() is None and flask.request.hato_rate_limit.remaining > 0
+    keys = [k.decode() for node in store.get_primaries() for k in store.get_redis_connection(node).keys("*")]
+    assert any("api-key:cluster-test/api/" in k for k in keys), keys

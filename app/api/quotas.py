@@ -1,7 +1,8 @@
 """The quotas of a request that creates notifications: its key's and its tenant's, counted before any work.
 
-charge() counts the request once (app/quotas/counter.py: one round trip) before the view writes anything, so a
-request over a limit gets 429 and nothing is written. A request that then fails (a 4xx or 5xx: an unknown
+charge() counts the request once (app/quotas/counter.py: one round trip, which also counts the API's rate limit
+the guard left to it, app/api/ratelimit.py defer()) before the view writes anything, so a request over a limit
+gets 429 and nothing is written. A request that then fails (a 4xx or 5xx: an unknown
 recipient, a crash) gives its notifications back to the daily quotas (settle(), from the blueprint's
 after_request); its requests stay counted against the rates, which limit requests, not outcomes.
 
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from flask import Response, current_app, request
 from flask_babel import gettext
 
-from app.api import auth
+from app.api import auth, ratelimit
 from app.api.schemas import ApiError
 from app.quotas import counter
 from app.quotas.counter import Quota, Refusal
@@ -65,12 +66,27 @@ def _refused(refusal: Refusal) -> ApiError:
     return ApiError(429, detail, headers=headers, type=QUOTA_EXCEEDED, title=gettext("Quota exceeded"), **extra)
 
 
+def charges(view):
+    """Mark a view that calls charge(): its guard leaves the API rate limit's count to that round trip."""
+    view.charges_quota = True
+    return view
+
+
 def charge(cost: int, tenant_quota: Quota | None = None) -> None:
-    """Count this request, creating cost notifications, against its key's and tenant's quotas; 429 when over."""
+    """Count this request, creating cost notifications, against its key's and tenant's quotas (and the API rate
+    limit the guard deferred); 429 when over."""
     quotas: Sequence[Quota] = auth.current_key().quotas() + ([tenant_quota] if tenant_quota is not None else [])
-    if not quotas:
-        return
-    outcome = counter.take(quotas, cost)
+    deferred = ratelimit.take_deferred()
+    if deferred is None:
+        if not quotas:
+            return
+        outcome = counter.take(quotas, cost)
+    else:
+        counted = counter.take_counting(deferred[1], quotas, cost)
+        ratelimit.count_deferred(deferred[0], counted[0] if counted is not None else None)  # 429 over a window
+        if not quotas:
+            return
+        outcome = counted[1] if counted is not None else counter.take(quotas, cost)
     if isinstance(outcome, Refusal):
         request.hato_rate_limit = None  # the headers speak of the quota that refused, not the shared API limit
         raise _refused(outcome)

@@ -9,6 +9,15 @@ RateLimit-Limit, RateLimit-Remaining, X-RateLimit-Reset (epoch), Retry-After and
 request filter says the same should they not be found) and keep limiting every other page.
 When the storage fails, the count goes on in this process's memory, as Flask-Limiter's in-memory
 fallback does, and the storage is tried again after FALLBACK_SECONDS.
+
+A call that creates notifications also counts against its quotas, in a Redis script of its own. Rather than a
+second round trip, defer() leaves its hit to that script (app/quotas/counter.py take_counting(), which hits
+the same keys the same way, before any quota, and takes nothing once a window is over): the call is then
+counted against the API limit when its quotas are, after its body is read and its Idempotency-Key claimed
+and before anything is written, and a call that ends before that (a replay, a refused body) is counted as it
+ends (settle_deferred()). That holds where the limit's storage is the realtime store's Redis, where the
+quotas count; elsewhere (a Redis Cluster, whose keys span slots, another storage, the in-memory fallback)
+defer() counts at once, as check() does.
 """
 
 from __future__ import annotations
@@ -26,7 +35,9 @@ from limits.storage import MemoryStorage
 from limits.strategies import STRATEGIES, RateLimiter
 from werkzeug.exceptions import TooManyRequests
 
-from app.extensions import limiter
+from app.extensions import limiter, limiter_storage_uri
+from app.quotas.counter import Window, WindowHit
+from app.ratelimit_storage import HitAwareRedisStorage
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +45,27 @@ SCOPE = "api"  # the scope of the shared limit this replaces: its counters keep 
 FALLBACK_SECONDS = 5.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class Counted:
-    """The limit that speaks for this request in its headers, and the identifiers it was counted under."""
+    """The limit that speaks for this request in its headers: its size, what it has left, when its window ends."""
 
-    item: RateLimitItem
+    limit: int
+    remaining: int
+    reset_at: float  # epoch seconds
+
+    def seconds_to_reset(self, at_least: int = 0) -> int:
+        """As Flask-Limiter's RequestLimit.reset_at: the window's end, rounded up to the next second, from now."""
+        return max(at_least, int(int(self.reset_at + 1) - time.time()))
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A call's API limit, left to be counted with its quotas: its key, the identifiers and the limits."""
+
+    key: str
     ids: tuple[str, ...]
-    counter: RateLimiter
+    items: tuple[RateLimitItem, ...]
+    storage: HitAwareRedisStorage
 
 
 @lru_cache(maxsize=16)
@@ -83,30 +108,102 @@ def _hit(item: RateLimitItem, ids: tuple[str, ...], strategy: str) -> tuple[bool
     return counter.hit(item, *ids), counter
 
 
-def check(key: str) -> None:
-    """Count this request against the API limit of key (its bucket); 429 once a window is used up."""
+def _ids(key: str) -> tuple[str, ...]:
+    prefix = current_app.config["RATELIMIT_KEY_PREFIX"]
+    return (prefix, key, SCOPE) if prefix else (key, SCOPE)
+
+
+def _counted(item: RateLimitItem, ids: tuple[str, ...], counter: RateLimiter) -> Counted | None:
+    """What a hit just made left of item (read from the hit itself: app/ratelimit_storage.py); None if unknown."""
+    try:
+        stats = counter.get_window_stats(item, *ids)
+    except Exception:  # advisory headers: a rate-limit storage hiccup must not fail the answer
+        log.warning("RateLimit headers left out: rate-limit storage unavailable", exc_info=True)
+        return None
+    return Counted(item.amount, stats.remaining, stats.reset_time)
+
+
+def _refuse(counted: Counted | None, key: str, item) -> None:
+    # As Flask-Limiter: the first limit breached stops the count and speaks in the headers.
+    request.hato_rate_limit = counted
+    log.info("ratelimit %s (%s) exceeded at endpoint: %s", item, key, SCOPE)
+    raise TooManyRequests(retry_after=counted.seconds_to_reset(at_least=1) if counted else 1)
+
+
+def check(key: str, refuse: bool = True) -> None:
+    """Count this request against the API limit of key (its bucket); 429 once a window is used up (if refuse)."""
     config = current_app.config
     if not config["RATELIMIT_ENABLED"]:
         return
-    prefix = config["RATELIMIT_KEY_PREFIX"]
-    ids = (prefix, key, SCOPE) if prefix else (key, SCOPE)
-    strategy = config["RATELIMIT_STRATEGY"]
+    ids, strategy = _ids(key), config["RATELIMIT_STRATEGY"]
     first = None
     for item in _items(config["API_RATE_LIMIT"]):
         allowed, counter = _hit(item, ids, strategy)
-        counted = Counted(item, ids, counter)
-        if not allowed:  # as Flask-Limiter: the first limit breached stops the count and speaks in the headers
+        counted = _counted(item, ids, counter)
+        if not allowed:
+            if refuse:
+                _refuse(counted, key, item)
             request.hato_rate_limit = counted
-            log.info("ratelimit %s (%s) exceeded at endpoint: %s", item, key, SCOPE)
-            raise TooManyRequests(retry_after=_seconds_to_reset(counted, at_least=1))
+            return
         first = first or counted
     request.hato_rate_limit = first  # none breached: the smallest window's
 
 
-def _seconds_to_reset(counted: Counted, at_least: int = 0) -> int:
-    # As Flask-Limiter's RequestLimit.reset_at: the window's end, rounded up to the next second.
-    reset_at = int(counted.counter.get_window_stats(counted.item, *counted.ids).reset_time + 1)
-    return max(at_least, int(reset_at - time.time()))
+@lru_cache(maxsize=4)
+def _realtime_storage_uri(realtime_url: str) -> str:
+    return limiter_storage_uri(realtime_url)
+
+
+def defer(key: str) -> None:
+    """Leave this request's count to its quotas' round trip (app/api/quotas.py) where it can be; else count now."""
+    config = current_app.config
+    if not config["RATELIMIT_ENABLED"]:
+        return
+    counter = limiter.limiter  # the extension's strategy over its storage (its in-memory one while that is dead)
+    storage = counter.storage
+    if (
+        type(storage) is not HitAwareRedisStorage  # exactly: its Cluster subclass does not qualify
+        or config["RATELIMIT_STRATEGY"] != "fixed-window"
+        or config["REALTIME_REDIS_CLUSTER"]
+        or storage.uri != _realtime_storage_uri(config["REALTIME_REDIS_URL"])
+        or time.monotonic() < _fallback.failed_until
+    ):
+        check(key)
+        return
+    request.hato_rate_limit_deferred = Deferred(key, _ids(key), _items(config["API_RATE_LIMIT"]), storage)
+
+
+def take_deferred() -> tuple[Deferred, list[Window]] | None:
+    """The request's deferred count, now to be made, and its windows for the quotas' script (None: none)."""
+    deferred: Deferred | None = getattr(request, "hato_rate_limit_deferred", None)
+    if deferred is None:
+        return None
+    request.hato_rate_limit_deferred = None
+    storage = deferred.storage
+    windows = [Window(storage.prefixed_key(item.key_for(*deferred.ids)), item.get_expiry(), item.amount)
+               for item in deferred.items]  # fmt: skip
+    return deferred, windows
+
+
+def count_deferred(deferred: Deferred, hits: list[WindowHit] | None) -> None:
+    """Take the hits the quotas' script made (None: it could not run, so count here); 429 once a window is over."""
+    if hits is None:
+        check(deferred.key)
+        return
+    first = None
+    for item, hit in zip(deferred.items, hits, strict=False):
+        counted = Counted(item.amount, max(item.amount - hit.count, 0), hit.ends_at)
+        if not hit.allowed:
+            _refuse(counted, deferred.key, item)
+        first = first or counted
+    request.hato_rate_limit = first
+
+
+def settle_deferred() -> None:
+    """Count a call whose count was deferred but which ended before its quotas were counted (a replay, a 4xx)."""
+    taken = take_deferred()
+    if taken is not None:
+        check(taken[0].key, refuse=False)
 
 
 def add_headers(response: Response) -> Response:
@@ -115,16 +212,11 @@ def add_headers(response: Response) -> Response:
     config = current_app.config
     if counted is None or not config["RATELIMIT_HEADERS_ENABLED"]:
         return response
-    try:  # read from the hit just made (app/ratelimit_storage.py): no round trip
-        stats = counted.counter.get_window_stats(counted.item, *counted.ids)
-    except Exception:  # advisory headers: a rate-limit storage hiccup must not fail the answer
-        log.warning("RateLimit headers left out: rate-limit storage unavailable", exc_info=True)
-        return response
-    reset_at = int(stats.reset_time + 1)
+    reset_at = int(counted.reset_at + 1)
     seconds = max(1 if response.status_code == 429 else 0, int(reset_at - time.time()))
     headers = response.headers
-    headers.set(config["RATELIMIT_HEADER_LIMIT"], str(counted.item.amount))
-    headers.set(config["RATELIMIT_HEADER_REMAINING"], str(stats.remaining))
+    headers.set(config["RATELIMIT_HEADER_LIMIT"], str(counted.limit))
+    headers.set(config["RATELIMIT_HEADER_REMAINING"], str(counted.remaining))
     headers.set(config["RATELIMIT_HEADER_RESET"], str(reset_at))
     # As Flask-Limiter: a Retry-After the answer already has (409 in progress, 503) is kept if it is later.
     retry_after_name = config["RATELIMIT_HEADER_RETRY_AFTER"]

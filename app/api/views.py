@@ -83,14 +83,18 @@ def guard():
     """Count the call against its key's rate limit, authenticate, then refuse an oversized body unread."""
     if _public():
         return None
-    ratelimit.check(auth.rate_limit_key())  # first, as before: unauthenticated calls count against their address
+    view = current_app.view_functions.get(request.endpoint)
+    if auth.current_key() is not None and getattr(view, "charges_quota", False):
+        ratelimit.defer(auth.rate_limit_key())  # counted in the quotas' round trip (app/api/ratelimit.py)
+    else:
+        ratelimit.check(auth.rate_limit_key())  # first: unauthenticated calls count against their address
     if auth.current_key() is None:
         raise ApiError(
             401,
             gettext("Send a valid API key as `Authorization: Bearer hato_…`."),
             headers={"WWW-Authenticate": 'Bearer realm="hato"'},
         )
-    bodies.limit_body(current_app.config[body_limit_setting(current_app.view_functions.get(request.endpoint))])
+    bodies.limit_body(current_app.config[body_limit_setting(view)])
     return None
 
 
@@ -98,6 +102,7 @@ def guard():
 def api_headers(response):
     """No caching of API answers; the RateLimit-* headers of the call's rate limit; a failed call's quota back."""
     response.headers.setdefault("Cache-Control", "no-store")
+    ratelimit.settle_deferred()
     return ratelimit.add_headers(quotas.settle(response))
 
 
@@ -234,6 +239,7 @@ def openapi_document():
 )
 @auth.requires("notifications:write")
 @idempotent(schemas.NotificationIn)
+@quotas.charges
 def create_notifications(payload: schemas.NotificationIn):
     """Write one notification per recipient, or record a topic's fanout; deliveries and badge events follow the
     commit."""

@@ -8,6 +8,11 @@ every one only when all allow it: a refused request uses nothing up. It runs in 
 API's rate limit counts; every quota key carries the hash tag `quotas`, so the script touches one slot of a
 Redis Cluster and stays one round trip (the price: the quota keys, a few small ones per subject, share a node).
 
+The API's rate limit (a fixed window per key, app/api/ratelimit.py) can ride along: take_counting() hits its
+windows first, in the same script, and takes nothing from the quotas once a window is over, so a request that
+creates notifications pays one round trip for every limit it falls under. Its windows' keys are Flask-Limiter's
+own; they carry no hash tag, so on a Redis Cluster the API's limit is counted apart (two round trips).
+
 While the store fails, the count goes on in this process's memory and the store is tried again after
 FALLBACK_SECONDS, as the API's rate limit does (app/api/ratelimit.py): each process then allows a whole quota by
 itself, the trade Flask-Limiter's in-memory fallback makes too.
@@ -32,46 +37,68 @@ DAY_SECONDS = 86400
 DAY_KEY_TTL = 2 * DAY_SECONDS  # a day's count outlives its day by a day (clock skew between hosts)
 TAG = "quotas"
 
-# KEYS: per subject its GCRA time and its day's count. ARGV: per subject interval ms, tolerance ms, burst, daily
-# quota (-1: none), cost (notifications). Refused: {0, subject index, kind, limit, remaining, reset ms}.
-# Allowed: {1, then per subject: requests left in the burst, notifications left today (-1: unlimited)}.
+# KEYS: the API limit's fixed windows, then per subject its GCRA time and its day's count. ARGV: the number of
+# windows, per window its seconds and its size, per subject interval ms, tolerance ms, burst, daily quota (-1:
+# none), cost (notifications), and last the day key's TTL. Answer: {ok, windows hit, per window hit its count and
+# ms left}, then when allowed (ok 1) per subject requests left in the burst and notifications left today (-1:
+# unlimited); refused by a subject (ok 0): its index, kind, limit, remaining, reset ms; refused by a window (ok 0,
+# its count over its size): nothing more. A window counts every hit, refused or not (as limits' fixed window).
 TAKE_LUA = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local day_left = (86400 - tonumber(t[1]) % 86400) * 1000
-local n = #KEYS / 2
-local tats, counts, answer = {}, {}, {1}
+local w = tonumber(ARGV[1])
+local answer = {1, 0}
+for j = 1, w do
+  local count = redis.call('INCRBY', KEYS[j], 1)
+  if count == 1 then redis.call('EXPIRE', KEYS[j], ARGV[2 * j]) end
+  answer[2] = j
+  answer[#answer + 1] = count
+  answer[#answer + 1] = redis.call('PTTL', KEYS[j])
+  if count > tonumber(ARGV[2 * j + 1]) then
+    answer[1] = 0
+    return answer
+  end
+end
+local k0, a0 = w, 1 + 2 * w
+local n = (#KEYS - w) / 2
+local tats, counts, lefts = {}, {}, {}
 for i = 1, n do
-  local a = (i - 1) * 5
+  local a = a0 + (i - 1) * 5
   local interval, tau, burst = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local daily, cost = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local rate_left, daily_left = -1, -1
   if interval > 0 then
-    local tat = math.max(tonumber(redis.call('GET', KEYS[2 * i - 1]) or now), now)
+    local tat = math.max(tonumber(redis.call('GET', KEYS[k0 + 2 * i - 1]) or now), now)
     if tat - now > tau then
-      return {0, i, 'rate', burst, 0, math.ceil(tat - tau - now)}
+      answer[1] = 0
+      for _, v in ipairs({i, 'rate', burst, 0, math.ceil(tat - tau - now)}) do answer[#answer + 1] = v end
+      return answer
     end
     tats[i] = tat + interval
     rate_left = math.floor((tau + interval - (tats[i] - now)) / interval)
   end
   if daily >= 0 then
-    local used = tonumber(redis.call('GET', KEYS[2 * i]) or '0')
+    local used = tonumber(redis.call('GET', KEYS[k0 + 2 * i]) or '0')
     if used + cost > daily then
-      return {0, i, 'daily', daily, math.max(daily - used, 0), day_left}
+      answer[1] = 0
+      for _, v in ipairs({i, 'daily', daily, math.max(daily - used, 0), day_left}) do answer[#answer + 1] = v end
+      return answer
     end
     counts[i] = cost
     daily_left = daily - used - cost
   end
-  answer[#answer + 1] = rate_left
-  answer[#answer + 1] = daily_left
+  lefts[#lefts + 1] = rate_left
+  lefts[#lefts + 1] = daily_left
 end
 for i = 1, n do
-  if tats[i] then redis.call('SET', KEYS[2 * i - 1], tostring(tats[i]), 'PX', math.ceil(tats[i] - now) + 1000) end
+  if tats[i] then redis.call('SET', KEYS[k0 + 2 * i - 1], tostring(tats[i]), 'PX', math.ceil(tats[i] - now) + 1000) end
   if counts[i] then
-    redis.call('INCRBY', KEYS[2 * i], counts[i])
-    redis.call('EXPIRE', KEYS[2 * i], tonumber(ARGV[#ARGV]))
+    redis.call('INCRBY', KEYS[k0 + 2 * i], counts[i])
+    redis.call('EXPIRE', KEYS[k0 + 2 * i], tonumber(ARGV[#ARGV]))
   end
 end
+for _, v in ipairs(lefts) do answer[#answer + 1] = v end
 return answer
 """
 
@@ -120,6 +147,29 @@ class Left:
     quota: Quota
     requests: int | None
     notifications: int | None
+
+
+@dataclass(frozen=True)
+class Window:
+    """A fixed window of the API's rate limit counted in the same round trip: its Redis key, length and size."""
+
+    key: str
+    seconds: int
+    size: int
+
+
+@dataclass(frozen=True)
+class WindowHit:
+    """One hit of a window: the window's count with it, and when the window ends (epoch seconds)."""
+
+    window: Window
+    count: int
+    ends_at: float
+
+    @property
+    def allowed(self) -> bool:
+        """Whether the hit was within the window's size."""
+        return self.count <= self.window.size
 
 
 def _day(now: float) -> str:
@@ -197,30 +247,52 @@ def take(quotas: Sequence[Quota], cost: int) -> Refusal | list[Left]:
     quotas = [quota for quota in quotas if quota.limited]
     if not quotas:
         return []
-    if time.monotonic() >= _memory.failed_until:
-        day = _day(time.time())
-        keys = [key for quota in quotas for key in _keys(quota, day)]
-        args = [arg for quota in quotas for arg in quota.args(cost)] + [DAY_KEY_TTL]
-        try:
-            client, script = _script()
-            answer = script(keys=keys, args=args, client=client)
-        except REALTIME_ERRORS:
-            log.warning("quotas counted in memory for %ss: the realtime store is unavailable", FALLBACK_SECONDS)
-            _memory.failed_until = time.monotonic() + FALLBACK_SECONDS
-        else:
-            return _read(quotas, answer)
-    return _memory.take(quotas, cost)
+    counted = take_counting((), quotas, cost)
+    return counted[1] if counted is not None else _memory.take(quotas, cost)
 
 
-def _read(quotas: Sequence[Quota], answer: list) -> Refusal | list[Left]:
-    """The script's answer as a Refusal or the list of what is left."""
-    if int(answer[0]) == 0:
-        _, index, kind, limit, remaining, reset_ms = answer
+def take_counting(
+    windows: Sequence[Window], quotas: Sequence[Quota], cost: int
+) -> tuple[list[WindowHit], Refusal | list[Left] | None] | None:
+    """Hit windows, then take from quotas, in one round trip: the windows' hits and the quotas' outcome.
+
+    The outcome is None when a window was over (its hit is the last one; no quota was looked at). None
+    altogether while the store is away: nothing was counted (take() then counts the quotas in memory).
+    """
+    quotas = [quota for quota in quotas if quota.limited]
+    if time.monotonic() < _memory.failed_until:
+        return None
+    now = time.time()
+    day = _day(now)
+    keys = [window.key for window in windows] + [key for quota in quotas for key in _keys(quota, day)]
+    args = [len(windows), *(arg for window in windows for arg in (window.seconds, window.size))]
+    args += [arg for quota in quotas for arg in quota.args(cost)] + [DAY_KEY_TTL]
+    try:
+        client, script = _script()
+        answer = script(keys=keys, args=args, client=client)
+    except REALTIME_ERRORS:
+        log.warning("quotas counted in memory for %ss: the realtime store is unavailable", FALLBACK_SECONDS)
+        _memory.failed_until = time.monotonic() + FALLBACK_SECONDS
+        return None
+    hit_count = int(answer[1])
+    hits = [
+        WindowHit(window, int(answer[2 + 2 * j]), now + max(int(answer[3 + 2 * j]), 0) / 1000)
+        for j, window in enumerate(windows[:hit_count])
+    ]
+    if hits and not hits[-1].allowed:
+        return hits, None
+    return hits, _read(quotas, int(answer[0]), answer[2 + 2 * hit_count :])
+
+
+def _read(quotas: Sequence[Quota], ok: int, answer: list) -> Refusal | list[Left]:
+    """The script's answer about the quotas as a Refusal or the list of what is left."""
+    if ok == 0:
+        index, kind, limit, remaining, reset_ms = answer
         kind = kind.decode() if isinstance(kind, bytes) else kind
         return Refusal(
             quotas[int(index) - 1], kind, int(limit), int(remaining), max(math.ceil(int(reset_ms) / 1000), 1)
         )
-    values = [int(v) for v in answer[1:]]
+    values = [int(v) for v in answer]
     return [
         Left(quota, None if values[2 * i] < 0 else values[2 * i], None if values[2 * i + 1] < 0 else values[2 * i + 1])
         for i, quota in enumerate(quotas)
