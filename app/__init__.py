@@ -21,7 +21,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     if hops:  # behind that many reverse proxies: the client's address and scheme are what the nearest ones saw
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]
 
-    from app import cli, extensions, replicas, telemetry, unitofwork
+    from app import cli, driversql, extensions, replicas, telemetry, unitofwork
     from app.actions.views import bp as actions_bp
     from app.api.views import bp as api_bp
     from app.auth.views import bp as auth_bp
@@ -41,6 +41,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     telemetry.setup(app)  # first: the request span then covers every hook below (nothing at all when off)
     extensions.init_app(app)
     unitofwork.init_app(app)
+    driversql.init_app(app)
     replicas.init_app(app)  # read replicas, if DATABASE_REPLICA_URLS names any
     headers.init_app(app)
     sessions.init_app(app, sessionless=(api_bp.name,))  # the API authenticates by key, never by cookie

@@ -7,6 +7,9 @@ SQLAlchemy would send it, and runs on the session's connection, so it commits or
 everything else the request wrote. A psycopg error comes back as SQLAlchemy's (OperationalError and
 the rest), so the 503 handling and the pool's invalidation of a dead connection work as before, and
 SQLAlchemy's cursor events fire for these statements too (when anything listens).
+
+The transaction's connection is kept on the session while the transaction lasts (init_app's listeners), so the
+statements after its first find it without asking the session again (about 20 µs of its bookkeeping each).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from app import dbpool
 from app.extensions import db
 
 _DIALECT = psycopg_dialect.dialect()
+CONNECTION_KEY = "hato.driversql.connection"  # session.info: the open transaction's connection
 
 
 def compiled(statement: sa.TextClause) -> str:
@@ -44,8 +48,33 @@ def fetchall(sql: str, params: dict[str, Any]) -> list:
     return _run(sql, params, lambda cursor: cursor.fetchall(), namedtuple_row)
 
 
+def _connection() -> sa.Connection:
+    """The session's connection in its open transaction, beginning one if none is open."""
+    session = db.session()
+    connection = session.info.get(CONNECTION_KEY)
+    if connection is None or connection.closed:
+        connection = session.connection()  # begins the transaction: _begun() keeps its connection
+    return connection
+
+
+def _begun(session, transaction, connection) -> None:
+    session.info[CONNECTION_KEY] = connection
+
+
+def _ended(session, transaction) -> None:
+    if transaction.parent is None:  # the root transaction (a savepoint's end keeps the connection)
+        session.info.pop(CONNECTION_KEY, None)
+
+
+def init_app(app) -> None:
+    """Keep each transaction's connection on its session while it lasts (once per process: session class events)."""
+    for name, listener in (("after_begin", _begun), ("after_transaction_end", _ended)):
+        if not sa.event.contains(db.session, name, listener):
+            sa.event.listen(db.session, name, listener)
+
+
 def _run(sql: str, params: dict[str, Any], take: Callable, row_factory=None):
-    connection = db.session.connection()
+    connection = _connection()
     driver = connection.connection.driver_connection
     try:
         with driver.cursor(row_factory=row_factory) if row_factory else driver.cursor() as cursor:

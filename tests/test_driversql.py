@@ -80,3 +80,25 @@ def test_a_write_refused_as_read_only_is_unavailable_and_replaced(app):
     db.session.rollback()
     assert db.session.execute(sa.text("SELECT pg_backend_pid()")).scalar_one() != pid
     assert db.session.execute(sa.text("SHOW transaction_read_only")).scalar_one() == "off"
+
+
+@pytest.mark.committed
+def test_a_transactions_connection_is_asked_of_the_session_once_and_forgotten_when_it_ends(app, monkeypatch):
+    session = db.session()
+    asked: list[int] = []
+    connection = session.connection
+    monkeypatch.setattr(session, "connection", lambda *args, **kwargs: asked.append(1) or connection(*args, **kwargs))
+    first = driversql.fetchone(TXID, {"n": 1})[0]
+    assert [driversql.fetchone(TXID, {"n": n})[0] for n in (2, 3)] == [first, first] and len(asked) == 1
+    with session.begin_nested():  # a savepoint: the same connection, still kept when it ends
+        assert driversql.fetchone(TXID, {"n": 4})[0] == first
+    assert driversql.fetchone(TXID, {"n": 5})[0] == first and len(asked) == 1
+    session.commit()
+    assert driversql.CONNECTION_KEY not in session.info
+    second = driversql.fetchone(TXID, {"n": 6})[0]
+    assert second != first and len(asked) == 2  # a new transaction, asked anew
+    session.rollback()
+    assert driversql.CONNECTION_KEY not in session.info
+    session.execute(sa.text("SELECT 1"))  # begun by the ORM: its connection is kept for these statements too
+    assert driversql.fetchone(TXID, {"n": 7})[0] == session.execute(sa.text("SELECT txid_current()")).scalar_one()
+    assert len(asked) == 2
