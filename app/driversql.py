@@ -79,7 +79,8 @@ def _run(sql: str, params: dict[str, Any], take: Callable, row_factory=None):
     try:
         with driver.cursor(row_factory=row_factory) if row_factory else driver.cursor() as cursor:
             _execute(connection, cursor, sql, params)
-            return take(cursor) if cursor.description is not None else None
+            # rownumber, not description: that builds a Column object per column to say the same (rows or none).
+            return take(cursor) if cursor.rownumber is not None else None
     except psycopg.Error as exc:
         # What SQLAlchemy's own execute does with a driver error: a dead connection is invalidated (the
         # pool replaces it), and the error is raised as SQLAlchemy's class for it.
