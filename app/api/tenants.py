@@ -197,6 +197,16 @@ def put_preferences(tenant_key: str, payload: PreferencesIn):
     return response
 
 
+def sending_tenant(key: str | None) -> queries.Sending | None:
+    """The tenant a request names, with its quota (None: none named); an unknown one is a 422 naming it."""
+    if key is None:
+        return None
+    found = queries.sending_tenant(key)
+    if found is None:
+        raise service.UnknownTenants([key])
+    return found
+
+
 # (rule, method, view): the API blueprint adds each (app/api/views.py), in this order.
 RULE = "/tenants/<tenant_key>"
 ROUTES = (
