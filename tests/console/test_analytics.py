@@ -27,7 +27,12 @@ def ledger():
 
 
 def _range() -> dict:
-    return {"since": (HOUR - timedelta(days=1)).strftime("%Y-%m-%d"), "until": HOUR.strftime("%Y-%m-%d")}
+    """Dates around the whole ledger in any zone: it spans three hours from HOUR (UTC), which may cross midnight, and
+    the operator reads dates in Asia/Tokyo."""
+    return {
+        "since": (HOUR - timedelta(days=1)).strftime("%Y-%m-%d"),
+        "until": (HOUR + timedelta(days=2)).strftime("%Y-%m-%d"),
+    }
 
 
 def test_the_page_shows_the_figures_with_charts_and_tables(client, operator, ledger):
