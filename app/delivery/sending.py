@@ -74,6 +74,7 @@ def send(row, message: Message, provider: Provider) -> Result:
         started_at,
         elapsed,
         message_id=receipt.message_id,
+        error=not_reached(receipt.outcomes),
         subject=message.subject,
         body=message.text if message.logged_text is None else message.logged_text,
         reached=receipt.reached,
@@ -81,6 +82,24 @@ def send(row, message: Message, provider: Provider) -> Result:
         outcomes=receipt.outcomes,
         response_code=receipt.response_code,
     )
+
+
+def not_reached(outcomes: tuple[TargetOutcome, ...]) -> str | None:
+    """For a message some targets took: how many of them, and each other one with its outcome and what its service
+    said (`1/3 · slack:C1 permanent: channel_not_found; apns:1a2b3c4d… transient: 503`); None when every one did."""
+    missed = [outcome for outcome in outcomes if outcome.outcome != "sent"]
+    if not missed:
+        return None
+    notes = [f"{_target_name(o)} {o.outcome}" + (f": {o.error}" if o.error else "") for o in missed]
+    return f"{len(outcomes) - len(missed)}/{len(outcomes)} · {'; '.join(notes)}"[:ERROR_TEXT_MAX]
+
+
+def _target_name(outcome: TargetOutcome) -> str:
+    # A device token is long and says nothing to a reader: its start is enough to tell it from the member's others.
+    target = outcome.target
+    if not target:
+        return outcome.scope
+    return target if len(target) <= 40 else target[:12] + "…"
 
 
 def _failed(

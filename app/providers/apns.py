@@ -350,7 +350,7 @@ class ApnsProvider:
             return TargetOutcome(self.scope, "sent", target=answer.token)
         return TargetOutcome(self.scope, "transient" if failure.transient else "permanent", failure.retry_after,
                              target=answer.token, invalid=answer.invalid,
-                             invalid_since=answer.invalid_since)  # fmt: skip
+                             invalid_since=answer.invalid_since, error=str(failure)[:200])  # fmt: skip
 
 
 def _reason(response: httpx.Response) -> tuple[str, dict]:

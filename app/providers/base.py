@@ -47,6 +47,7 @@ class TargetOutcome:
     target: str = ""  # which target (a phone's token), when the channel records something per target
     invalid: str | None = None  # why the target is gone for good (Unregistered, BadDeviceToken…); None: it is not
     invalid_since: float | None = None  # APNs 410: since when (epoch seconds) the token has been invalid
+    error: str | None = None  # what its service said when it did not take the message (for the delivery log)
 
 
 @dataclass(frozen=True)

@@ -141,7 +141,8 @@ class ChatPart:
             except ProviderError as exc:
                 invalid = str(exc)[:200] if exc.kind == ACCOUNT_INVALID else None
                 outcome = "transient" if exc.transient else "permanent"
-                outcomes.append(TargetOutcome(scope, outcome, exc.retry_after, target=target.key, invalid=invalid))
+                outcomes.append(TargetOutcome(scope, outcome, exc.retry_after, target=target.key, invalid=invalid,
+                                              error=str(exc)[:200]))  # fmt: skip
                 errors.append(exc)
                 continue
             reached.append(target.key)

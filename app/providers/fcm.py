@@ -247,7 +247,9 @@ class FcmProvider:
             return TargetOutcome(self.scope, "sent", target=target.token), None, name
         outcome = "transient" if failure.transient else "permanent"
         return (
-            TargetOutcome(self.scope, outcome, failure.retry_after, target=target.token, invalid=invalid),
+            TargetOutcome(
+                self.scope, outcome, failure.retry_after, target=target.token, invalid=invalid, error=str(failure)[:200]
+            ),
             failure,
             "",
         )

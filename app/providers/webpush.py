@@ -188,7 +188,9 @@ class WebPushProvider:
                 continue
             (transient if failure.transient else permanent).append(failure)
             outcome = "transient" if failure.transient else "permanent"
-            outcomes.append(TargetOutcome(self.scope_of(target), outcome, failure.retry_after))
+            outcomes.append(
+                TargetOutcome(self.scope_of(target), outcome, failure.retry_after, error=str(failure)[:200])
+            )
         done = {"invalidated": tuple(gone), "outcomes": tuple(outcomes)}
         if reached:
             return Receipt(self.name, reached[0][1], reached=tuple(endpoint for endpoint, _ in reached), **done)

@@ -83,10 +83,12 @@ def test_an_account_that_failed_for_now_gets_it_on_the_retry_and_the_other_not_t
     assert len(slack.received) == 1 and line.received == []
     row = reload(delivery)
     assert row.status == "pending" and row.reached == ["slack:U0MEMBER1"]  # back for LINE alone
+    assert row.last_error.startswith(f"1/2 · line:{LINE_USER} transient: ")  # which one waits, and why
     make_due(delivery)
     deliver_batch("chat", [delivery.id])
     assert len(slack.received) == 1 and len(line.received) == 1
-    assert reload(delivery).status == "sent"
+    row = reload(delivery)
+    assert row.status == "sent" and row.last_error is None
 
 
 @pytest.mark.committed
@@ -110,7 +112,9 @@ def test_a_slack_channel_that_is_gone_invalidates_that_account_only(app, chat):
     delivery = chat_row(user)
 
     deliver_batch("chat", [delivery.id])
-    assert reload(delivery).status == "sent" and len(line.received) == 1
+    row = reload(delivery)
+    assert row.status == "sent" and len(line.received) == 1
+    assert row.last_error.startswith("1/2 · slack:U0GONE001 permanent: ") and "channel_not_found" in row.last_error
     db.session.rollback()
     accounts = {a.provider: a for a in chat_accounts.accounts_of(user.id)}
     assert accounts["slack"].invalidated_at is not None and "channel_not_found" in accounts["slack"].invalid_reason
@@ -223,3 +227,19 @@ def test_chat_settings_that_cannot_work_stop_the_start(app, settings, problem):
     assert not [
         p for p in check({**app.config, "CHAT_PROVIDER": "slack,msteams,discord"}) if "CHAT" in p or "SLACK" in p
     ]
+
+
+@pytest.mark.committed
+def test_the_delivery_log_names_the_account_a_sent_row_did_not_reach(app, client, login_as, chat):
+    slack, _ = chat
+    slack.script("U0GONE002", "channel_not_found")
+    delivery = chat_row(member(slack="U0GONE002"))
+    deliver_batch("chat", [delivery.id])
+    login_as(UserFactory(role="operator", email="ops@example.com", locale="en"))
+
+    page = client.get(f"/console/deliveries/{delivery.id}").get_data(as_text=True)
+    listed = client.get("/console/deliveries?channel=chat").get_data(as_text=True)
+
+    assert "Not reached" in page and "slack:U0GONE002 permanent" in page  # beside the state, and on the try
+    assert "Not reached: 1/2 · slack:U0GONE002" in page
+    assert "not every account took it: 1/2 · slack:U0GONE002" in listed
