@@ -104,7 +104,8 @@ def test_other_calls_and_a_limit_stored_elsewhere_count_at_once(
     assert api.get("/v1/notifications/1").status_code == 404
     assert round_trips == ["api-limit"]
     round_trips.clear()
-    elsewhere = HitAwareRedisStorage(limiter.limiter.storage.uri.rsplit("/", 1)[0] + "/13")  # not the realtime store
+    server, number = limiter.limiter.storage.uri.rsplit("/", 1)
+    elsewhere = HitAwareRedisStorage(f"{server}/{(int(number) + 1) % 16}")  # another database: not the realtime store
     monkeypatch.setattr(limiter, "_storage", elsewhere)
     monkeypatch.setattr(limiter, "_limiter", type(limiter.limiter)(elsewhere))
     try:
