@@ -124,7 +124,10 @@ class DeliveryOut(BaseModel):
         "come in this order: the passed ones say why in skip_reason or error_kind and last_error."
     )
     attempts: int
-    last_error: str | None
+    last_error: str | None = Field(
+        description="Why the last try failed; on a sent (or again pending) row sent to several targets, the ones "
+        "that did not take it and what their service said: `1/2 · slack:C0123 permanent: channel_not_found`."
+    )
     error_kind: str | None
     skip_reason: str | None
     sent_at: datetime | None
