@@ -43,13 +43,16 @@ RETURNING id, (xmax = 0) AS created
 """
 )
 
-# Beyond the cap, the refused phones go first, then the least recently seen.
+# Beyond the cap, the refused phones go first, then the least recently seen (ranked as the push cap ranks a
+# member's browsers, app/push/service.py).
 TRIM_SQL = sa.text(
     """
-DELETE FROM devices WHERE user_id = :user_id AND id IN (
-  SELECT id FROM devices WHERE user_id = :user_id
-  ORDER BY invalidated_at IS NULL DESC, last_seen_at DESC, id DESC
-  OFFSET :keep
+DELETE FROM devices WHERE id IN (
+  SELECT id FROM (
+    SELECT id, row_number() OVER (ORDER BY invalidated_at IS NULL DESC, last_seen_at DESC, id DESC) AS rank
+    FROM devices WHERE user_id = :user_id
+  ) ranked
+  WHERE rank > :keep
 )
 """
 )
