@@ -77,16 +77,14 @@ def charge(cost: int, tenant_quota: Quota | None = None) -> None:
     limit the guard deferred); 429 when over."""
     quotas: Sequence[Quota] = auth.current_key().quotas() + ([tenant_quota] if tenant_quota is not None else [])
     deferred = ratelimit.take_deferred()
-    if deferred is None:
-        if not quotas:
-            return
+    if deferred is not None:  # the API limit's windows first, in the same round trip
+        counted = counter.take_counting(deferred.windows(), quotas, cost)
+        ratelimit.count_deferred(deferred, counted[0] if counted is not None else None)  # 429 over a window
+        outcome = counted[1] if counted is not None else counter.take(quotas, cost)
+    elif quotas:
         outcome = counter.take(quotas, cost)
     else:
-        counted = counter.take_counting(deferred[1], quotas, cost)
-        ratelimit.count_deferred(deferred[0], counted[0] if counted is not None else None)  # 429 over a window
-        if not quotas:
-            return
-        outcome = counted[1] if counted is not None else counter.take(quotas, cost)
+        return
     if isinstance(outcome, Refusal):
         request.hato_rate_limit = None  # the headers speak of the quota that refused, not the shared API limit
         raise _refused(outcome)

@@ -67,6 +67,11 @@ class Deferred:
     items: tuple[RateLimitItem, ...]
     storage: HitAwareRedisStorage
 
+    def windows(self) -> list[Window]:
+        """Its fixed windows as the quotas' script hits them: the keys Flask-Limiter's fixed window counts under."""
+        return [Window(self.storage.prefixed_key(item.key_for(*self.ids)), item.get_expiry(), item.amount)
+                for item in self.items]  # fmt: skip
+
 
 @lru_cache(maxsize=16)
 def _items(value: str) -> tuple[RateLimitItem, ...]:
@@ -149,11 +154,6 @@ def check(key: str, refuse: bool = True) -> None:
     request.hato_rate_limit = first  # none breached: the smallest window's
 
 
-@lru_cache(maxsize=4)
-def _realtime_storage_uri(realtime_url: str) -> str:
-    return limiter_storage_uri(realtime_url)
-
-
 def defer(key: str) -> None:
     """Leave this request's count to its quotas' round trip (app/api/quotas.py) where it can be; else count now."""
     config = current_app.config
@@ -165,7 +165,7 @@ def defer(key: str) -> None:
         type(storage) is not HitAwareRedisStorage  # exactly: its Cluster subclass does not qualify
         or config["RATELIMIT_STRATEGY"] != "fixed-window"
         or config["REALTIME_REDIS_CLUSTER"]
-        or storage.uri != _realtime_storage_uri(config["REALTIME_REDIS_URL"])
+        or storage.uri != limiter_storage_uri(config["REALTIME_REDIS_URL"])
         or time.monotonic() < _fallback.failed_until
     ):
         check(key)
@@ -173,16 +173,11 @@ def defer(key: str) -> None:
     request.hato_rate_limit_deferred = Deferred(key, _ids(key), _items(config["API_RATE_LIMIT"]), storage)
 
 
-def take_deferred() -> tuple[Deferred, list[Window]] | None:
-    """The request's deferred count, now to be made, and its windows for the quotas' script (None: none)."""
+def take_deferred() -> Deferred | None:
+    """The request's deferred count, now to be made (None: none is waiting)."""
     deferred: Deferred | None = getattr(request, "hato_rate_limit_deferred", None)
-    if deferred is None:
-        return None
     request.hato_rate_limit_deferred = None
-    storage = deferred.storage
-    windows = [Window(storage.prefixed_key(item.key_for(*deferred.ids)), item.get_expiry(), item.amount)
-               for item in deferred.items]  # fmt: skip
-    return deferred, windows
+    return deferred
 
 
 def count_deferred(deferred: Deferred, hits: list[WindowHit] | None) -> None:
@@ -201,9 +196,9 @@ def count_deferred(deferred: Deferred, hits: list[WindowHit] | None) -> None:
 
 def settle_deferred() -> None:
     """Count a call whose count was deferred but which ended before its quotas were counted (a replay, a 4xx)."""
-    taken = take_deferred()
-    if taken is not None:
-        check(taken[0].key, refuse=False)
+    deferred = take_deferred()
+    if deferred is not None:
+        check(deferred.key, refuse=False)
 
 
 def add_headers(response: Response) -> Response:
