@@ -6,7 +6,7 @@ import pytest
 import sqlalchemy as sa
 from flask_babel import refresh
 
-from app.cli.demo import DEMO_ACCOUNTS
+from app.cli.demo_data import DEMO_ACCOUNTS
 from app.delivery.rendering import render_string
 from app.extensions import db
 from app.models import MessageTemplate, Notification, User

@@ -4,7 +4,7 @@ import re
 
 import sqlalchemy as sa
 
-from app.cli.demo import DEMO_ACCOUNTS
+from app.cli.demo_data import DEMO_ACCOUNTS
 from app.extensions import db
 from app.models import Announcement, Device, Notification, NotificationType, User
 

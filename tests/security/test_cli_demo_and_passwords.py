@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from app.cli.demo import DEMO_ACCOUNTS
+from app.cli.demo_data import DEMO_ACCOUNTS
 from app.extensions import db
 from app.models import User
 
