@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from psycopg.rows import namedtuple_row
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
-from app import dbpool
+from app import dbpool, extensions
 from app.extensions import db
 
 _DIALECT = psycopg_dialect.dialect()
@@ -49,7 +49,11 @@ def fetchall(sql: str, params: dict[str, Any]) -> list:
 
 
 def _connection() -> sa.Connection:
-    """The session's connection in its open transaction, beginning one if none is open."""
+    """The unit of work's own connection (app/unitofwork.py on_connection()), else the session's, in its open
+    transaction, beginning one if none is open."""
+    unit_connection = extensions.unit_connection.get()
+    if unit_connection is not None:
+        return unit_connection()
     session = db.session()
     connection = session.info.get(CONNECTION_KEY)
     if connection is None or connection.closed:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 
 import redis as redis_lib
+import sqlalchemy as sa
 from flask import Flask, current_app
 from flask_babel import Babel
 from flask_limiter import Limiter
@@ -13,6 +15,7 @@ from flask_login import LoginManager
 from flask_migrate import Migrate
 from flask_sock import Sock
 from flask_sqlalchemy import SQLAlchemy
+from flask_sqlalchemy.session import Session as FlaskSession
 from flask_wtf import CSRFProtect
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
@@ -28,7 +31,24 @@ NAMING_CONVENTION = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
 }
 
-db = SQLAlchemy(metadata=MetaData(naming_convention=NAMING_CONVENTION))
+# While a unit of work holds a connection of its own (app/unitofwork.py on_connection()), this gives it: its
+# transaction's connection, begun on first use. The session and app/driversql.py both run there.
+unit_connection: ContextVar[Callable[[], sa.Connection] | None] = ContextVar("hato_unit_connection", default=None)
+
+
+class Session(FlaskSession):
+    """The app's ORM session: inside a unit of work on its own connection, it joins that connection's transaction."""
+
+    def get_bind(self, mapper=None, clause=None, bind=None, **kwargs):
+        """The unit of work's connection while one is open (its transaction is joined, never committed by the
+        session: SQLAlchemy's "rollback_only" join), else Flask-SQLAlchemy's engine."""
+        connection = unit_connection.get()
+        if bind is None and connection is not None:
+            return connection()
+        return super().get_bind(mapper, clause, bind, **kwargs)
+
+
+db = SQLAlchemy(metadata=MetaData(naming_convention=NAMING_CONVENTION), session_options={"class_": Session})
 migrate = Migrate()
 login = LoginManager()
 csrf = CSRFProtect()

@@ -26,13 +26,15 @@ import queue
 import threading
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import sqlalchemy as sa
 from flask import Flask, current_app
 
 from app import telemetry
-from app.extensions import db
+from app.extensions import db, unit_connection
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +93,95 @@ NOTHING.finish()
 # --- the transaction side ------------------------------------------------------------------------
 
 
+class Unit:
+    """A unit of work on a connection of its own (on_connection()): statements run there without the ORM's
+    session; a session that is used meanwhile joins the same transaction, and commit() commits it."""
+
+    def __init__(self) -> None:
+        self._connection: sa.Connection | None = None
+        self._owned = True
+        self._transaction: sa.Transaction | None = None
+        self.effects: list[Effect] = []
+
+    def connection(self) -> sa.Connection:
+        """The connection, in a transaction (checked out and begun on first use, begun again after a commit)."""
+        if self._connection is None:
+            bind = db.engine
+            # The app's bind is an engine, except where an embedding application (or the test suite) gave it a
+            # connection in an open transaction: the unit then runs in a savepoint of it, and leaves it open.
+            self._owned = isinstance(bind, sa.Engine)
+            self._connection = bind.connect() if self._owned else bind
+        if self._transaction is None or not self._transaction.is_active:
+            self._transaction = self._connection.begin() if self._owned else self._connection.begin_nested()
+        return self._connection
+
+    def commit(self) -> Handoff:
+        """Commit the transaction (if one is open), then hand its effects to the dispatcher."""
+        if self._transaction is not None and self._transaction.is_active:
+            self._transaction.commit()
+        effects, self.effects = self.effects, []
+        return dispatcher().submit(effects, telemetry.carrier()) if effects else NOTHING
+
+    def rollback(self) -> None:
+        """Roll back the open transaction (if any) and drop its effects."""
+        self.effects = []
+        if self._transaction is not None and self._transaction.is_active:
+            self._transaction.rollback()
+
+    def close(self) -> None:
+        """Roll back whatever was not committed and give the connection back to the pool."""
+        try:
+            self.rollback()
+        finally:
+            if self._connection is not None and self._owned:
+                self._connection.close()
+
+
+_unit: ContextVar[Unit | None] = ContextVar("hato_unit", default=None)
+
+
+@contextmanager
+def on_connection() -> Iterator[Unit | None]:
+    """Run the block as a unit of work on a connection of its own, not the ORM session's: for a hot path whose
+    statements go through app/driversql.py, it saves the session's bookkeeping (its begin, commit and close
+    cost more Python than the statements themselves). The session still works inside: it joins the unit's
+    transaction (app/extensions.py Session), and commit() and rollback() below end both.
+
+    When the session already holds a transaction (something read before the block), the block simply runs in
+    it, as everywhere else: two transactions in one unit of work would not be one unit. Yields the Unit, or None.
+    """
+    if _unit.get() is not None or (db.session.registry.has() and db.session().in_transaction()):
+        yield None
+        return
+    unit = Unit()
+    tokens = _unit.set(unit), unit_connection.set(unit.connection)
+    try:
+        yield unit
+    finally:
+        unit_connection.reset(tokens[1])
+        _unit.reset(tokens[0])
+        try:
+            session = _joined_session()
+            if session is not None:
+                session.rollback()  # a joined session lets go of the connection before it goes back (uncommitted)
+        finally:
+            unit.close()
+
+
+def _joined_session():
+    """The session, if one was created and holds a transaction (inside on_connection(): on the unit's connection)."""
+    if not db.session.registry.has():
+        return None
+    session = db.session()
+    return session if session.in_transaction() else None
+
+
 def after_commit(effect: Effect) -> None:
     """Run effect after the current transaction commits; it is dropped if the transaction rolls back."""
+    unit = _unit.get()
+    if unit is not None and _joined_session() is None:
+        unit.effects.append(effect)
+        return
     session = db.session()
     if session.get_transaction() is None:
         session.begin()  # tie the effect to a transaction even before its first statement (no connection yet)
@@ -104,9 +193,35 @@ def commit() -> Handoff:
 
     Its effects go to the dispatcher; the returned Handoff says when they ran and what they counted.
     """
+    unit = _unit.get()
+    if unit is not None:
+        session = _joined_session()
+        if session is not None:
+            session.commit()  # flushes; a joined session does not commit: its effects move to the unit
+        return unit.commit()
     session = db.session()
     session.commit()
     return session.info.pop(HANDOFF_KEY, NOTHING)
+
+
+def rollback() -> None:
+    """Roll back the request's or job's transaction (the unit's and the session's) and drop its effects."""
+    unit = _unit.get()
+    if unit is None:
+        db.session.rollback()
+        return
+    try:
+        if db.session.registry.has():
+            db.session.rollback()
+    finally:
+        unit.rollback()
+
+
+def flush() -> None:
+    """Flush the session's pending objects before a statement that bypasses it (app/driversql.py), without
+    creating a session when none exists."""
+    if db.session.registry.has():
+        db.session.flush()
 
 
 # Session events. For the root transaction: after_commit hands its effects over; after_transaction_end
@@ -117,6 +232,11 @@ def commit() -> Handoff:
 def _handed_over(session) -> None:
     effects = session.info.pop(PENDING_KEY, None)
     session.info.pop(MARKS_KEY, None)
+    unit = _unit.get()
+    if unit is not None:  # a session joined to a unit's transaction: the unit commits, then hands them over
+        unit.effects.extend(effects or ())
+        session.info[HANDOFF_KEY] = NOTHING
+        return
     session.info[HANDOFF_KEY] = dispatcher().submit(effects, telemetry.carrier()) if effects else NOTHING
 
 

@@ -8,7 +8,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from app import unitofwork
+from app import driversql, unitofwork
 from app.announcements import service as announcements
 from app.campaigns import fanout
 from app.campaigns import service as campaigns
@@ -180,6 +180,105 @@ def test_a_savepoint_rolled_back_drops_only_what_it_registered(app, redis_watch)
     heard = sorted(channel for channel, _ in (redis_watch.next_event(), redis_watch.next_event()))
     assert heard == [user_channel(1), user_channel(3)]
     marker(redis_watch)
+
+
+# --- a unit of work on a connection of its own (on_connection) ------------------------------------
+
+BACKEND_SQL = "SELECT pg_backend_pid(), txid_current()"
+
+
+def _backend_through_session():
+    return tuple(db.session.execute(sa.text(BACKEND_SQL)).one())
+
+
+@pytest.mark.committed
+def test_a_unit_on_its_own_connection_is_one_transaction_with_the_session(app, redis_watch):
+    """driversql's statements and the session's run on one backend in one transaction; commit() commits both,
+    then hands over what either registered; the connection goes back to the pool."""
+    user_id = UserFactory().id
+    db.session.commit()
+    db.session.remove()
+    pool = db.engine.pool
+    with unitofwork.on_connection() as unit:
+        assert unit is not None
+        assert not db.session.registry.has()  # nothing so far made a session
+        through_driver = driversql.fetchone(BACKEND_SQL, {})
+        badge_after_commit([user_id])  # no session yet: registered on the unit
+        assert not db.session.registry.has()
+        through_session = _backend_through_session()  # the session joins the unit's transaction
+        assert through_session == through_driver
+        db.session.execute(sa.text("UPDATE users SET display_name = 'Renamed' WHERE id = :id"), {"id": user_id})
+        badge_after_commit([user_id + 1])  # registered while the session holds the transaction
+        driversql.fetchone("UPDATE users SET email = 'renamed@example.com' WHERE id = %(id)s", {"id": user_id})
+        handoff = commit()
+        assert handoff.wait(5) == {"badges": 2}
+        assert pool.checkedout() == 1
+    assert pool.checkedout() == 0
+    heard = sorted(channel for channel, _ in (redis_watch.next_event(), redis_watch.next_event()))
+    assert heard == [user_channel(user_id), user_channel(user_id + 1)]
+    row = db.session.execute(sa.text("SELECT display_name, email FROM users WHERE id = :id"), {"id": user_id}).one()
+    assert tuple(row) == ("Renamed", "renamed@example.com")
+
+
+@pytest.mark.committed
+def test_a_unit_that_does_not_commit_leaves_nothing_and_hands_nothing_over(app, redis_watch):
+    user_id = UserFactory(display_name="Before").id
+    db.session.commit()
+    db.session.remove()
+    with unitofwork.on_connection():
+        driversql.fetchone("UPDATE users SET display_name = 'Lost' WHERE id = %(id)s", {"id": user_id})
+        badge_after_commit([user_id])
+        db.session.execute(sa.text("UPDATE users SET email = 'lost@example.com' WHERE id = :id"), {"id": user_id})
+    assert db.engine.pool.checkedout() == 0
+    row = db.session.execute(sa.text("SELECT display_name, email FROM users WHERE id = :id"), {"id": user_id}).one()
+    assert row.display_name == "Before" and row.email != "lost@example.com"
+    marker(redis_watch)
+
+
+@pytest.mark.committed
+def test_a_rolled_back_unit_drops_its_work_and_effects_and_the_next_transaction_goes_on(app, redis_watch):
+    user_id = UserFactory(display_name="Before").id
+    db.session.commit()
+    db.session.remove()
+    with unitofwork.on_connection():
+        db.session.execute(sa.text("UPDATE users SET display_name = 'Lost' WHERE id = :id"), {"id": user_id})
+        badge_after_commit([user_id])
+        unitofwork.rollback()
+        driversql.fetchone("UPDATE users SET email = 'kept@example.com' WHERE id = %(id)s", {"id": user_id})
+        commit().wait(5)
+    row = db.session.execute(sa.text("SELECT display_name, email FROM users WHERE id = :id"), {"id": user_id}).one()
+    assert tuple(row) == ("Before", "kept@example.com")
+    marker(redis_watch)
+
+
+@pytest.mark.committed
+def test_a_savepoint_inside_a_unit_drops_only_what_it_registered(app, redis_watch):
+    db.session.remove()
+    with unitofwork.on_connection():
+        badge_after_commit([1])
+        with pytest.raises(RuntimeError):
+            with db.session.begin_nested():
+                badge_after_commit([2])
+                raise RuntimeError("refused inside the savepoint")
+        badge_after_commit([3])
+        commit().wait(5)
+    heard = sorted(channel for channel, _ in (redis_watch.next_event(), redis_watch.next_event()))
+    assert heard == [user_channel(1), user_channel(3)]
+    marker(redis_watch)
+
+
+@pytest.mark.committed
+def test_a_session_already_in_a_transaction_keeps_the_unit_in_it(app):
+    """Two transactions would not be one unit of work: a block entered while the session reads runs in its
+    transaction, as everywhere else."""
+    db.session.remove()
+    before = _backend_through_session()
+    with unitofwork.on_connection() as unit:
+        assert unit is None
+        assert tuple(driversql.fetchone(BACKEND_SQL, {})) == before
+        with unitofwork.on_connection() as inner:
+            assert inner is None
+    db.session.rollback()
 
 
 # --- every producer: nothing reaches Redis unless its transaction commits -----------------------

@@ -34,6 +34,7 @@ from flask_babel import LazyString, gettext
 from pydantic import BaseModel
 from sqlalchemy.exc import SQLAlchemyError
 
+from app import unitofwork
 from app.api.auth import current_key
 from app.api.schemas import ApiError
 from app.driversql import compiled, fetchone
@@ -148,7 +149,7 @@ def claim(api_key_id: int, key: str, fingerprint: str) -> KeyClaim | Response:
         return KeyClaim(claim_id)
     # With the lock held, a conflicting record is a committed, finished request: nobody can change it.
     existing = db.session.execute(LOOKUP_SQL, params).one()
-    db.session.rollback()
+    unitofwork.rollback()
     if existing.request_hash != fingerprint:
         raise ApiError(
             422,
@@ -160,7 +161,7 @@ def claim(api_key_id: int, key: str, fingerprint: str) -> KeyClaim | Response:
 def release() -> None:
     """Undo the request's work; the rollback also drops its claim and lock, freeing the key."""
     try:
-        db.session.rollback()
+        unitofwork.rollback()
     except SQLAlchemyError:
         log.exception("rollback after a failed idempotent request")
 
@@ -204,6 +205,12 @@ def idempotent(model: type[BaseModel] | None = None, withheld: Withheld | None =
     def decorate(view):
         @wraps(view)
         def wrapped(*args, **kwargs):
+            # Its own connection, not the ORM session's: the claim, the view's work and the stored answer are one
+            # transaction either way (a session used by the view joins it), and this path runs on every call.
+            with unitofwork.on_connection():
+                return _claimed(view, args, kwargs)
+
+        def _claimed(view, args, kwargs):
             key = header_key()
             payload = parse_json(model) if model is not None else None
             if payload is not None:

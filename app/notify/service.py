@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
-from app import driversql, telemetry
+from app import driversql, telemetry, unitofwork
 from app.extensions import db
 from app.live.publish import badge_after_commit
 from app.notify import aggregate, queries, statement
@@ -175,10 +175,10 @@ def notify(
         "mode": channel_mode,
         "tenant": tenant_id,
     }
-    # Straight through psycopg on the session's connection (app/driversql.py): SQLAlchemy's execute, even
+    # Straight through psycopg in the unit of work's transaction (app/driversql.py): SQLAlchemy's execute, even
     # Core's, costs more Python than this one statement's round trip. flush() stands in for the autoflush
     # that execute would do (nothing to do, and cheap, here).
-    db.session.flush()
+    unitofwork.flush()
     rows = driversql.fetchall(statement.notify_driver_sql(by), params)
     window = rows[0].aggregation_window if rows and rows[0].kind == "recipient" else None
     if window is not None and group_key is not None:
