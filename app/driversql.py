@@ -3,8 +3,9 @@
 For the few statements of a hot path (the API ingest's idempotency record and its notify statement) whose
 results are plain values. SQLAlchemy's execute costs more Python than the round trip's own work (ORM
 session bookkeeping, result metadata, row objects); here the text is compiled once, at import, exactly as
-SQLAlchemy would send it, and runs on the session's connection, so it commits or rolls back with
-everything else the request wrote. A psycopg error comes back as SQLAlchemy's (OperationalError and
+SQLAlchemy would send it, and runs in the unit of work's transaction (its own connection inside
+app/unitofwork.py on_connection(), else the session's), so it commits or rolls back with everything else
+the request wrote. A psycopg error comes back as SQLAlchemy's (OperationalError and
 the rest), so the 503 handling and the pool's invalidation of a dead connection work as before, and
 SQLAlchemy's cursor events fire for these statements too (when anything listens).
 
