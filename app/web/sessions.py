@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from flask import Flask, Request, Response, request
-from flask.sessions import SecureCookieSessionInterface, SessionMixin
+from flask import Flask, Request, Response
+from flask.sessions import SecureCookieSession, SecureCookieSessionInterface, SessionMixin
 
 
 def _under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix.rstrip("/") + "/")
+
+
+class SessionlessSession(SecureCookieSession):
+    """The empty session of a sessionless blueprint's request: never saved, so it never replaces the cookie."""
 
 
 class CookieSessionInterface(SecureCookieSessionInterface):
@@ -18,8 +22,8 @@ class CookieSessionInterface(SecureCookieSessionInterface):
     before Flask matches the URL (request.blueprint is still None then), so requests are told apart by the
     blueprints' URL prefixes: under a sessionless prefix and not under another blueprint's longer one
     (/v1/feed/… belongs to the feed; any other blueprint's route there, up to its first
-    variable part, keeps the cookie). Opening and saving use the same rule, so an unknown /v1/ path's
-    error page cannot replace the browser's session with an empty one either.
+    variable part, keeps the cookie). Saving follows what opening decided (a SessionlessSession is never
+    saved), so an unknown /v1/ path's error page cannot replace the browser's session with an empty one either.
     """
 
     def __init__(self, sessionless: frozenset[str]) -> None:
@@ -49,13 +53,13 @@ class CookieSessionInterface(SecureCookieSessionInterface):
     def open_session(self, app: Flask, request: Request) -> SessionMixin | None:
         """An empty session for a sessionless blueprint's request; the cookie's otherwise."""
         if self._is_sessionless(app, request.path):
-            return self.session_class()
+            return SessionlessSession()
         return super().open_session(app, request)
 
     def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:
         """Flask's cookie, except for a sessionless request (its session never held the browser's cookie)."""
         # Saving what such a request wrote would replace the browser's whole session with it: nothing is saved.
-        if self._is_sessionless(app, request.path):
+        if isinstance(session, SessionlessSession):
             return
         super().save_session(app, session, response)
 
