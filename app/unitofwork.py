@@ -149,6 +149,8 @@ def on_connection() -> Iterator[Unit | None]:
 
     When the session already holds a transaction (something read before the block), the block simply runs in
     it, as everywhere else: two transactions in one unit of work would not be one unit. Yields the Unit, or None.
+    Used by the API's idempotent calls (app/api/idempotency.py), which speak for an API key, never a member:
+    app/replicas.py notes a member's writes from the session's commits, which a unit without a session skips.
     """
     if _unit.get() is not None or (db.session.registry.has() and db.session().in_transaction()):
         yield None
