@@ -191,13 +191,24 @@ def _backend_through_session():
     return tuple(db.session.execute(sa.text(BACKEND_SQL)).one())
 
 
+def _committed_user(**fields) -> int:
+    """A committed member's id, with no session left open (so on_connection() starts a unit of its own)."""
+    user_id = UserFactory(**fields).id
+    db.session.commit()
+    db.session.remove()
+    return user_id
+
+
+def _name_and_email(user_id: int) -> tuple[str, str]:
+    row = db.session.execute(sa.text("SELECT display_name, email FROM users WHERE id = :id"), {"id": user_id}).one()
+    return tuple(row)
+
+
 @pytest.mark.committed
 def test_a_unit_on_its_own_connection_is_one_transaction_with_the_session(app, redis_watch):
     """driversql's statements and the session's run on one backend in one transaction; commit() commits both,
     then hands over what either registered; the connection goes back to the pool."""
-    user_id = UserFactory().id
-    db.session.commit()
-    db.session.remove()
+    user_id = _committed_user()
     pool = db.engine.pool
     with unitofwork.on_connection() as unit:
         assert unit is not None
@@ -216,38 +227,32 @@ def test_a_unit_on_its_own_connection_is_one_transaction_with_the_session(app, r
     assert pool.checkedout() == 0
     heard = sorted(channel for channel, _ in (redis_watch.next_event(), redis_watch.next_event()))
     assert heard == [user_channel(user_id), user_channel(user_id + 1)]
-    row = db.session.execute(sa.text("SELECT display_name, email FROM users WHERE id = :id"), {"id": user_id}).one()
-    assert tuple(row) == ("Renamed", "renamed@example.com")
+    assert _name_and_email(user_id) == ("Renamed", "renamed@example.com")
 
 
 @pytest.mark.committed
 def test_a_unit_that_does_not_commit_leaves_nothing_and_hands_nothing_over(app, redis_watch):
-    user_id = UserFactory(display_name="Before").id
-    db.session.commit()
-    db.session.remove()
+    user_id = _committed_user(display_name="Before")
     with unitofwork.on_connection():
         driversql.fetchone("UPDATE users SET display_name = 'Lost' WHERE id = %(id)s", {"id": user_id})
         badge_after_commit([user_id])
         db.session.execute(sa.text("UPDATE users SET email = 'lost@example.com' WHERE id = :id"), {"id": user_id})
     assert db.engine.pool.checkedout() == 0
-    row = db.session.execute(sa.text("SELECT display_name, email FROM users WHERE id = :id"), {"id": user_id}).one()
-    assert row.display_name == "Before" and row.email != "lost@example.com"
+    name, email = _name_and_email(user_id)
+    assert name == "Before" and email != "lost@example.com"
     marker(redis_watch)
 
 
 @pytest.mark.committed
 def test_a_rolled_back_unit_drops_its_work_and_effects_and_the_next_transaction_goes_on(app, redis_watch):
-    user_id = UserFactory(display_name="Before").id
-    db.session.commit()
-    db.session.remove()
+    user_id = _committed_user(display_name="Before")
     with unitofwork.on_connection():
         db.session.execute(sa.text("UPDATE users SET display_name = 'Lost' WHERE id = :id"), {"id": user_id})
         badge_after_commit([user_id])
         unitofwork.rollback()
         driversql.fetchone("UPDATE users SET email = 'kept@example.com' WHERE id = %(id)s", {"id": user_id})
         commit().wait(5)
-    row = db.session.execute(sa.text("SELECT display_name, email FROM users WHERE id = :id"), {"id": user_id}).one()
-    assert tuple(row) == ("Before", "kept@example.com")
+    assert _name_and_email(user_id) == ("Before", "kept@example.com")
     marker(redis_watch)
 
 
