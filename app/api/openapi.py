@@ -26,7 +26,7 @@ from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 
 from app import user_tokens
-from app.api import auth, schemas, workflows
+from app.api import auth, notification_schemas, schemas, workflows
 from app.api import responses as answers
 from app.api.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
 from app.api_keys.scopes import SCOPES
@@ -84,7 +84,7 @@ def _path_parameters() -> dict[str, dict]:
         },
         "notification_id": {"schema": row_id},
         "action_name": {
-            "schema": TypeAdapter(schemas.ActionName).json_schema(),
+            "schema": TypeAdapter(notification_schemas.ActionName).json_schema(),
             "description": "The `action` of one of the notification's action buttons.",
             "example": "approve",
         },

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.schemas import Actor
+from app.api.notification_schemas import Actor
 from app.delivery.channels import routable_names
 from app.models import DELIVERY_STATUSES, PRIORITIES, PROVIDER_EVENTS, PROVIDER_STATUSES
 

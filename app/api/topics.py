@@ -15,7 +15,7 @@ from flask import current_app, url_for
 from flask_babel import gettext, lazy_gettext, ngettext
 from pydantic import BaseModel, Field
 
-from app.api import auth, schemas
+from app.api import auth, notification_schemas, schemas
 from app.api.idempotency import idempotent, json_response, store
 from app.api.schemas import ApiError, ExternalId
 from app.pagination import parse_id_cursor
@@ -152,7 +152,7 @@ def fanout_out(row) -> FanoutOut:
 
 
 def create_topic_fanout(
-    payload: schemas.NotificationIn,
+    payload: notification_schemas.NotificationIn,
     content: dict,
     admit: Callable[[int], None] | None = None,
     tenant_id: int | None = None,

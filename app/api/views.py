@@ -21,6 +21,7 @@ from app.api import (
     auth,
     channel_data,
     members,
+    notification_schemas,
     openapi,
     quotas,
     ratelimit,
@@ -221,9 +222,9 @@ def openapi_document():
     "headers of that limit, and nothing is written; a call that fails gives its notifications back.",
 )
 @auth.requires("notifications:write")
-@idempotent(schemas.NotificationIn)
+@idempotent(notification_schemas.NotificationIn)
 @quotas.charges
-def create_notifications(payload: schemas.NotificationIn):
+def create_notifications(payload: notification_schemas.NotificationIn):
     """Write one notification per recipient, or record a topic's fanout; deliveries and badge events follow the
     commit."""
     tenant = tenants.sending_tenant(payload.tenant)
@@ -320,10 +321,10 @@ def get_notification(notification_id: int):
     "notification without that action, the answer is 404.",
 )
 @auth.requires("notifications:write")
-@bodies.takes_json(schemas.ActionStateIn)
-def answer_action(notification_id: int, action_name: str, payload: schemas.ActionStateIn):
+@bodies.takes_json(notification_schemas.ActionStateIn)
+def answer_action(notification_id: int, action_name: str, payload: notification_schemas.ActionStateIn):
     """Record the product's state for one named action of a notification this key created."""
-    name = schemas.validate_action_name(action_name)
+    name = notification_schemas.validate_action_name(action_name)
     row = actions.answer(auth.current_key().id, notification_id, name, payload.state)
     if row is None:
         raise ApiError(404, gettext("There is no notification with this id and action."))

@@ -148,7 +148,7 @@ def notify(
     of its type's defaults; in-app is recorded as the type and the member's preference say, whatever the order.
     tenant_id (issue 32): every recipient must be the tenant's member (else OutsideTenant, nothing written); the rows
     carry it, and its default preferences apply between the type's and the member's.
-    actions (issue 33): the new rows' buttons, as app/api/schemas.py ActionIn.stored() gives them.
+    actions (issue 33): the new rows' buttons, as app/api/notification_schemas.py ActionIn.stored() gives them.
     Raises NotifyError for an unknown type or (strict) unknown recipients.
     """
     refs = unique(refs)
