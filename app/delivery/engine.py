@@ -12,8 +12,8 @@ means; a source (app/delivery/source.py) holds its table: the ledger, digest_run
 - route: app/providers/routing.py, the channel's providers that are not paused, in failover order, each
   behind its token bucket and breaker; "wait" returns the rest of the batch to pending without a try.
   A target's own scope (a push service, a webhook endpoint) has its own pause and breaker.
-- send: concurrent lanes where the channel allows them (the time of a send is mostly waiting on the
-  other side). For a source that records each try on its own (record_every 1), the fence
+- send: concurrent lanes where the channel allows them (app/delivery/lanes.py; the time of a send is mostly
+  waiting on the other side). For a source that records each try on its own (record_every 1), the fence
   (app/providers/base.py) keeps "at most one message past its point of no return and not yet recorded"
   true for the whole worker: a SIGKILL re-sends at most that one. Rows of one scope (a webhook
   endpoint) share a lane, so a slow or failing endpoint holds one lane, never the others.
@@ -26,31 +26,22 @@ after DELIVERY_DRAIN_SECONDS, or as soon as a higher-priority queue has work.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import threading
 import time
-from collections import deque
 from collections.abc import Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from datetime import UTC, datetime
-
-from flask import current_app
 
 from app import backpressure, telemetry
 from app.delivery import policy, sending, service, switches
 from app.delivery.channels import Channel, channel_for
+from app.delivery.lanes import Lanes
 from app.delivery.source import Batch, Claim, Recheck, Source, Try
 from app.extensions import db, redis
-from app.providers import Fence, FenceBroken, Provider, fenced, point_of_no_return
+from app.providers import Provider
 from app.providers.routing import Gate, Route, Router
 from app.queueing import higher_work_waiting, start_drain, take_coalesced, wake_drain
 from app.unitofwork import commit
-
-# A lane re-asks its scope's gate after this long even while every send works (another worker's
-# failures may have opened its breaker meanwhile).
-GATE_RECHECK_SECONDS = 1.0
 
 
 def backoff_from(config: Mapping) -> policy.Backoff:
@@ -148,7 +139,7 @@ def _send_all(source: Source, channel: Channel, batch: Batch, rows: list, router
         stop_at = deadline - channel.send_timeout(config)
         # One scope in the batch (a single webhook endpoint, say) needs no second thread: its lane runs here.
         inline = scoped and len({channel.scope_of(row) for row in rows}) == 1
-        lanes = _Lanes(width, recorder, router, states, fences, stop_at, inline) if (width > 1 or scoped) else None
+        lanes = Lanes(width, recorder, router, states, fences, stop_at, inline) if (width > 1 or scoped) else None
         try:
             for index, row in enumerate(rows):
                 if time.monotonic() > stop_at or backpressure.low_work_held():  # lease ending, or high work waits
@@ -280,154 +271,6 @@ class _Recorder:
             for attempt in tries:
                 self.channel.record_outcome(self.conn, attempt.result)
                 self.stamps += self.channel.stamps(attempt.result)
-
-
-_pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (process id, width, pool): a forked child makes its own
-
-
-def _send_pool(width: int) -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None or _pool[:2] != (os.getpid(), width):
-        _pool = (os.getpid(), width, ThreadPoolExecutor(width, thread_name_prefix="hato-send"))
-    return _pool[2]
-
-
-class _Lanes:
-    """Up to width sends of one batch at once, recorded on the batch's ledger.
-
-    This thread keeps the batch's routing (the Router is not shared) and its database session; a pool
-    thread runs sends and their records. Rows with a key (their scope) queue behind each other in one
-    lane, which asks the scope's gate before each send. With fences, the fence is taken at a send's
-    point of no return (before the whole send for a provider that does not mark it) and held until its
-    record has committed, so a SIGKILL finds at most one message sent and not recorded.
-    """
-
-    def __init__(self, width: int, recorder: _Recorder, router: Router, states: dict[str, int], fences: bool,
-                 stop_at: float, inline: bool = False) -> None:  # fmt: skip
-        self.width, self.recorder, self.router, self.states, self.stop_at = width, recorder, router, states, stop_at
-        self.app = current_app._get_current_object()
-        self.fence = Fence() if fences else None
-        self.inline = inline  # run each lane in this thread (a batch with one key: nothing to overlap)
-        self.pool = None if inline else _send_pool(width)
-        self.running: dict[Future, object] = {}
-        self.queues: dict[object, deque] = {}  # key -> rows waiting behind the lane running for that key
-        self.queues_lock = threading.Lock()
-        self.checked_at: dict[object, float | None] = {}  # key -> when its gate was last asked (within this batch)
-
-    def submit(self, key, row, work: _Send, prepared: sending.Prepared | None = None) -> None:
-        """Send row on the lane of key (None: a lane of its own) once the lane is free."""
-        if self.inline:
-            self._count(self._lane(key, row, work, prepared))
-            return
-        with self.queues_lock:
-            if key is not None and key in self.queues:
-                self.queues[key].append((row, work, prepared))
-                return
-            if key is not None:
-                self.queues[key] = deque()
-        while len(self.running) >= self.width:
-            self._settle(wait(self.running, return_when=FIRST_COMPLETED).done)
-        # The lane's sends and records belong to this job's span (tracing on), though they run on a pool thread.
-        self.running[self.pool.submit(telemetry.bind(self._lane), key, row, work, prepared)] = key
-
-    def settle_done(self) -> None:
-        """Report the sends that have finished, without waiting for the others."""
-        done = {future for future in self.running if future.done()}
-        if done:
-            self._settle(done)
-
-    def finish(self) -> None:
-        """Wait for every lane, then report them (the first error raised in a lane is raised here)."""
-        while self.running:
-            self._settle(wait(self.running).done)
-
-    def _settle(self, done: set[Future]) -> None:
-        for future in done:
-            self.running.pop(future, None)
-        errors = [future.exception() for future in done if future.exception() is not None]
-        errors.sort(key=lambda error: isinstance(error, FenceBroken))  # the cause first, not its consequences
-        if errors:  # the other lanes finish and are counted before the error goes up
-            rest = set(self.running)
-            self.running.clear()
-            wait(rest)
-            done = done | rest
-        for future in done:
-            if future.exception() is None:
-                self._count(future.result())
-        if errors:
-            raise errors[0]
-
-    def _count(self, finished: list) -> None:
-        """Count a lane's rows and tell the router how their sends went."""
-        for provider, result, state, gated in finished:
-            if result is None:  # held (the scope was paused or failing) or released: no try spent
-                self.states[state] = self.states.get(state, 0) + 1
-                continue
-            if gated:  # the lane told the scope itself: the provider only hears that it works
-                if result.outcome == "sent":
-                    self.router.report(provider, "sent")
-            else:
-                self.router.report(provider, result.outcome, result.retry_after, result.outcomes)
-            self.states[state] = self.states.get(state, 0) + 1
-
-    def _lane(self, key, row, work: _Send, prepared) -> list:
-        """Run row, then every row queued behind it for key; return (provider, result, state, gated) per row."""
-        finished = []
-        with contextlib.nullcontext() if self.inline else self.app.app_context():
-            checked_at = self.checked_at.get(key)
-            while True:
-                if time.monotonic() > self.stop_at:
-                    finished += self._end_lane(key, row, None)
-                    return finished
-                fresh = False
-                if work.gate is not None:
-                    until, fresh = self._held_until(work.gate, checked_at)
-                    if until:
-                        finished += self._end_lane(key, row, until)
-                        return finished
-                    if fresh:
-                        checked_at = self.checked_at[key] = time.monotonic()
-                result, state = self._one(row, work, prepared)
-                if work.gate is not None and (result.outcome != "sent" or fresh):
-                    # A success right after a look may be a half-open breaker's probe: it closes it. The ones
-                    # after it change nothing, so they cost no round trip.
-                    self.router.report_gate(work.gate, result.outcome, result.retry_after)
-                if result.outcome != "sent":
-                    checked_at = self.checked_at[key] = None  # after a failure, ask the gate again before the next
-                finished.append((work.provider, result, state, work.gate is not None))
-                with self.queues_lock:
-                    queue = self.queues.get(key)
-                    if not queue:
-                        self.queues.pop(key, None)
-                        return finished
-                    row, work, prepared = queue.popleft()
-
-    def _held_until(self, gate: Gate, checked_at: float | None) -> tuple[float, bool]:
-        """(when the scope may be tried again, 0.0: now; whether the gate was asked just now)."""
-        if checked_at is not None and time.monotonic() - checked_at < GATE_RECHECK_SECONDS:
-            return 0.0, False
-        return self.router.gate_held_until(gate), True
-
-    def _end_lane(self, key, row, until: float | None) -> list:
-        """This row and those queued behind it wait, no try spent: until then (the scope is paused or failing),
-        or released (None: the batch's lease is running out)."""
-        with self.queues_lock:
-            queued = self.queues.pop(key, deque()) if key is not None else deque()
-        rows = [row] + [item[0] for item in queued]
-        if until is None:
-            self.recorder.release([r.id for r in rows])
-            return [(None, None, "released", True) for _ in rows]
-        self.recorder.hold([(r.id, datetime.fromtimestamp(until, UTC)) for r in rows])
-        return [(None, None, "held", True) for _ in rows]
-
-    def _one(self, row, work: _Send, prepared) -> tuple[sending.Result, str]:
-        with fenced(self.fence):
-            if self.fence is not None and not getattr(work.provider, "fences", False):
-                point_of_no_return()  # the provider does not say where its point is: the whole send is it
-            result = work.run(row, prepared if prepared is not None else work.prepare(row))
-            point_of_no_return()  # a failed send records under the fence too: one writer on the ledger
-            state = self.recorder.record(result)
-        return result, state
 
 
 def _waits(rows, route: Route) -> list[tuple[int, datetime]]:
