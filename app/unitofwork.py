@@ -152,7 +152,7 @@ def on_connection() -> Iterator[Unit | None]:
     Used by the API's idempotent calls (app/api/idempotency.py), which speak for an API key, never a member:
     app/replicas.py notes a member's writes from the session's commits, which a unit without a session skips.
     """
-    if _unit.get() is not None or (db.session.registry.has() and db.session().in_transaction()):
+    if _unit.get() is not None or _open_session() is not None:
         yield None
         return
     unit = Unit()
@@ -163,15 +163,15 @@ def on_connection() -> Iterator[Unit | None]:
         unit_connection.reset(tokens[1])
         _unit.reset(tokens[0])
         try:
-            session = _joined_session()
+            session = _open_session()
             if session is not None:
                 session.rollback()  # a joined session lets go of the connection before it goes back (uncommitted)
         finally:
             unit.close()
 
 
-def _joined_session():
-    """The session, if one was created and holds a transaction (inside on_connection(): on the unit's connection)."""
+def _open_session():
+    """The session, if one was created and holds a transaction (inside a unit: joined to the unit's connection)."""
     if not db.session.registry.has():
         return None
     session = db.session()
@@ -181,7 +181,7 @@ def _joined_session():
 def after_commit(effect: Effect) -> None:
     """Run effect after the current transaction commits; it is dropped if the transaction rolls back."""
     unit = _unit.get()
-    if unit is not None and _joined_session() is None:
+    if unit is not None and _open_session() is None:
         unit.effects.append(effect)
         return
     session = db.session()
@@ -197,7 +197,7 @@ def commit() -> Handoff:
     """
     unit = _unit.get()
     if unit is not None:
-        session = _joined_session()
+        session = _open_session()
         if session is not None:
             session.commit()  # flushes; a joined session does not commit: its effects move to the unit
         return unit.commit()
@@ -237,7 +237,6 @@ def _handed_over(session) -> None:
     unit = _unit.get()
     if unit is not None:  # a session joined to a unit's transaction: the unit commits, then hands them over
         unit.effects.extend(effects or ())
-        session.info[HANDOFF_KEY] = NOTHING
         return
     session.info[HANDOFF_KEY] = dispatcher().submit(effects, telemetry.carrier()) if effects else NOTHING
 

@@ -208,9 +208,9 @@ def idempotent(model: type[BaseModel] | None = None, withheld: Withheld | None =
             # Its own connection, not the ORM session's: the claim, the view's work and the stored answer are one
             # transaction either way (a session used by the view joins it), and this path runs on every call.
             with unitofwork.on_connection():
-                return _claimed(view, args, kwargs)
+                return _claimed(*args, **kwargs)
 
-        def _claimed(view, args, kwargs):
+        def _claimed(*args, **kwargs):
             key = header_key()
             payload = parse_json(model) if model is not None else None
             if payload is not None:
